@@ -1,0 +1,31 @@
+//! The bottom layer of agent-exec: what a tool is, how its arguments are
+//! described and checked, what it answers, and how tools are found and run.
+//!
+//! A tool implements [`Tool`] with a typed `Params` struct. The struct's
+//! `schemars` derive is the single source of truth for both the JSON Schema
+//! that clients see and the validation applied to raw JSON arguments, so the
+//! two cannot drift. [`ToolRegistry`] holds type-erased tools ([`DynTool`]),
+//! and [`ToolExecutor`] runs one by name with raw JSON, catching panics and
+//! recording the time taken.
+
+mod context;
+mod definition;
+mod executor;
+mod registry;
+mod result;
+mod schema;
+mod tool;
+
+pub use context::{ExecutionContext, ProgressSink, ProgressUpdate, Session};
+pub use definition::{DefinitionFormat, ToolDefinition, UnknownFormat};
+pub use executor::{ExecutedCall, ExecutorError, ToolExecutor};
+pub use registry::{RegistryError, ToolRegistry};
+pub use result::ToolResult;
+pub use schema::{InputSchema, SchemaError, ValidationError, ValidationRule};
+pub use tool::{DynTool, Tool, ToolCategory, TypedTool};
+
+/// Re-exported so that tools and hosts share one cancellation type.
+pub use tokio_util::sync::CancellationToken;
+
+#[cfg(test)]
+mod tests;
