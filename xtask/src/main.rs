@@ -1,1 +1,50 @@
-fn main() {}
+//! Project automation: `cargo xtask codegen [--check]` and
+//! `cargo xtask check-layers`.
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a developer tool reports on the terminal"
+)]
+
+mod codegen;
+mod layers;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+
+const USAGE: &str = "usage: cargo xtask <codegen [--check] | check-layers>";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> anyhow::Result<()> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["codegen"] => codegen::run(&workspace_root(), false),
+        ["codegen", "--check"] => codegen::run(&workspace_root(), true),
+        ["check-layers"] => {
+            let report = layers::check_workspace(&workspace_root()).context("checking layers")?;
+            println!("{report}");
+            Ok(())
+        }
+        _ => bail!("{USAGE}"),
+    }
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}

@@ -1,0 +1,174 @@
+//! The command line, as the contract lays it out.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tool_core::DefinitionFormat;
+
+/// A shell an LLM agent can trust.
+#[derive(Debug, Parser)]
+#[command(name = "agent-exec", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Serve the tools over MCP on stdio (newline-delimited JSON-RPC).
+    Mcp(McpArgs),
+    /// Run one Bash call through the full pipeline and print its result.
+    Run(RunArgs),
+    /// Print the tool definitions as a JSON array.
+    Schema(SchemaArgs),
+}
+
+/// Flags shared by `mcp` and `run`.
+#[derive(Debug, Args)]
+pub(crate) struct CommonArgs {
+    /// Directory commands start in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cwd: Option<PathBuf>,
+    /// A directory commands may work in; repeatable (default: --cwd).
+    #[arg(long = "root", value_name = "DIR")]
+    pub(crate) roots: Vec<PathBuf>,
+    /// Check and echo commands without running them.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// A TOML policy file with extra rules.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) policy: Option<PathBuf>,
+    /// OS sandbox for commands.
+    #[arg(long, value_enum, default_value_t = SandboxMode::Off)]
+    pub(crate) sandbox: SandboxMode,
+    /// Whether commands may open network sockets.
+    #[arg(long, value_enum, default_value_t = NetworkMode::Allow)]
+    pub(crate) network: NetworkMode,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    /// Add a `Co-authored-by` trailer to `git commit`s, e.g. "Name <email>".
+    #[arg(long, value_name = "NAME <EMAIL>")]
+    pub(crate) coauthor: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    /// Timeout in milliseconds (1000..=600000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1000..=600_000))]
+    pub(crate) timeout: Option<u64>,
+    /// The command; its words are joined with spaces, as ssh does.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SchemaArgs {
+    /// Which API's tool shape to print.
+    #[arg(long, value_enum, default_value_t = FormatArg::Mcp)]
+    pub(crate) format: FormatArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum FormatArg {
+    /// MCP `tools/list` entries.
+    Mcp,
+    /// OpenAI Chat Completions functions.
+    Openai,
+    /// Anthropic Messages tools.
+    Anthropic,
+}
+
+impl From<FormatArg> for DefinitionFormat {
+    fn from(format: FormatArg) -> Self {
+        match format {
+            FormatArg::Mcp => Self::Mcp,
+            FormatArg::Openai => Self::OpenAi,
+            FormatArg::Anthropic => Self::Anthropic,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SandboxMode {
+    /// No OS confinement.
+    Off,
+    /// No writes anywhere.
+    ReadOnly,
+    /// Writes only inside the roots and a private temp directory.
+    WorkspaceWrite,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum NetworkMode {
+    /// Commands may use the network.
+    Allow,
+    /// Commands cannot open network sockets.
+    Deny,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_joins_words_after_double_dash() {
+        let cli = Cli::try_parse_from([
+            "agent-exec",
+            "run",
+            "--timeout",
+            "5000",
+            "--",
+            "echo",
+            "a b",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.command, ["echo", "a b"]);
+        assert_eq!(args.timeout, Some(5000));
+    }
+
+    #[test]
+    fn run_refuses_an_out_of_range_timeout() {
+        let error = Cli::try_parse_from(["agent-exec", "run", "--timeout", "999", "--", "true"])
+            .unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
+    fn roots_repeat() {
+        let cli = Cli::try_parse_from([
+            "agent-exec",
+            "mcp",
+            "--root",
+            "/a",
+            "--root",
+            "/b",
+            "--sandbox",
+            "workspace-write",
+        ])
+        .unwrap();
+        let Command::Mcp(args) = cli.command else {
+            panic!("not mcp")
+        };
+        assert_eq!(
+            args.common.roots,
+            [PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(args.common.sandbox, SandboxMode::WorkspaceWrite);
+        assert_eq!(args.common.network, NetworkMode::Allow);
+    }
+}
