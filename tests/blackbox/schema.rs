@@ -41,7 +41,11 @@ fn schema_defaults_to_mcp_and_ends_with_a_newline() {
 fn unknown_format_is_refused_with_exit_2() {
     let output = agent_exec(&["schema", "--format", "xml"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("invalid value 'xml'"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("invalid value 'xml'"),
+        "{}",
+        stderr(&output)
+    );
     assert!(output.stdout.is_empty());
 }
 
