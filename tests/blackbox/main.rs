@@ -6,6 +6,11 @@
     clippy::disallowed_methods,
     reason = "black-box tests start the binary under test directly"
 )]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test helper that cannot go on should fail the test loudly"
+)]
 
 mod schema;
 
