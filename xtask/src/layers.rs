@@ -37,11 +37,6 @@ const FORBIDDEN_RUNTIME_DEPS: &[(&str, &str, &str)] = &[
         "exec-policy is pure decisions and knows nothing of tokio",
     ),
     ("exec-policy", "nix", "exec-policy starts no process"),
-    (
-        "exec-policy",
-        "libc",
-        "exec-policy makes no system calls of its own",
-    ),
 ];
 
 /// A dependency edge between two workspace members.

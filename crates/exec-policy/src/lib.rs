@@ -1,3 +1,17 @@
 //! Pure decisions for agent shell commands: dangerous-command analysis,
-//! environment scrubbing and working-directory rules. Starts no process and
-//! knows nothing of tokio.
+//! environment scrubbing and working-directory rules.
+//!
+//! **Architecture Invariant:** this crate starts no process and knows
+//! nothing of tokio. It reads only the policy file it is handed and
+//! filesystem metadata (to canonicalise working directories).
+
+mod analysis;
+mod env;
+mod glob;
+mod workdir;
+
+pub use analysis::{Analyzer, AnalyzerConfig, Decision, Denial, FORK_BOMB, GitCommit, RULES, Rule};
+pub use env::{
+    EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
+};
+pub use workdir::{WorkdirError, canonical_dir, is_within_roots, resolve_working_dir};

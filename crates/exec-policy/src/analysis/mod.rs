@@ -1,0 +1,284 @@
+//! Dangerous-command analysis: parse the command, list every simple command
+//! it would run (through wrappers, `bash -c`, `eval`, substitutions, function
+//! bodies...), and check each against the built-in rules and the regex layer.
+
+mod collect;
+mod paths;
+mod rules;
+mod words;
+
+use std::fmt;
+
+use regex::Regex;
+
+pub use rules::{FORK_BOMB, RULES, Rule};
+
+use collect::{Cmd, Collected, Collector};
+use paths::Protected;
+
+/// The seed's patterns, each applied to every unwrapped simple command from
+/// its program word on (never to the raw text), anchored so relative and
+/// `/tmp` paths do not match.
+const SEED_PATTERNS: &[(&str, &str)] = &[
+    ("seed.rm-rf-root", r"^rm\s+-rf\s+/\*?(\s|$)"),
+    ("seed.mkfs", r"^mkfs\."),
+    (
+        "seed.dd-to-disk",
+        r"^dd\s+if=.+of=/dev/(sd|nvme|vd|xvd|hd|mmcblk|disk)",
+    ),
+    ("seed.write-to-disk", r">\s*/dev/sd"),
+    ("seed.chmod-777-root", r"^chmod\s+-R\s+777\s+/(\s|$)"),
+];
+
+/// What the analysis needs to know besides the command.
+#[derive(Debug, Clone, Default)]
+pub struct AnalyzerConfig {
+    /// The home directory `~` and `$HOME` stand for (default `/root`).
+    pub home: Option<String>,
+    /// More protected paths (`~` allowed), from the policy file.
+    pub protected_paths: Vec<String>,
+    /// Extra deny patterns, from the policy file.
+    pub deny_regex: Vec<Regex>,
+    /// Patterns exempting a simple command from the regex layer (never from built-in rules).
+    pub allow_regex: Vec<Regex>,
+}
+
+/// Why a command may not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The rule's id (`recursive-delete-protected`, `seed.mkfs`, `policy.deny[0]`...).
+    pub rule_id: String,
+    /// The rule's one-line reason.
+    pub reason: String,
+    /// The offending simple command, as analysed (after unwrapping).
+    pub command: String,
+    /// Whether part of the command could not be parsed and was checked token by token.
+    pub fallback: bool,
+}
+
+impl Denial {
+    /// The message a tool answers: contains `blocked`, `dangerous`, the rule id and the sub-command.
+    pub fn message(&self) -> String {
+        let mut message = format!(
+            "Command blocked: dangerous command detected (rule `{}`: {}) in `{}`",
+            self.rule_id, self.reason, self.command
+        );
+        if self.fallback {
+            message.push_str(
+                " (the command could not be fully parsed; it was checked token by token)",
+            );
+        }
+        message
+    }
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+/// The outcome of checking a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing dangerous was found.
+    Allow {
+        /// Whether part of the command could not be parsed and was checked token by token.
+        fallback: bool,
+    },
+    /// A rule matched; nothing may run.
+    Deny(Denial),
+}
+
+impl Decision {
+    /// Whether the command may run.
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Self::Allow { .. })
+    }
+}
+
+/// Where a `git commit` sits in the command as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GitCommit {
+    /// Byte offset just after the `commit` word: insert extra options here.
+    pub insert_at: usize,
+}
+
+/// Checks commands against the built-in rules and the regex layer.
+#[derive(Debug, Clone)]
+pub struct Analyzer {
+    home: String,
+    protected: Protected,
+    seed: Vec<(String, Regex)>,
+    deny: Vec<(String, Regex)>,
+    allow: Vec<Regex>,
+}
+
+impl Default for Analyzer {
+    fn default() -> Self {
+        Self::new(AnalyzerConfig::default())
+    }
+}
+
+impl Analyzer {
+    /// An analyzer with the built-in rules plus `config`.
+    pub fn new(config: AnalyzerConfig) -> Self {
+        let home = config.home.unwrap_or_else(|| "/root".to_owned());
+        let extra: Vec<String> = config
+            .protected_paths
+            .iter()
+            .map(|p| match p.strip_prefix('~') {
+                Some(rest) => format!("{home}{rest}"),
+                None => p.clone(),
+            })
+            .collect();
+        let seed = SEED_PATTERNS
+            .iter()
+            .filter_map(|(id, pattern)| Regex::new(pattern).ok().map(|re| ((*id).to_owned(), re)))
+            .collect();
+        let deny = config
+            .deny_regex
+            .into_iter()
+            .enumerate()
+            .map(|(i, re)| (format!("policy.deny[{i}]"), re))
+            .collect();
+        Self {
+            protected: Protected::new(&home, &extra),
+            home,
+            seed,
+            deny,
+            allow: config.allow_regex,
+        }
+    }
+
+    fn collect(&self, command: &str) -> Collected {
+        Collector::new(&self.home).collect(command)
+    }
+
+    /// Decides whether `command` may run.
+    pub fn check(&self, command: &str) -> Decision {
+        let collected = self.collect(command);
+        let fallback = collected.fallback;
+        let deny = |rule_id: &str, reason: &str, command: String| {
+            Decision::Deny(Denial {
+                rule_id: rule_id.to_owned(),
+                reason: reason.to_owned(),
+                command,
+                fallback,
+            })
+        };
+        for cmd in &collected.cmds {
+            if let Some(rule) = RULES.iter().find(|rule| (rule.check)(cmd, &self.protected)) {
+                return deny(rule.id, rule.reason, cmd.text());
+            }
+        }
+        if let Some(cmd) = rules::fork_bombs(&collected.cmds) {
+            let name = cmd.function.clone().unwrap_or_default();
+            return deny(
+                FORK_BOMB.id,
+                FORK_BOMB.reason,
+                format!("{name}() {{ ... }}"),
+            );
+        }
+        if let Some(name) = collected
+            .fallback_scripts
+            .iter()
+            .find_map(|s| raw_fork_bomb(s))
+        {
+            return deny(
+                FORK_BOMB.id,
+                FORK_BOMB.reason,
+                format!("{name}() {{ ... }}"),
+            );
+        }
+        for cmd in &collected.cmds {
+            let text = cmd.text();
+            if self.allow.iter().any(|re| matches_from_start(re, &text)) {
+                continue;
+            }
+            let seed = self.seed.iter().filter(|(_, re)| re.is_match(&text));
+            let policy = self
+                .deny
+                .iter()
+                .filter(|(_, re)| matches_from_start(re, &text));
+            for (id, re) in seed.chain(policy) {
+                {
+                    let reason = if id.starts_with("policy.") {
+                        format!("matches the policy file's deny pattern `{}`", re.as_str())
+                    } else {
+                        format!("matches the seed pattern `{}`", re.as_str())
+                    };
+                    return deny(id, &reason, text);
+                }
+            }
+        }
+        Decision::Allow { fallback }
+    }
+
+    /// Where `command` runs `git commit` (top level only, not inside nested
+    /// strings), so a trailer can be inserted after each `commit` word.
+    pub fn git_commits(&self, command: &str) -> Vec<GitCommit> {
+        let collected = self.collect(command);
+        collected
+            .cmds
+            .iter()
+            .filter(|cmd| cmd.depth == 0 && cmd.program() == Some("git"))
+            .filter_map(|cmd| git_subcommand(cmd))
+            .collect()
+    }
+}
+
+/// Whether `re` matches `text` starting at its first character (the
+/// program word): policy patterns are matched "from the program word on".
+fn matches_from_start(re: &Regex, text: &str) -> bool {
+    re.find(text).is_some_and(|m| m.start() == 0)
+}
+
+/// The `commit` word of a `git [global options] commit ...` command.
+fn git_subcommand(cmd: &Cmd) -> Option<GitCommit> {
+    let mut words = cmd.words.iter().skip(1);
+    while let Some(word) = words.next() {
+        let value = word.value()?;
+        match value {
+            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path" => {
+                words.next();
+            }
+            v if v.starts_with('-') => {}
+            "commit" => return word.span.map(|(_, end)| GitCommit { insert_at: end }),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// A fork bomb in text that did not parse: `NAME(){ ... NAME ... NAME ... }`
+/// with a pipe or `&` in the body.
+fn raw_fork_bomb(script: &str) -> Option<String> {
+    let mut rest = script;
+    while let Some(open) = rest.find("()") {
+        let name = rest[..open]
+            .trim_end()
+            .rsplit(|c: char| c.is_whitespace() || c == ';')
+            .next()
+            .unwrap_or("");
+        let after = &rest[open + 2..];
+        let body_start = after.trim_start();
+        if !name.is_empty()
+            && let Some(body) = body_start.strip_prefix('{')
+        {
+            let body = body.split('}').next().unwrap_or(body);
+            let calls = body
+                .split(|c: char| c.is_whitespace() || matches!(c, '|' | '&' | ';'))
+                .filter(|token| *token == name)
+                .count();
+            if calls >= 2 && body.contains(['|', '&']) {
+                return Some(name.to_owned());
+            }
+        }
+        rest = after;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests;

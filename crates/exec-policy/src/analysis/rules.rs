@@ -1,0 +1,368 @@
+//! The built-in rules, as data: an id, a one-line reason, a check over one
+//! unwrapped simple command, and examples each rule must block and allow
+//! (run as tests).
+
+use super::collect::{Cmd, RedirectKind};
+use super::paths::{Protected, is_block_device, is_system_target, join_path};
+use super::words::Word;
+
+/// One built-in rule.
+#[derive(Debug)]
+pub struct Rule {
+    /// Stable identifier, shown in denials.
+    pub id: &'static str,
+    /// Why it is dangerous, in one line.
+    pub reason: &'static str,
+    /// Commands this rule must block.
+    pub blocks: &'static [&'static str],
+    /// Look-alikes that must run.
+    pub allows: &'static [&'static str],
+    pub(crate) check: fn(&Cmd, &Protected) -> bool,
+}
+
+/// Every built-in rule except the fork-bomb rule, which looks at functions
+/// rather than single commands (see [`FORK_BOMB`]).
+pub static RULES: &[Rule] = &[
+    Rule {
+        id: "recursive-delete-protected",
+        reason: "recursive delete of a protected path",
+        blocks: &[
+            "rm -rf /",
+            "rm -r -f /etc",
+            "rm -fr ~",
+            "rm --recursive --force /usr/",
+            "rm -Rf /*",
+            "cd / && rm -rf *",
+        ],
+        allows: &[
+            "rm -rf ./build",
+            "rm -rf /tmp/x",
+            "rm -f /etc/nginx/old.conf",
+            "rm -rf /etc/nginx",
+            "echo rm -rf /",
+        ],
+        check: recursive_delete,
+    },
+    Rule {
+        id: "find-delete-protected",
+        reason: "find -delete (or -exec rm) over a protected path",
+        blocks: &[
+            "find / -delete",
+            "find /etc -name '*.conf' -delete",
+            "find ~ -delete",
+        ],
+        allows: &[
+            "find . -name '*.pyc' -delete",
+            "find /tmp/cache -delete",
+            "find / -name passwd",
+        ],
+        check: find_delete,
+    },
+    Rule {
+        id: "recursive-chmod-protected",
+        reason: "recursive change of permissions or ownership of a protected path",
+        blocks: &[
+            "chmod -R 777 /",
+            "chown -R nobody /etc",
+            "chgrp --recursive staff /usr",
+            "chmod -R a+w /*",
+        ],
+        allows: &[
+            "chmod -R 755 ./dist",
+            "chmod 644 /etc/hosts.bak",
+            "chown -R me /tmp/x",
+        ],
+        check: recursive_chmod,
+    },
+    Rule {
+        id: "move-protected",
+        reason: "moving a protected path away",
+        blocks: &["mv /etc /tmp/etc", "mv /usr/* /tmp", "mv -t /tmp /bin"],
+        allows: &[
+            "mv ./a ./b",
+            "mv /tmp/a /tmp/b",
+            "mv build /etc/nginx/sites",
+        ],
+        check: move_protected,
+    },
+    Rule {
+        id: "make-filesystem",
+        reason: "creating a filesystem erases the device",
+        blocks: &[
+            "mkfs.ext4 /dev/sda1",
+            "mkfs -t xfs /dev/nvme0n1",
+            "/sbin/mkfs.vfat disk.img",
+            "mkswap /dev/sdb2",
+        ],
+        allows: &[
+            "echo mkfs.ext4",
+            "man mkfs",
+            "git commit -m 'guard against mkfs.'",
+        ],
+        check: make_filesystem,
+    },
+    Rule {
+        id: "wipe-device",
+        reason: "wipefs and shred destroy data irrecoverably",
+        blocks: &[
+            "wipefs -a /dev/sda",
+            "shred -u secrets.txt",
+            "sudo shred /dev/sdb",
+        ],
+        allows: &["echo shred", "grep -r wipefs docs/"],
+        check: wipe,
+    },
+    Rule {
+        id: "dd-to-device",
+        reason: "dd writing onto a block device or a system file",
+        blocks: &[
+            "dd if=/dev/zero of=/dev/sda",
+            "dd if=x.img of=/dev/nvme0n1 bs=4M",
+            "dd of=/etc/passwd",
+        ],
+        allows: &[
+            "dd if=/dev/zero of=./disk.img bs=1M count=10",
+            "dd if=/dev/sda of=/tmp/mbr.bin count=1",
+        ],
+        check: dd_to_device,
+    },
+    Rule {
+        id: "overwrite-device-or-system-file",
+        reason: "writing onto a block device or into a system directory",
+        blocks: &[
+            "cat img > /dev/sda",
+            "echo x | tee /dev/sdb",
+            "cp disk.img /dev/mmcblk0",
+            "echo bad > /etc/passwd",
+            "echo 1 >> /proc/sysrq-trigger",
+            "cp x /etc/",
+        ],
+        allows: &[
+            "echo hi > /dev/null",
+            "make 2>&1 | tee build.log",
+            "cp a.txt /tmp/",
+            "echo x > out.txt",
+            "cat /etc/passwd",
+        ],
+        check: overwrite_device,
+    },
+];
+
+/// The fork-bomb rule: a function that runs itself at least twice, one of
+/// those through a pipe or `&`.
+pub static FORK_BOMB: Rule = Rule {
+    id: "fork-bomb",
+    reason: "a function that multiplies itself exhausts the process table",
+    blocks: &[
+        ":(){ :|:& };:",
+        "bomb() { bomb | bomb & }; bomb",
+        "f(){ f & f & }; f",
+    ],
+    allows: &[
+        "f(){ echo hi; }; f | cat",
+        "retry() { retry_once; }; retry",
+        "echo ':(){ :|:& };:'",
+    ],
+    check: |_, _| false,
+};
+
+/// Splits arguments into flags and operands (everything after `--` is an operand).
+fn split_args(words: &[Word]) -> (Vec<&str>, Vec<&Word>) {
+    let mut flags = Vec::new();
+    let mut operands = Vec::new();
+    let mut rest = false;
+    for word in words.iter().skip(1) {
+        match word.value() {
+            Some("--") if !rest => rest = true,
+            Some(flag) if !rest && flag.starts_with('-') && flag.len() > 1 => flags.push(flag),
+            _ => operands.push(word),
+        }
+    }
+    (flags, operands)
+}
+
+fn has_short(flags: &[&str], letters: &[char]) -> bool {
+    flags
+        .iter()
+        .any(|f| !f.starts_with("--") && f[1..].contains(letters))
+}
+
+fn has_long(flags: &[&str], name: &str) -> bool {
+    flags
+        .iter()
+        .any(|f| *f == name || f.starts_with(&format!("{name}=")))
+}
+
+/// The absolute path `word` names, resolving relative paths against a
+/// known working directory; `None` when unknown.
+fn resolve(word: &Word, cmd: &Cmd) -> Option<String> {
+    let value = word.value()?;
+    if value == "{}" {
+        return None;
+    }
+    if value.starts_with('/') {
+        Some(value.to_owned())
+    } else {
+        cmd.cwd.as_deref().map(|cwd| join_path(cwd, value))
+    }
+}
+
+fn reaches(word: &Word, cmd: &Cmd, protected: &Protected) -> bool {
+    resolve(word, cmd).is_some_and(|target| protected.reached_by(&target, word.glob).is_some())
+}
+
+/// Operands plus any paths a `find` feeds in.
+fn targets<'a>(operands: Vec<&'a Word>, cmd: &'a Cmd) -> impl Iterator<Item = &'a Word> {
+    operands.into_iter().chain(cmd.fed_paths.iter())
+}
+
+fn recursive_delete(cmd: &Cmd, protected: &Protected) -> bool {
+    if cmd.program() != Some("rm") {
+        return false;
+    }
+    let (flags, operands) = split_args(&cmd.words);
+    let recursive = has_short(&flags, &['r', 'R']) || has_long(&flags, "--recursive");
+    recursive && targets(operands, cmd).any(|w| reaches(w, cmd, protected))
+}
+
+fn find_delete(cmd: &Cmd, protected: &Protected) -> bool {
+    if cmd.program() != Some("find") || !cmd.words.iter().any(|w| w.value() == Some("-delete")) {
+        return false;
+    }
+    super::collect::find_start_paths(&cmd.words)
+        .iter()
+        .any(|w| reaches(w, cmd, protected))
+}
+
+fn recursive_chmod(cmd: &Cmd, protected: &Protected) -> bool {
+    if !matches!(cmd.program(), Some("chmod" | "chown" | "chgrp")) {
+        return false;
+    }
+    let (flags, operands) = split_args(&cmd.words);
+    let recursive = has_short(&flags, &['R']) || has_long(&flags, "--recursive");
+    // The first operand is the mode or owner unless --reference names it.
+    let skip = usize::from(!has_long(&flags, "--reference"));
+    recursive
+        && targets(operands.into_iter().skip(skip).collect(), cmd)
+            .any(|w| reaches(w, cmd, protected))
+}
+
+fn move_protected(cmd: &Cmd, protected: &Protected) -> bool {
+    if cmd.program() != Some("mv") {
+        return false;
+    }
+    let mut sources = Vec::new();
+    let mut target_given = false;
+    let mut words = cmd.words.iter().skip(1).peekable();
+    let mut rest = false;
+    while let Some(word) = words.next() {
+        match word.value() {
+            Some("--") if !rest => rest = true,
+            Some("-t" | "--target-directory") if !rest => {
+                target_given = true;
+                words.next();
+            }
+            Some(flag) if !rest && flag.starts_with("--target-directory=") => target_given = true,
+            Some(flag) if !rest && flag.starts_with('-') && flag.len() > 1 => {}
+            _ => sources.push(word),
+        }
+    }
+    if !target_given {
+        sources.pop();
+    }
+    targets(sources, cmd).any(|w| reaches(w, cmd, protected))
+}
+
+fn make_filesystem(cmd: &Cmd, _: &Protected) -> bool {
+    cmd.program().is_some_and(|p| {
+        p.starts_with("mkfs") || matches!(p, "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs")
+    })
+}
+
+fn wipe(cmd: &Cmd, _: &Protected) -> bool {
+    matches!(cmd.program(), Some("wipefs" | "shred"))
+}
+
+fn writes_system(word: &Word, cmd: &Cmd, protected: &Protected) -> bool {
+    resolve(word, cmd)
+        .is_some_and(|target| is_block_device(&target) || is_system_target(&target, protected))
+}
+
+fn dd_to_device(cmd: &Cmd, protected: &Protected) -> bool {
+    cmd.program() == Some("dd")
+        && cmd.words.iter().skip(1).any(|w| {
+            w.value()
+                .and_then(|v| v.strip_prefix("of="))
+                .is_some_and(|target| {
+                    writes_system(
+                        &Word {
+                            text: Some(target.to_owned()),
+                            ..w.clone()
+                        },
+                        cmd,
+                        protected,
+                    )
+                })
+        })
+}
+
+fn overwrite_device(cmd: &Cmd, protected: &Protected) -> bool {
+    let redirected = cmd
+        .redirects
+        .iter()
+        .any(|r| r.kind == RedirectKind::Write && writes_system(&r.target, cmd, protected));
+    if redirected {
+        return true;
+    }
+    match cmd.program() {
+        Some("tee") => {
+            let (_, operands) = split_args(&cmd.words);
+            operands
+                .into_iter()
+                .any(|w| writes_system(w, cmd, protected))
+        }
+        Some("cp" | "install" | "rsync") => {
+            let (flags, operands) = split_args(&cmd.words);
+            if let Some(position) = cmd
+                .words
+                .iter()
+                .position(|w| matches!(w.value(), Some("-t" | "--target-directory")))
+            {
+                return cmd
+                    .words
+                    .get(position + 1)
+                    .is_some_and(|w| writes_system(w, cmd, protected));
+            }
+            let _ = flags;
+            operands.len() >= 2
+                && operands
+                    .last()
+                    .is_some_and(|w| writes_system(w, cmd, protected))
+        }
+        _ => false,
+    }
+}
+
+/// Names of functions that run themselves at least twice, one of those
+/// through a pipe or in the background.
+pub(crate) fn fork_bombs(cmds: &[Cmd]) -> Option<&Cmd> {
+    let mut counts: std::collections::HashMap<&str, (usize, bool, &Cmd)> =
+        std::collections::HashMap::new();
+    for cmd in cmds {
+        let (Some(function), Some(program)) = (
+            cmd.function.as_deref(),
+            cmd.words.first().and_then(Word::value),
+        ) else {
+            continue;
+        };
+        if function == program {
+            let entry = counts.entry(function).or_insert((0, false, cmd));
+            entry.0 += 1;
+            entry.1 |= cmd.in_pipeline || cmd.background;
+        }
+    }
+    counts
+        .into_values()
+        .find(|(count, multiplied, _)| *count >= 2 && *multiplied)
+        .map(|(_, _, cmd)| cmd)
+}

@@ -1,0 +1,105 @@
+use super::*;
+
+fn check(command: &str) -> Decision {
+    Analyzer::new(AnalyzerConfig {
+        home: Some("/home/agent".into()),
+        ..AnalyzerConfig::default()
+    })
+    .check(command)
+}
+
+fn denied_by(command: &str) -> Option<String> {
+    match check(command) {
+        Decision::Deny(denial) => Some(denial.rule_id),
+        Decision::Allow { .. } => None,
+    }
+}
+
+#[test]
+fn every_rule_blocks_its_examples_and_allows_its_look_alikes() {
+    for rule in RULES.iter().chain(std::iter::once(&FORK_BOMB)) {
+        for command in rule.blocks {
+            assert_eq!(denied_by(command).as_deref(), Some(rule.id), "{command}");
+        }
+        for command in rule.allows {
+            assert_eq!(denied_by(command), None, "{command}");
+        }
+    }
+}
+
+#[test]
+fn rule_ids_are_unique_and_reasons_present() {
+    let mut ids: Vec<&str> = RULES.iter().map(|r| r.id).chain([FORK_BOMB.id]).collect();
+    ids.sort_unstable();
+    let before = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), before);
+    assert!(
+        RULES
+            .iter()
+            .all(|r| !r.reason.is_empty() && !r.blocks.is_empty() && !r.allows.is_empty())
+    );
+}
+
+#[test]
+fn denial_message_names_rule_and_subcommand() {
+    let Decision::Deny(denial) = check("ls && sudo rm -rf /") else {
+        panic!("allowed")
+    };
+    let message = denial.message();
+    assert!(
+        message.contains("blocked") && message.contains("dangerous"),
+        "{message}"
+    );
+    assert!(message.contains("recursive-delete-protected"), "{message}");
+    assert!(message.contains("`rm -rf /`"), "{message}");
+}
+
+#[test]
+fn git_commit_is_located_after_the_commit_word() {
+    let analyzer = Analyzer::default();
+    let command = r#"git add -A && git commit -m "x" && git push"#;
+    let commits = analyzer.git_commits(command);
+    assert_eq!(commits.len(), 1);
+    assert_eq!(&command[..commits[0].insert_at], "git add -A && git commit");
+    let command = "git -C repo commit -am 'é' ; echo git commit";
+    let commits = analyzer.git_commits(command);
+    assert_eq!(commits.len(), 1);
+    assert_eq!(&command[..commits[0].insert_at], "git -C repo commit");
+    assert!(analyzer.git_commits("echo 'git commit'").is_empty());
+}
+
+#[test]
+fn policy_patterns_apply_per_simple_command_and_allow_exempts() {
+    let analyzer = Analyzer::new(AnalyzerConfig {
+        deny_regex: vec![Regex::new(r"git\s+push\s+--force").unwrap()],
+        allow_regex: vec![Regex::new("^mkfs.ext4 disk.img$").unwrap()],
+        protected_paths: vec!["~/photos".into(), "/data".into()],
+        home: Some("/home/me".into()),
+    });
+    let Decision::Deny(denial) = analyzer.check("cd x && git push --force origin main") else {
+        panic!()
+    };
+    assert_eq!(denial.rule_id, "policy.deny[0]");
+    assert!(analyzer.check("echo 'git push --force'").is_allowed());
+    // Allow never exempts from built-in rules.
+    assert!(!analyzer.check("mkfs.ext4 disk.img").is_allowed());
+    assert!(!analyzer.check("rm -rf ~/photos").is_allowed());
+    assert!(!analyzer.check("rm -rf /data/").is_allowed());
+    assert!(analyzer.check("rm -rf /data/cache").is_allowed());
+}
+
+#[test]
+fn unparseable_input_falls_back_and_says_so() {
+    let decision = check("rm -rf / 'unterminated");
+    let Decision::Deny(denial) = decision else {
+        panic!("allowed")
+    };
+    assert!(denial.fallback);
+    assert!(denial.message().contains("token by token"));
+    assert_eq!(
+        check("echo 'unterminated"),
+        Decision::Allow { fallback: true }
+    );
+    assert_eq!(check("echo fine"), Decision::Allow { fallback: false });
+}
