@@ -491,6 +491,7 @@ impl<'a> Collector<'a> {
             }
         }
         self.track_cd(&words, scope);
+        track_exports(&words, scope);
         self.push(words, redirects, scope, place, fed);
     }
 
@@ -532,6 +533,24 @@ impl<'a> Collector<'a> {
             depth: scope.depth,
             fed_paths: fed,
         });
+    }
+}
+
+/// `export NAME=VALUE` (and `declare`, `local`, `readonly`, `typeset`)
+/// sets a variable the rest of the script sees.
+fn track_exports(words: &[Word], scope: &mut Scope) {
+    let Some("export" | "declare" | "local" | "readonly" | "typeset") =
+        words.first().and_then(Word::value)
+    else {
+        return;
+    };
+    for word in &words[1..] {
+        match word.value().and_then(|v| v.split_once('=')) {
+            Some((name, value)) if !name.starts_with('-') => {
+                scope.vars.insert(name.to_owned(), value.to_owned());
+            }
+            _ => {}
+        }
     }
 }
 

@@ -103,3 +103,103 @@ fn unparseable_input_falls_back_and_says_so() {
     );
     assert_eq!(check("echo fine"), Decision::Allow { fallback: false });
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Dangerous commands to embed in property tests.
+    const DANGEROUS: &[&str] = &[
+        "rm -rf /",
+        "sudo rm -rf /etc",
+        "mkfs.ext4 /dev/sda",
+        "dd if=/dev/zero of=/dev/sda",
+        "chmod -R 777 /",
+        ":(){ :|:& };:",
+        "bash -c 'rm -rf /'",
+        "find / -delete",
+        "shred /dev/sda",
+    ];
+
+    /// Quotes `text` for bash with single quotes.
+    fn single_quote(text: &str) -> String {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+
+    fn fragment() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("rm".to_owned()),
+            Just("-rf".to_owned()),
+            Just("/".to_owned()),
+            Just("sudo".to_owned()),
+            Just("bash -c".to_owned()),
+            Just("eval".to_owned()),
+            Just("|".to_owned()),
+            Just("&".to_owned()),
+            Just(";".to_owned()),
+            Just("&&".to_owned()),
+            Just("$(".to_owned()),
+            Just(")".to_owned()),
+            Just("`".to_owned()),
+            Just("'".to_owned()),
+            Just("\"".to_owned()),
+            Just("{".to_owned()),
+            Just("}".to_owned()),
+            Just("(){".to_owned()),
+            Just("<<".to_owned()),
+            Just(">".to_owned()),
+            Just("/dev/sda".to_owned()),
+            Just("~".to_owned()),
+            Just("$HOME".to_owned()),
+            Just("*".to_owned()),
+            "[a-z]{1,6}",
+            "\\PC{0,4}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Arbitrary text never panics the analysis.
+        #[test]
+        fn arbitrary_strings_never_panic(text in "\\PC{0,200}") {
+            let _ = check(&text);
+        }
+
+        /// Shell-ish token soup never panics it either, and is deterministic.
+        #[test]
+        fn token_soup_is_deterministic(parts in prop::collection::vec(fragment(), 0..24)) {
+            let command = parts.join(" ");
+            prop_assert_eq!(check(&command), check(&command));
+        }
+
+        /// A dangerous command quoted as an argument of echo is allowed.
+        #[test]
+        fn dangerous_text_as_echo_argument_is_allowed(index in 0..DANGEROUS.len(), prefix in "[a-z ]{0,10}") {
+            let text = format!("{prefix}{}", DANGEROUS[index]);
+            let command = format!("echo {}", single_quote(&text));
+            prop_assert!(check(&command).is_allowed(), "{}", command);
+        }
+
+        /// And the same command run through any wrapper chain is blocked.
+        #[test]
+        fn dangerous_command_behind_wrappers_is_blocked(
+            index in 0..DANGEROUS.len(),
+            wrappers in prop::collection::vec(prop_oneof![
+                Just("sudo"), Just("env A=1"), Just("nice -n 5"), Just("timeout 10"), Just("nohup"),
+                Just("command"), Just("stdbuf -oL"), Just("time"),
+            ], 0..4),
+            before in prop_oneof![Just(""), Just("true && "), Just("ls; "), Just("cd /tmp || ")],
+        ) {
+            let dangerous = DANGEROUS[index];
+            // Wrappers only apply to simple commands, not to function definitions.
+            let wrapped = if dangerous.contains("(){") {
+                dangerous.to_owned()
+            } else {
+                format!("{} {dangerous}", wrappers.join(" "))
+            };
+            let command = format!("{before}{wrapped}");
+            prop_assert!(!check(&command).is_allowed(), "{}", command);
+        }
+    }
+}
