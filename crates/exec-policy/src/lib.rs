@@ -8,10 +8,12 @@
 mod analysis;
 mod env;
 mod glob;
+mod policy_file;
 mod workdir;
 
 pub use analysis::{Analyzer, AnalyzerConfig, Decision, Denial, FORK_BOMB, GitCommit, RULES, Rule};
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
+pub use policy_file::{Policy, PolicyError};
 pub use workdir::{WorkdirError, canonical_dir, is_within_roots, resolve_working_dir};

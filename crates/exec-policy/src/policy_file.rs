@@ -1,0 +1,226 @@
+//! The policy file (`--policy FILE`, TOML): extra deny patterns and
+//! protected paths, allow patterns, environment keep/drop lists, and
+//! process names left running.
+
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::analysis::AnalyzerConfig;
+use crate::env::EnvRules;
+
+/// Why a policy file was refused. Every message names the file, and the
+/// line and key where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("cannot read policy file `{}`", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bad TOML, an unknown key, or a value of the wrong type.
+    #[error("{}:{line}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line (0 when unknown).
+        line: usize,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// A pattern that is not a valid regex.
+    #[error("{}:{line}: `{key}` is not a valid regex: {message}", path.display())]
+    BadRegex {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The key, such as `deny.regex[0]`.
+        key: String,
+        /// The regex engine's complaint.
+        message: String,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    deny: RawDeny,
+    #[serde(default)]
+    allow: RawAllow,
+    #[serde(default)]
+    env: RawEnv,
+    #[serde(default)]
+    processes: RawProcesses,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDeny {
+    #[serde(default)]
+    regex: Vec<Spanned<String>>,
+    #[serde(default)]
+    protected_paths: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAllow {
+    #[serde(default)]
+    regex: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnv {
+    #[serde(default)]
+    keep: Vec<String>,
+    #[serde(default)]
+    drop: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProcesses {
+    #[serde(default)]
+    keep: Vec<String>,
+}
+
+/// A loaded policy file.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Deny and allow patterns and protected paths for the analyzer (its `home` is left unset).
+    pub analyzer: AnalyzerConfig,
+    /// Environment keep and drop lists.
+    pub env: EnvRules,
+    /// Process name globs left running when a foreground command ends.
+    pub keep_processes: Vec<String>,
+}
+
+impl Policy {
+    /// Reads and checks the policy file at `path`.
+    pub fn load(path: &Path) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Checks policy `text`; `path` names it in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, PolicyError> {
+        let raw: RawPolicy = toml::from_str(text).map_err(|error| PolicyError::Invalid {
+            path: path.to_owned(),
+            line: error.span().map_or(0, |span| line_of(text, span.start)),
+            message: error.message().trim().to_owned(),
+        })?;
+        let compile = |list: &[Spanned<String>], key: &str| {
+            list.iter()
+                .enumerate()
+                .map(|(i, pattern)| {
+                    Regex::new(pattern.get_ref()).map_err(|error| PolicyError::BadRegex {
+                        path: path.to_owned(),
+                        line: line_of(text, pattern.span().start),
+                        key: format!("{key}[{i}]"),
+                        message: error.to_string().lines().last().unwrap_or_default().trim().to_owned(),
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(Self {
+            analyzer: AnalyzerConfig {
+                home: None,
+                protected_paths: raw.deny.protected_paths,
+                deny_regex: compile(&raw.deny.regex, "deny.regex")?,
+                allow_regex: compile(&raw.allow.regex, "allow.regex")?,
+            },
+            env: EnvRules {
+                keep: raw.env.keep,
+                drop: raw.env.drop,
+            },
+            keep_processes: raw.processes.keep,
+        })
+    }
+}
+
+/// 1-based line number of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).map_or(0, |head| head.matches('\n').count() + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse(text, Path::new("policy.toml"))
+    }
+
+    #[test]
+    fn contract_example_loads() {
+        let policy = parse(
+            r#"
+[deny]
+regex = ["git\\s+push\\s+--force"]
+protected_paths = ["/data", "~/photos"]
+
+[allow]
+regex = ["^make clean$"]
+
+[env]
+keep = ["MY_PUBLIC_TOKEN_NAME"]
+drop = ["CORP_*"]
+
+[processes]
+keep = ["gradle*", "sccache", "ssh"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(policy.analyzer.deny_regex.len(), 1);
+        assert_eq!(policy.analyzer.protected_paths, ["/data", "~/photos"]);
+        assert_eq!(policy.env.drop, ["CORP_*"]);
+        assert_eq!(policy.keep_processes, ["gradle*", "sccache", "ssh"]);
+    }
+
+    #[test]
+    fn empty_file_is_an_empty_policy() {
+        let policy = parse("").unwrap();
+        assert!(policy.analyzer.deny_regex.is_empty() && policy.env.keep.is_empty());
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let error = parse("[deny]\nregex = []\nprotect = [\"/x\"]\n").unwrap_err().to_string();
+        assert!(error.starts_with("policy.toml:3: unknown field `protect`"), "{error}");
+        let error = parse("[denied]\n").unwrap_err().to_string();
+        assert!(error.starts_with("policy.toml:1: unknown field `denied`"), "{error}");
+    }
+
+    #[test]
+    fn bad_toml_names_the_line() {
+        let error = parse("[deny]\nregex = [\n").unwrap_err().to_string();
+        assert!(error.starts_with("policy.toml:"), "{error}");
+        let error = parse("[env]\nkeep = \"X\"\n").unwrap_err().to_string();
+        assert!(error.starts_with("policy.toml:2:"), "{error}");
+    }
+
+    #[test]
+    fn bad_regex_names_the_key_and_line() {
+        let error = parse("[allow]\nregex = [\"ok\",\n  \"(unclosed\"]\n").unwrap_err().to_string();
+        assert!(error.starts_with("policy.toml:3: `allow.regex[1]` is not a valid regex"), "{error}");
+    }
+
+    #[test]
+    fn missing_file_is_a_read_error() {
+        let error = Policy::load(Path::new("/nonexistent/policy.toml")).unwrap_err();
+        assert!(matches!(error, PolicyError::Read { .. }));
+        assert_eq!(error.to_string(), "cannot read policy file `/nonexistent/policy.toml`");
+    }
+}
