@@ -1,6 +1,11 @@
 //! The policy corpus: every line of `dangerous.txt` must be blocked and
 //! every line of `harmless.txt` allowed. Failures are listed together.
 
+#![allow(
+    clippy::expect_used,
+    reason = "a malformed corpus file should fail the test loudly"
+)]
+
 use exec_policy::{Analyzer, AnalyzerConfig, Decision};
 
 fn analyzer() -> Analyzer {

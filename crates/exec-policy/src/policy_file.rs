@@ -129,7 +129,13 @@ impl Policy {
                         path: path.to_owned(),
                         line: line_of(text, pattern.span().start),
                         key: format!("{key}[{i}]"),
-                        message: error.to_string().lines().last().unwrap_or_default().trim().to_owned(),
+                        message: error
+                            .to_string()
+                            .lines()
+                            .last()
+                            .unwrap_or_default()
+                            .trim()
+                            .to_owned(),
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -152,7 +158,8 @@ impl Policy {
 
 /// 1-based line number of byte `offset` in `text`.
 fn line_of(text: &str, offset: usize) -> usize {
-    text.get(..offset).map_or(0, |head| head.matches('\n').count() + 1)
+    text.get(..offset)
+        .map_or(0, |head| head.matches('\n').count() + 1)
 }
 
 #[cfg(test)]
@@ -197,10 +204,18 @@ keep = ["gradle*", "sccache", "ssh"]
 
     #[test]
     fn unknown_key_names_file_line_and_key() {
-        let error = parse("[deny]\nregex = []\nprotect = [\"/x\"]\n").unwrap_err().to_string();
-        assert!(error.starts_with("policy.toml:3: unknown field `protect`"), "{error}");
+        let error = parse("[deny]\nregex = []\nprotect = [\"/x\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("policy.toml:3: unknown field `protect`"),
+            "{error}"
+        );
         let error = parse("[denied]\n").unwrap_err().to_string();
-        assert!(error.starts_with("policy.toml:1: unknown field `denied`"), "{error}");
+        assert!(
+            error.starts_with("policy.toml:1: unknown field `denied`"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -213,14 +228,22 @@ keep = ["gradle*", "sccache", "ssh"]
 
     #[test]
     fn bad_regex_names_the_key_and_line() {
-        let error = parse("[allow]\nregex = [\"ok\",\n  \"(unclosed\"]\n").unwrap_err().to_string();
-        assert!(error.starts_with("policy.toml:3: `allow.regex[1]` is not a valid regex"), "{error}");
+        let error = parse("[allow]\nregex = [\"ok\",\n  \"(unclosed\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("policy.toml:3: `allow.regex[1]` is not a valid regex"),
+            "{error}"
+        );
     }
 
     #[test]
     fn missing_file_is_a_read_error() {
         let error = Policy::load(Path::new("/nonexistent/policy.toml")).unwrap_err();
         assert!(matches!(error, PolicyError::Read { .. }));
-        assert_eq!(error.to_string(), "cannot read policy file `/nonexistent/policy.toml`");
+        assert_eq!(
+            error.to_string(),
+            "cannot read policy file `/nonexistent/policy.toml`"
+        );
     }
 }

@@ -251,7 +251,7 @@ impl<'a> Collector<'a> {
                 self.list(&clause.body.list, scope, place, offsets);
             }
             CompoundCommand::ArithmeticForClause(clause) => {
-                self.list(&clause.body.list, scope, place, offsets)
+                self.list(&clause.body.list, scope, place, offsets);
             }
             CompoundCommand::CaseClause(clause) => {
                 self.expand(&clause.value.value, scope);
@@ -639,8 +639,7 @@ fn option_takes_value(program: &str, option: &str) -> bool {
         "chroot" => &["--userspec", "--groups"],
         "flock" => &["-w", "-E", "--timeout", "--conflict-exit-code"],
         "watch" => &["-n", "-d", "--interval"],
-        "taskset" | "chrt" | "setsid" | "nohup" | "command" | "builtin" | "busybox"
-        | "unbuffer" => &[],
+        // Everything else (nohup, command, setsid, ...) takes no option values.
         _ => &[],
     };
     list.contains(&option)
@@ -657,7 +656,7 @@ fn unwrap_step(program: &str, words: &[Word]) -> Step {
         "eval" => Step::Script(
             words[1..]
                 .iter()
-                .map(|w| w.display())
+                .map(Word::display)
                 .collect::<Vec<_>>()
                 .join(" "),
         ),
@@ -721,10 +720,7 @@ fn skip_options(program: &str, rest: &[Word]) -> usize {
     }
     // Fixed operands before the wrapped command.
     match program {
-        "timeout" => i + 1,
-        "chroot" => i + 1,
-        "flock" => i + 1,
-        "taskset" => i + 1,
+        "timeout" | "chroot" | "flock" | "taskset" => i + 1,
         _ => i,
     }
 }
@@ -739,7 +735,7 @@ fn wrapper_step(program: &str, words: &[Word]) -> Step {
         let rest = skip_options(program, &words[1..]);
         let script = words[1 + rest..]
             .iter()
-            .map(|w| w.display())
+            .map(Word::display)
             .collect::<Vec<_>>()
             .join(" ");
         return Step::Script(script);
@@ -871,18 +867,14 @@ pub(crate) fn split_segments(text: &str) -> Vec<String> {
                 quote = None;
                 current.push(c);
             }
-            (Some(_), '\\') => {
+            // A backslash escapes the next character, except inside single quotes.
+            (Some('"') | None, '\\') => {
                 current.push(c);
                 current.extend(chars.next());
             }
-            (Some(_), c) => current.push(c),
             (None, '\'' | '"') => {
                 quote = Some(c);
                 current.push(c);
-            }
-            (None, '\\') => {
-                current.push(c);
-                current.extend(chars.next());
             }
             (None, ';' | '&' | '|' | '\n' | '(' | ')' | '{' | '}' | '`') => {
                 // `>&2` and `&>` are redirections, not separators.
@@ -896,7 +888,7 @@ pub(crate) fn split_segments(text: &str) -> Vec<String> {
                 chars.next();
                 segments.push(std::mem::take(&mut current));
             }
-            (None, c) => current.push(c),
+            (_, c) => current.push(c),
         }
     }
     segments.push(current);

@@ -201,15 +201,13 @@ impl Analyzer {
                 .deny
                 .iter()
                 .filter(|(_, re)| matches_from_start(re, &text));
-            for (id, re) in seed.chain(policy) {
-                {
-                    let reason = if id.starts_with("policy.") {
-                        format!("matches the policy file's deny pattern `{}`", re.as_str())
-                    } else {
-                        format!("matches the seed pattern `{}`", re.as_str())
-                    };
-                    return deny(id, &reason, text);
-                }
+            if let Some((id, re)) = seed.chain(policy).next() {
+                let reason = if id.starts_with("policy.") {
+                    format!("matches the policy file's deny pattern `{}`", re.as_str())
+                } else {
+                    format!("matches the seed pattern `{}`", re.as_str())
+                };
+                return deny(id, &reason, text);
             }
         }
         Decision::Allow { fallback }
@@ -223,7 +221,7 @@ impl Analyzer {
             .cmds
             .iter()
             .filter(|cmd| cmd.depth == 0 && cmd.program() == Some("git"))
-            .filter_map(|cmd| git_subcommand(cmd))
+            .filter_map(git_subcommand)
             .collect()
     }
 }

@@ -116,7 +116,6 @@ fn push_piece(piece: &WordPiece, quoted: bool, out: &mut Expanded, env: &mut dyn
                 out.text.push_str(user);
             }
         }
-        WordPiece::TildeExpansion(_) => out.dynamic = true,
         WordPiece::ParameterExpansion(expr) => match simple_parameter(expr) {
             Some(name) if name == "HOME" => out.text.push_str(&env.home()),
             Some(name) => match env.variable(&name) {
@@ -140,7 +139,7 @@ fn push_piece(piece: &WordPiece, quoted: bool, out: &mut Expanded, env: &mut dyn
                 out.text.push_str(literal);
             }
         }
-        WordPiece::ArithmeticExpression(_) => out.dynamic = true,
+        WordPiece::ArithmeticExpression(_) | WordPiece::TildeExpansion(_) => out.dynamic = true,
     }
 }
 

@@ -1,0 +1,141 @@
+//! Analysis cost: typical agent commands, and a 10 KB script against the
+//! parser's own parse time of it (the baseline, measured in the same run).
+//!
+//! Run with `cargo bench -p exec-policy --bench analysis`. A small harness
+//! of our own keeps the dependency tree small: it times many iterations and
+//! reports the median and p99 per call.
+
+#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use brush_parser::{Parser, ParserOptions};
+use exec_policy::{Analyzer, AnalyzerConfig};
+
+const TYPICAL: &[&str] = &[
+    "git status",
+    "ls -la",
+    "cargo test --workspace 2>&1 | tail -50",
+    r#"cd src && grep -rn "TODO" . | head -20"#,
+    "npm install && npm test",
+    "python3 -m pytest -x -q tests/",
+    r#"git add -A && git commit -m "Fix the parser's handling of quotes""#,
+    "find . -name '*.rs' | xargs wc -l | sort -n | tail",
+    "rm -rf target/debug/incremental",
+    r#"for f in src/*.py; do python3 -m black "$f"; done"#,
+];
+
+/// Times `f` over batches and returns (median, p99) per call.
+fn measure(mut f: impl FnMut(), target: Duration) -> (Duration, Duration) {
+    // Warm up, then size batches so each takes about a millisecond.
+    let start = Instant::now();
+    let mut calls = 0u32;
+    while start.elapsed() < Duration::from_millis(50) {
+        f();
+        calls += 1;
+    }
+    let per_call = start.elapsed() / calls.max(1);
+    let batch =
+        (Duration::from_millis(1).as_nanos() / per_call.as_nanos().max(1)).clamp(1, 10_000) as u32;
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < target || samples.len() < 20 {
+        let t = Instant::now();
+        for _ in 0..batch {
+            f();
+        }
+        samples.push(t.elapsed() / batch);
+    }
+    samples.sort();
+    let median = samples[samples.len() / 2];
+    let p99 = samples[(samples.len() * 99 / 100).min(samples.len() - 1)];
+    (median, p99)
+}
+
+/// A realistic script of about 10 KB: functions, conditionals, loops,
+/// pipelines, quoting and substitutions.
+fn ten_kb_script() -> String {
+    let block = r#"
+build_one() {
+  local dir="$1"
+  if [ -d "$dir/src" ]; then
+    (cd "$dir" && cargo build --release 2>&1 | tee "build-$(date +%s).log")
+  else
+    echo "skipping $dir: no sources" >&2
+  fi
+}
+for d in crates/*/; do
+  build_one "$d" || { echo "failed: $d"; exit 1; }
+done
+grep -rn 'TODO\|FIXME' src | awk -F: '{print $1}' | sort | uniq -c | sort -rn | head -20
+case "$MODE" in
+  fast) export OPT=1 ;;
+  slow) export OPT=3 ;;
+  *) echo "unknown mode" ;;
+esac
+find . -name '*.tmp' -mtime +3 -print0 | xargs -0 rm -f
+"#;
+    let mut script = String::new();
+    while script.len() < 10 * 1024 {
+        script.push_str(block);
+    }
+    script
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let target = if quick {
+        Duration::from_millis(200)
+    } else {
+        Duration::from_secs(2)
+    };
+    let analyzer = Analyzer::new(AnalyzerConfig {
+        home: Some("/home/agent".into()),
+        ..AnalyzerConfig::default()
+    });
+
+    println!("| figure | median | p99 | target |");
+    println!("| --- | --- | --- | --- |");
+    let mut medians = Vec::new();
+    for command in TYPICAL {
+        let (median, p99) = measure(
+            || drop(black_box(analyzer.check(black_box(command)))),
+            target,
+        );
+        medians.push(median);
+        println!("| check `{command}` | {median:.1?} | {p99:.1?} | median < 20 µs |");
+    }
+    medians.sort();
+    println!(
+        "| typical commands, median of medians | {:.1?} | | < 20 µs |",
+        medians[medians.len() / 2]
+    );
+
+    let script = ten_kb_script();
+    let options = ParserOptions::default();
+    let (parse, parse_p99) = measure(
+        || {
+            drop(black_box(
+                Parser::new(black_box(script.as_bytes()), &options).parse_program(),
+            ));
+        },
+        target,
+    );
+    let (analysis, analysis_p99) = measure(
+        || drop(black_box(analyzer.check(black_box(&script)))),
+        target,
+    );
+    println!(
+        "| parse only, {} B script (baseline) | {parse:.1?} | {parse_p99:.1?} | |",
+        script.len()
+    );
+    println!(
+        "| check, {} B script | {analysis:.1?} | {analysis_p99:.1?} | < 1 ms and <= 1.5x parse |",
+        script.len()
+    );
+    println!(
+        "| ratio check / parse | {:.2}x | | <= 1.5x |",
+        analysis.as_secs_f64() / parse.as_secs_f64()
+    );
+}
