@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::context::ExecutionContext;
 use crate::registry::ToolRegistry;
-use crate::result::ToolResult;
+use crate::tool_result::ToolResult;
 
 /// Why a call could not be made at all (as opposed to a tool failing).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

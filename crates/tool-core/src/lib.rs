@@ -12,17 +12,17 @@ mod context;
 mod definition;
 mod executor;
 mod registry;
-mod result;
 mod schema;
 mod tool;
+mod tool_result;
 
 pub use context::{ExecutionContext, ProgressSink, ProgressUpdate, Session};
 pub use definition::{DefinitionFormat, ToolDefinition, UnknownFormat};
 pub use executor::{ExecutedCall, ExecutorError, ToolExecutor};
 pub use registry::{RegistryError, ToolRegistry};
-pub use result::ToolResult;
 pub use schema::{InputSchema, SchemaError, ValidationError, ValidationRule};
 pub use tool::{DynTool, Tool, ToolCategory, TypedTool};
+pub use tool_result::ToolResult;
 
 /// Re-exported so that tools and hosts share one cancellation type.
 pub use tokio_util::sync::CancellationToken;

@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::context::ExecutionContext;
 use crate::definition::ToolDefinition;
-use crate::result::ToolResult;
 use crate::schema::{InputSchema, SchemaError, ValidationError, ValidationRule};
+use crate::tool_result::ToolResult;
 
 /// What kind of work a tool does; hosts may group or gate tools by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
