@@ -322,7 +322,7 @@ fn overwrite_device(cmd: &Cmd, protected: &Protected) -> bool {
                 .any(|w| writes_system(w, cmd, protected))
         }
         Some("cp" | "install" | "rsync") => {
-            let (flags, operands) = split_args(&cmd.words);
+            let (_, operands) = split_args(&cmd.words);
             if let Some(position) = cmd
                 .words
                 .iter()
@@ -333,7 +333,6 @@ fn overwrite_device(cmd: &Cmd, protected: &Protected) -> bool {
                     .get(position + 1)
                     .is_some_and(|w| writes_system(w, cmd, protected));
             }
-            let _ = flags;
             operands.len() >= 2
                 && operands
                     .last()
