@@ -1,12 +1,43 @@
-//! Process mechanism for agent shells: spawning in a process group of its
-//! own, ending whole trees, bounded UTF-8 output buffers and a shell manager.
-//! Knows nothing of tools or policy: it takes plain structs.
+//! Process mechanism for agent shells: spawning in a session and process
+//! group of its own, ending whole trees (escaped ones included), bounded
+//! UTF-8 output capture and a shell manager. Knows nothing of tools or
+//! policy: it takes a plain [`SpawnSpec`] and gives back handles.
 //!
-//! So far: the incremental UTF-8 decoder and the shell quoting helper; the
-//! process side arrives with the shell-runtime issue.
+//! ```no_run
+//! # async fn demo() -> Result<(), shell_runtime::SpawnError> {
+//! use shell_runtime::{ShellProcess, SpawnSpec, Stream};
+//! let spec = SpawnSpec::shell("echo hi; sleep 1000 & echo done", "/tmp")
+//!     .with_env(std::env::vars_os());
+//! let shell = ShellProcess::spawn(spec).await?;
+//! shell.wait().await; // returns when bash exits; the sleep is ended
+//! assert_eq!(shell.snapshot(Stream::Stdout).render(), "hi\ndone\n");
+//! assert_eq!(shell.ended_jobs(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! Linux is where trees are tracked in full (`/proc`, a child subreaper);
+//! elsewhere only the process group is reached.
 
+mod buffer;
+mod carriage;
 mod decode;
+mod error;
+mod manager;
+mod process;
 mod quote;
+mod spawn;
+mod spec;
+mod status;
+mod sys;
+mod tree;
 
+pub use buffer::{BufferLimits, OutputBuffer, OutputSlice};
+pub use carriage::collapse_carriage_returns;
 pub use decode::Utf8Decoder;
+pub use error::{ManagerError, SpawnError};
+pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
+pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, Stream};
 pub use quote::quote;
+pub use spec::{SpawnSpec, SpillFile};
+pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
+pub use tree::SHELL_TAG_VAR;

@@ -1,0 +1,278 @@
+//! Tracks shells by id, bounds how many are kept, ends them all on shutdown.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use crate::error::ManagerError;
+use crate::process::ShellProcess;
+use crate::spec::SpawnSpec;
+use crate::status::ShellStatus;
+
+/// Shells tracked at most (the contract's 256).
+pub const MAX_TRACKED_SHELLS: usize = 256;
+
+/// Grace between SIGTERM and SIGKILL for [`ShellManager::kill`].
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// A tracked shell's id: `shell_` and 8 lowercase hex digits.
+pub type ShellId = String;
+
+/// What [`ShellManager::kill`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// The tree was running and has been ended.
+    Terminated,
+    /// It had already stopped, with this status.
+    AlreadyStopped(ShellStatus),
+}
+
+#[derive(Default)]
+struct Tracked {
+    /// In creation order, oldest first.
+    shells: Vec<(ShellId, Arc<ShellProcess>)>,
+    /// Foreground shells, held weakly: their caller owns them, shutdown ends them.
+    foreground: HashMap<u64, Weak<ShellProcess>>,
+    next_foreground: u64,
+}
+
+/// Shells by id. Make one per server or test, or use the process-wide
+/// [`ShellManager::global`]. Every tree it started is ended on
+/// [`shutdown`](Self::shutdown) and, without grace, on drop.
+pub struct ShellManager {
+    tracked: Mutex<Tracked>,
+    limit: usize,
+}
+
+impl std::fmt::Debug for ShellManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShellManager")
+            .field("shells", &self.lock().shells.len())
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+impl Default for ShellManager {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ShellManager {
+    /// A manager that tracks up to [`MAX_TRACKED_SHELLS`].
+    pub fn new() -> Self {
+        Self::with_limit(MAX_TRACKED_SHELLS)
+    }
+
+    /// A manager that tracks up to `limit` shells (at least one).
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            tracked: Mutex::new(Tracked::default()),
+            limit: limit.max(1),
+        }
+    }
+
+    /// The process-wide manager.
+    pub fn global() -> &'static Self {
+        static GLOBAL: OnceLock<ShellManager> = OnceLock::new();
+        GLOBAL.get_or_init(Self::new)
+    }
+
+    /// Ends every tree of the global manager and forgets its shells (for tests).
+    pub async fn reset() {
+        let global = Self::global();
+        global.shutdown(Duration::ZERO).await;
+        let mut tracked = global.lock();
+        tracked.shells.clear();
+        tracked.foreground.clear();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Tracked> {
+        self.tracked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts a background shell and tracks it under a new id. Past the
+    /// limit, the oldest finished shells are forgotten; when every tracked
+    /// shell is running the new one is refused.
+    pub async fn spawn(
+        &self,
+        spec: SpawnSpec,
+    ) -> Result<(ShellId, Arc<ShellProcess>), ManagerError> {
+        self.make_room()?;
+        let shell = ShellProcess::spawn(spec).await?;
+        let mut tracked = self.lock();
+        let id = loop {
+            let id = new_id();
+            if !tracked.shells.iter().any(|(known, _)| *known == id) {
+                break id;
+            }
+        };
+        tracked.shells.push((id.clone(), Arc::clone(&shell)));
+        Ok((id, shell))
+    }
+
+    fn make_room(&self) -> Result<(), ManagerError> {
+        let mut tracked = self.lock();
+        while tracked.shells.len() >= self.limit {
+            let oldest_finished = tracked
+                .shells
+                .iter()
+                .position(|(_, shell)| !shell.is_running());
+            match oldest_finished {
+                Some(index) => {
+                    tracked.shells.remove(index);
+                }
+                None => return Err(ManagerError::TooManyShells(tracked.shells.len())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a foreground shell: not listed, but ended by shutdown.
+    pub async fn spawn_foreground(
+        &self,
+        spec: SpawnSpec,
+    ) -> Result<Arc<ShellProcess>, ManagerError> {
+        let shell = ShellProcess::spawn(spec).await?;
+        let mut tracked = self.lock();
+        tracked.foreground.retain(|_, weak| weak.strong_count() > 0);
+        let key = tracked.next_foreground;
+        tracked.next_foreground += 1;
+        tracked.foreground.insert(key, Arc::downgrade(&shell));
+        Ok(shell)
+    }
+
+    /// The shell with this id.
+    pub fn get(&self, id: &str) -> Option<Arc<ShellProcess>> {
+        self.lock()
+            .shells
+            .iter()
+            .find(|(known, _)| known == id)
+            .map(|(_, shell)| Arc::clone(shell))
+    }
+
+    /// Every tracked shell, oldest first.
+    pub fn list(&self) -> Vec<(ShellId, Arc<ShellProcess>)> {
+        self.lock().shells.clone()
+    }
+
+    /// The tracked shells still running.
+    pub fn list_running(&self) -> Vec<(ShellId, Arc<ShellProcess>)> {
+        self.list()
+            .into_iter()
+            .filter(|(_, shell)| shell.is_running())
+            .collect()
+    }
+
+    /// Waits up to `limit` for a shell to finish; returns its status then
+    /// (still `running` if it did not finish). Never changes the status.
+    pub async fn wait(&self, id: &str, limit: Duration) -> Result<ShellStatus, ManagerError> {
+        let shell = self
+            .get(id)
+            .ok_or_else(|| ManagerError::NotFound(id.to_owned()))?;
+        Ok(shell
+            .wait_timeout(limit)
+            .await
+            .unwrap_or_else(|| shell.status()))
+    }
+
+    /// Ends a shell's whole tree: SIGTERM, then SIGKILL after `grace`.
+    pub async fn kill(&self, id: &str, grace: Duration) -> Result<KillOutcome, ManagerError> {
+        let shell = self
+            .get(id)
+            .ok_or_else(|| ManagerError::NotFound(id.to_owned()))?;
+        if !shell.is_running() {
+            return Ok(KillOutcome::AlreadyStopped(shell.status()));
+        }
+        if shell.terminate(grace).await {
+            Ok(KillOutcome::Terminated)
+        } else {
+            Ok(KillOutcome::AlreadyStopped(shell.status()))
+        }
+    }
+
+    /// Ends every running tracked shell, all at once; returns how many.
+    pub async fn kill_all(&self, grace: Duration) -> usize {
+        let running: Vec<Arc<ShellProcess>> = self
+            .list_running()
+            .into_iter()
+            .map(|(_, shell)| shell)
+            .collect();
+        end_all(&running, grace).await
+    }
+
+    /// Forgets finished shells that ended more than `max_age` ago; returns how many.
+    pub fn cleanup_completed(&self, max_age: Duration) -> usize {
+        let now = Instant::now();
+        let mut tracked = self.lock();
+        let before = tracked.shells.len();
+        tracked.shells.retain(|(_, shell)| {
+            shell
+                .finished_at()
+                .is_none_or(|ended| now.duration_since(ended) < max_age)
+        });
+        before - tracked.shells.len()
+    }
+
+    /// Ends everything this manager started, background and foreground, and
+    /// the processes kept running on purpose (process-wide: those of every
+    /// manager).
+    pub async fn shutdown(&self, grace: Duration) {
+        end_all(&self.everything(), grace).await;
+        crate::tree::end_kept().await;
+    }
+
+    fn everything(&self) -> Vec<Arc<ShellProcess>> {
+        let tracked = self.lock();
+        let mut all: Vec<Arc<ShellProcess>> = tracked
+            .shells
+            .iter()
+            .map(|(_, shell)| Arc::clone(shell))
+            .collect();
+        all.extend(tracked.foreground.values().filter_map(Weak::upgrade));
+        all
+    }
+}
+
+async fn end_all(shells: &[Arc<ShellProcess>], grace: Duration) -> usize {
+    let running: Vec<&Arc<ShellProcess>> =
+        shells.iter().filter(|shell| shell.is_running()).collect();
+    let count = running.len();
+    let mut tasks = tokio::task::JoinSet::new();
+    for shell in running {
+        let shell = Arc::clone(shell);
+        tasks.spawn(async move { shell.terminate(grace).await });
+    }
+    while tasks.join_next().await.is_some() {}
+    count
+}
+
+impl Drop for ShellManager {
+    fn drop(&mut self) {
+        for shell in &self.everything() {
+            shell.kill_now();
+        }
+        crate::tree::end_kept_now();
+    }
+}
+
+fn new_id() -> ShellId {
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    let value = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    format!("shell_{value:08x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::new_id;
+
+    #[test]
+    fn ids_are_shell_and_eight_hex_digits() {
+        let id = new_id();
+        assert_eq!(id.len(), 14);
+        assert!(id.starts_with("shell_"));
+        assert!(id[6..].chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')));
+        assert_ne!(new_id(), new_id());
+    }
+}

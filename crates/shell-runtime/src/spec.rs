@@ -1,0 +1,139 @@
+//! What to start: the plain struct shell-runtime takes from the layers above.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::buffer::BufferLimits;
+
+/// The full output of one stream copied to a file, up to a size cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpillFile {
+    /// Created (truncated) when the process starts.
+    pub path: PathBuf,
+    /// Bytes written at most; the rest of the stream is only counted.
+    pub cap_bytes: u64,
+}
+
+/// Everything needed to start one shell.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    /// The program, `bash` unless told otherwise; looked up in the `PATH` of `env`.
+    pub program: PathBuf,
+    /// Its arguments; [`SpawnSpec::shell`] makes them `-c COMMAND`.
+    pub args: Vec<OsString>,
+    /// The command text, kept for listings; never run by itself.
+    pub command: String,
+    /// Working directory; must exist.
+    pub cwd: PathBuf,
+    /// The complete environment: the process gets these variables and no
+    /// others, plus `AGENT_EXEC_SHELL` (see [`SHELL_TAG_VAR`](crate::SHELL_TAG_VAR)).
+    pub env: Vec<(OsString, OsString)>,
+    /// Memory kept per stream.
+    pub limits: BufferLimits,
+    /// Optional full copy of stdout.
+    pub stdout_spill: Option<SpillFile>,
+    /// Optional full copy of stderr.
+    pub stderr_spill: Option<SpillFile>,
+    /// The whole tree is ended when the shell runs longer than this.
+    pub timeout: Option<Duration>,
+    /// How long to keep reading after the shell exits, for output still in
+    /// flight from processes it started.
+    pub drain: Duration,
+    /// Grace between SIGTERM and SIGKILL for processes the shell left behind.
+    pub leftover_grace: Duration,
+    /// Process names (`*` matches any run of characters) left running when
+    /// the shell exits, such as build daemons; they are ended by
+    /// [`ShellManager::shutdown`](crate::ShellManager::shutdown).
+    pub keep_running: Vec<String>,
+}
+
+impl SpawnSpec {
+    /// `bash -c COMMAND` in `cwd` with an empty environment.
+    pub fn shell(command: impl Into<String>, cwd: impl Into<PathBuf>) -> Self {
+        let command = command.into();
+        Self {
+            program: PathBuf::from("bash"),
+            args: vec![OsString::from("-c"), OsString::from(&command)],
+            command,
+            cwd: cwd.into(),
+            env: Vec::new(),
+            limits: BufferLimits::DEFAULT,
+            stdout_spill: None,
+            stderr_spill: None,
+            timeout: None,
+            drain: Duration::from_millis(100),
+            leftover_grace: Duration::from_millis(500),
+            keep_running: Vec::new(),
+        }
+    }
+
+    /// Replaces the environment.
+    #[must_use]
+    pub fn with_env<K, V>(mut self, env: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        self.env = env.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        self
+    }
+
+    /// Sets a timeout for the whole tree.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the memory kept per stream.
+    #[must_use]
+    pub fn with_limits(mut self, limits: BufferLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Uses another shell program (it is still given `-c COMMAND`).
+    #[must_use]
+    pub fn with_program(mut self, program: impl Into<PathBuf>) -> Self {
+        self.program = program.into();
+        self
+    }
+}
+
+/// True when `name` matches `pattern`, where `*` stands for any run of characters.
+pub(crate) fn name_matches(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_matches;
+
+    #[test]
+    fn globs_match_process_names() {
+        assert!(name_matches("gradle*", "gradle-daemon"));
+        assert!(name_matches("sccache", "sccache"));
+        assert!(!name_matches("sccache", "sccache2"));
+        assert!(name_matches("*cache", "sccache"));
+        assert!(name_matches("a*b*c", "aXbYc"));
+        assert!(!name_matches("a*b*c", "aXcYb"));
+        assert!(name_matches("*", ""));
+        assert!(!name_matches("ab*ba", "aba"));
+    }
+}

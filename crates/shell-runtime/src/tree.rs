@@ -1,0 +1,251 @@
+//! Finding every process a shell started, including those that left its
+//! process group (`setsid`, double fork), and ending them.
+//!
+//! After `setsid` a process is out of reach of a group signal. Two facts
+//! keep it in reach: this process is a child subreaper, so an orphan from a
+//! tree we started is re-parented to us rather than to init; and every
+//! shell's environment carries `AGENT_EXEC_SHELL=<tag>`, which its
+//! descendants inherit, so an adopted orphan can be traced to its shell.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use nix::sys::signal::Signal;
+
+use crate::sys::{self, ProcStat};
+
+/// The environment variable that marks every process of one shell's tree.
+pub const SHELL_TAG_VAR: &str = "AGENT_EXEC_SHELL";
+
+/// Pids of shells tokio is waiting for. The reaper never touches these; the
+/// spawner holds the lock from fork until the pid is recorded, so a shell
+/// that exits at once cannot be mistaken for an orphan.
+static LIVE_SHELLS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+pub(crate) fn live_shells() -> MutexGuard<'static, Vec<i32>> {
+    LIVE_SHELLS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn forget_shell(pid: i32) {
+    live_shells().retain(|known| *known != pid);
+}
+
+/// The processes of one shell's tree, found by walking `/proc`.
+#[derive(Debug, Default)]
+pub(crate) struct TreeMembers {
+    /// Every live process below the shell (the shell itself excluded).
+    pub(crate) members: Vec<ProcStat>,
+    /// The members we adopted after their parent died: the jobs a finished
+    /// shell left behind.
+    pub(crate) adopted: Vec<i32>,
+}
+
+/// Identifies one shell's tree.
+#[derive(Debug, Clone)]
+pub(crate) struct TreeId {
+    pub(crate) shell_pid: i32,
+    /// `AGENT_EXEC_SHELL=<tag>` as bytes.
+    pub(crate) tag_entry: Vec<u8>,
+}
+
+impl TreeId {
+    pub(crate) fn new(shell_pid: i32, tag: &str) -> Self {
+        Self {
+            shell_pid,
+            tag_entry: format!("{SHELL_TAG_VAR}={tag}").into_bytes(),
+        }
+    }
+
+    /// Whether an adopted child of ours came from this shell: it is still in
+    /// the shell's session, or carries its tag.
+    fn owns_orphan(&self, orphan: &ProcStat) -> bool {
+        orphan.sid == self.shell_pid || sys::environ_contains(orphan.pid, &self.tag_entry)
+    }
+
+    /// Every live process of the tree. `thorough` reads all our threads'
+    /// child lists; otherwise only the main thread's, where orphans land.
+    pub(crate) fn collect(&self, thorough: bool) -> TreeMembers {
+        let own_session = sys::own_session();
+        let ours = if thorough {
+            sys::children(own_pid())
+        } else {
+            sys::main_thread_children()
+        };
+        let shells: HashSet<i32> = live_shells().iter().copied().collect();
+        let mut found = TreeMembers::default();
+        let mut queue: VecDeque<i32> = sys::children(self.shell_pid).into();
+        for pid in ours {
+            if pid == self.shell_pid || shells.contains(&pid) {
+                continue;
+            }
+            let Some(stat) = sys::stat(pid) else { continue };
+            if stat.sid == own_session {
+                continue; // Started by someone else in this process, not by a shell.
+            }
+            if self.owns_orphan(&stat) {
+                found.adopted.push(pid);
+                queue.push_back(pid);
+            }
+        }
+        let mut seen = HashSet::new();
+        while let Some(pid) = queue.pop_front() {
+            if !seen.insert(pid) {
+                continue;
+            }
+            let Some(stat) = sys::stat(pid) else { continue };
+            queue.extend(sys::children(pid));
+            if !stat.is_zombie() {
+                found.members.push(stat);
+            }
+        }
+        found
+            .adopted
+            .retain(|pid| found.members.iter().any(|member| member.pid == *pid));
+        found
+    }
+
+    /// Sends `signal` to the shell's group and to every member found.
+    pub(crate) fn signal_all(&self, signal: Signal) -> usize {
+        sys::send_group(self.shell_pid, signal);
+        let found = self.collect(true);
+        for member in &found.members {
+            sys::send(member.pid, signal);
+        }
+        found.members.len()
+    }
+
+    /// SIGKILL, round after round, until nothing of the tree is left (or a
+    /// bounded number of rounds for a tree that forks faster than we kill).
+    pub(crate) async fn kill_all(&self) {
+        for _ in 0..100 {
+            let alive_group = sys::send_group(self.shell_pid, Signal::SIGKILL);
+            let found = self.collect(true);
+            for member in &found.members {
+                sys::send(member.pid, Signal::SIGKILL);
+            }
+            reap_orphans();
+            if !alive_group && found.members.is_empty() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        tracing::warn!(
+            shell_pid = self.shell_pid,
+            "processes still appear after 100 rounds of SIGKILL (a fork storm?)"
+        );
+    }
+
+    /// The same, without waiting: for `Drop`, where nothing can be awaited.
+    pub(crate) fn kill_all_now(&self) {
+        for _ in 0..20 {
+            let alive_group = sys::send_group(self.shell_pid, Signal::SIGKILL);
+            let found = self.collect(true);
+            for member in &found.members {
+                sys::send(member.pid, Signal::SIGKILL);
+            }
+            reap_orphans();
+            if !alive_group && found.members.is_empty() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// Processes left running on purpose (`keep_running`), to end at shutdown.
+static KEPT: Mutex<Vec<(i32, TreeId)>> = Mutex::new(Vec::new());
+
+pub(crate) fn remember_kept(pids: &[i32], tree: &TreeId) {
+    let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+    kept.extend(pids.iter().map(|pid| (*pid, tree.clone())));
+}
+
+/// Ends every process kept running on purpose, with its descendants, and
+/// reaps them.
+pub(crate) async fn end_kept() {
+    let kept = std::mem::take(&mut *KEPT.lock().unwrap_or_else(PoisonError::into_inner));
+    let mut targets = Vec::new();
+    for (pid, tree) in &kept {
+        // Only if it still carries the tag: the pid may have been reused.
+        if sys::environ_contains(*pid, &tree.tag_entry) {
+            targets.push(*pid);
+            let mut index = targets.len() - 1;
+            while index < targets.len() {
+                targets.extend(sys::children(targets[index]));
+                index += 1;
+            }
+        }
+    }
+    for pid in &targets {
+        sys::send(*pid, Signal::SIGKILL);
+    }
+    for _ in 0..200 {
+        reap_orphans();
+        if !targets
+            .iter()
+            .any(|pid| sys::stat(*pid).is_some_and(|stat| !stat.is_zombie()))
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    reap_orphans();
+}
+
+/// The same without waiting, for `Drop`; whatever dies later is reaped by
+/// the SIGCHLD reaper.
+pub(crate) fn end_kept_now() {
+    let kept = std::mem::take(&mut *KEPT.lock().unwrap_or_else(PoisonError::into_inner));
+    for (pid, tree) in &kept {
+        if sys::environ_contains(*pid, &tree.tag_entry) {
+            for child in sys::children(*pid) {
+                sys::send(child, Signal::SIGKILL);
+            }
+            sys::send(*pid, Signal::SIGKILL);
+        }
+    }
+}
+
+static REAPER: Mutex<Option<tokio::task::JoinHandle<()>>> = Mutex::new(None);
+
+/// Starts, on the current runtime, a task that reaps adopted orphans on
+/// every SIGCHLD (unless one is running): an orphan that exits on its own,
+/// long after its shell, must not stay a zombie.
+pub(crate) fn ensure_reaper() {
+    let mut reaper = REAPER.lock().unwrap_or_else(PoisonError::into_inner);
+    if reaper.as_ref().is_some_and(|task| !task.is_finished()) {
+        return;
+    }
+    let Ok(mut signals) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
+    else {
+        return;
+    };
+    *reaper = Some(tokio::spawn(async move {
+        while signals.recv().await.is_some() {
+            reap_orphans();
+        }
+    }));
+}
+
+pub(crate) fn own_pid() -> i32 {
+    i32::try_from(std::process::id()).unwrap_or(i32::MAX)
+}
+
+/// Collects the exit status of every adopted orphan that has ended, by pid.
+/// A child in our own session was started by other code in this process and
+/// is left to whoever started it; a shell tokio waits for is never touched.
+pub(crate) fn reap_orphans() {
+    let shells = live_shells();
+    let own_session = sys::own_session();
+    for pid in sys::children(own_pid()) {
+        if shells.contains(&pid) {
+            continue;
+        }
+        if let Some(stat) = sys::stat(pid)
+            && stat.is_zombie()
+            && stat.sid != own_session
+        {
+            sys::reap(pid);
+        }
+    }
+}
