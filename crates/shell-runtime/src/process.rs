@@ -566,7 +566,7 @@ fn left_anything(tree: &TreeId) -> bool {
 /// returns how many jobs that was. After a kill request everything goes at
 /// once; after a normal exit, SIGTERM first and SIGKILL after the grace.
 async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
-    let found = shell.tree.collect(true);
+    let found = shell.tree.collect();
     if found.members.is_empty() {
         return 0;
     }
@@ -618,7 +618,7 @@ async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // Anything forked while we were at it.
-    let late = shell.tree.collect(true);
+    let late = shell.tree.collect();
     for member in late
         .members
         .iter()

@@ -89,7 +89,7 @@ fn check_cwd(spec: &SpawnSpec) -> Result<(), SpawnError> {
     reason = "this is the spawn helper: the one place allowed to build a Command"
 )]
 fn build_command(spec: &SpawnSpec, tag: &str) -> std::process::Command {
-    let mut command = std::process::Command::new(&spec.program);
+    let mut command = std::process::Command::new(resolve_program(spec));
     command
         .args(&spec.args)
         .current_dir(&spec.cwd)
@@ -99,9 +99,63 @@ fn build_command(spec: &SpawnSpec, tag: &str) -> std::process::Command {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // The PATH lookup for the program uses the child's PATH (spec.env).
     pre_exec::install(&mut command);
     command
+}
+
+/// The program's absolute path, looked up once in the `PATH` of the spec's
+/// environment. Left to the child, the lookup is an `execve` per `PATH`
+/// entry after the fork, a measurable share of a short command's cost.
+fn resolve_program(spec: &SpawnSpec) -> std::path::PathBuf {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+
+    static RESOLVED: Mutex<Option<HashMap<(PathBuf, std::ffi::OsString), PathBuf>>> =
+        Mutex::new(None);
+    if spec.program.components().count() != 1 {
+        return spec.program.clone();
+    }
+    let path_var = spec
+        .env
+        .iter()
+        .find(|(key, _)| key == "PATH")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_default();
+    let key = (spec.program.clone(), path_var);
+    let mut cache = RESOLVED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(found) = cache.get(&key) {
+        // A cached path can go stale (a tool reinstalled); check it still exists.
+        if found.is_file() {
+            return found.clone();
+        }
+    }
+    let found = std::env::split_paths(&key.1)
+        .map(|dir| dir.join(&spec.program))
+        .find(|candidate| is_executable(candidate));
+    match found {
+        Some(found) => {
+            cache.insert(key, found.clone());
+            found
+        }
+        // Let exec report the error (or use its default search).
+        None => spec.program.clone(),
+    }
+}
+
+#[cfg(unix)]
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(path: &std::path::Path) -> bool {
+    path.is_file()
 }
 
 #[cfg(unix)]

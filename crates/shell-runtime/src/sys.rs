@@ -80,8 +80,10 @@ mod imp {
         found
     }
 
-    /// Children of this process's main thread only: where the kernel puts
-    /// adopted orphans. One small read, for the common path.
+    /// Children of this process's main thread: where the kernel puts the
+    /// orphans a subreaper adopts (it picks the first live thread, and the
+    /// main thread lives as long as the process). The shells themselves are
+    /// children of the spawner thread, so they are not listed here.
     pub(crate) fn main_thread_children() -> Vec<i32> {
         let pid = std::process::id();
         fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))

@@ -62,15 +62,11 @@ impl TreeId {
         orphan.sid == self.shell_pid || sys::environ_contains(orphan.pid, &self.tag_entry)
     }
 
-    /// Every live process of the tree. `thorough` reads all our threads'
-    /// child lists; otherwise only the main thread's, where orphans land.
-    pub(crate) fn collect(&self, thorough: bool) -> TreeMembers {
+    /// Every live process of the tree: the shell's descendants, and the
+    /// orphans adopted from it (found among our main thread's children).
+    pub(crate) fn collect(&self) -> TreeMembers {
         let own_session = sys::own_session();
-        let ours = if thorough {
-            sys::children(own_pid())
-        } else {
-            sys::main_thread_children()
-        };
+        let ours = sys::main_thread_children();
         let shells: HashSet<i32> = live_shells().iter().copied().collect();
         let mut found = TreeMembers::default();
         let mut queue: VecDeque<i32> = sys::children(self.shell_pid).into();
@@ -107,7 +103,7 @@ impl TreeId {
     /// Sends `signal` to the shell's group and to every member found.
     pub(crate) fn signal_all(&self, signal: Signal) -> usize {
         sys::send_group(self.shell_pid, signal);
-        let found = self.collect(true);
+        let found = self.collect();
         for member in &found.members {
             sys::send(member.pid, signal);
         }
@@ -119,7 +115,7 @@ impl TreeId {
     pub(crate) async fn kill_all(&self) {
         for _ in 0..100 {
             let alive_group = sys::send_group(self.shell_pid, Signal::SIGKILL);
-            let found = self.collect(true);
+            let found = self.collect();
             for member in &found.members {
                 sys::send(member.pid, Signal::SIGKILL);
             }
@@ -139,7 +135,7 @@ impl TreeId {
     pub(crate) fn kill_all_now(&self) {
         for _ in 0..20 {
             let alive_group = sys::send_group(self.shell_pid, Signal::SIGKILL);
-            let found = self.collect(true);
+            let found = self.collect();
             for member in &found.members {
                 sys::send(member.pid, Signal::SIGKILL);
             }
@@ -227,17 +223,13 @@ pub(crate) fn ensure_reaper() {
     }));
 }
 
-pub(crate) fn own_pid() -> i32 {
-    i32::try_from(std::process::id()).unwrap_or(i32::MAX)
-}
-
 /// Collects the exit status of every adopted orphan that has ended, by pid.
 /// A child in our own session was started by other code in this process and
 /// is left to whoever started it; a shell tokio waits for is never touched.
 pub(crate) fn reap_orphans() {
     let shells = live_shells();
     let own_session = sys::own_session();
-    for pid in sys::children(own_pid()) {
+    for pid in sys::main_thread_children() {
         if shells.contains(&pid) {
             continue;
         }

@@ -1,0 +1,189 @@
+//! Process mechanism costs against baselines measured in the same run:
+//! spawn-and-wait of `true` against a bare `bash -c true`, capture of a
+//! large output against `cat FILE | cat > /dev/null`, and reading new
+//! output from a running background shell.
+//!
+//! `cargo bench -p shell-runtime --bench runtime` (`-- --quick` for a short
+//! run with a 64 MiB file instead of 1 GiB).
+
+#![allow(
+    clippy::print_stdout,
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a benchmark reports on stdout and may stop on a broken setup"
+)]
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use shell_runtime::{ShellProcess, SpawnSpec};
+
+fn spec(command: &str) -> SpawnSpec {
+    SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
+}
+
+fn percentile(samples: &mut [Duration], pct: usize) -> Duration {
+    samples.sort();
+    samples[(samples.len() * pct / 100).min(samples.len() - 1)]
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the baseline is a bare Command, by definition"
+)]
+fn bare_bash(command: &str) {
+    let status = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .status()
+        .expect("bash runs");
+    assert!(status.success());
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmHWM:"))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn spawn_and_wait(runtime: &tokio::runtime::Runtime, rounds: usize) {
+    let mut bare = Vec::new();
+    let mut ours = Vec::new();
+    // Warm both paths, then alternate so drift hits both alike.
+    for _ in 0..20 {
+        bare_bash("true");
+        runtime.block_on(async {
+            ShellProcess::spawn(spec("true"))
+                .await
+                .unwrap()
+                .wait()
+                .await
+        });
+    }
+    for _ in 0..rounds {
+        let t = Instant::now();
+        bare_bash("true");
+        bare.push(t.elapsed());
+        let t = Instant::now();
+        runtime.block_on(async {
+            ShellProcess::spawn(spec("true"))
+                .await
+                .unwrap()
+                .wait()
+                .await
+        });
+        ours.push(t.elapsed());
+    }
+    let (bare50, bare99) = (percentile(&mut bare, 50), percentile(&mut bare, 99));
+    let (ours50, ours99) = (percentile(&mut ours, 50), percentile(&mut ours, 99));
+    println!("| bare `bash -c true` spawn and wait (baseline) | {bare50:.1?} | {bare99:.1?} | | |");
+    println!(
+        "| `ShellProcess::spawn(\"true\")` and wait | {ours50:.1?} | {ours99:.1?} | {:.2}x | <= 1.10x |",
+        ours50.as_secs_f64() / bare50.as_secs_f64()
+    );
+}
+
+fn write_big_file(bytes: u64) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().expect("temp file");
+    let line = "the quick brown fox jumps over the lazy dog, 0123456789 ÄÖÜ éè €\n".repeat(1000);
+    let mut written = 0;
+    while written < bytes {
+        file.write_all(line.as_bytes()).expect("write");
+        written += line.len() as u64;
+    }
+    file.flush().expect("flush");
+    file
+}
+
+fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
+    let file = write_big_file(bytes);
+    let path = shell_runtime::quote(file.path().to_str().expect("utf-8 temp path"));
+    let size = std::fs::metadata(file.path()).expect("size").len();
+    // Warm the page cache.
+    bare_bash(&format!("cat {path} > /dev/null"));
+    let mut bare = Vec::new();
+    let mut ours = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        bare_bash(&format!("cat {path} | cat > /dev/null"));
+        bare.push(t.elapsed());
+        let t = Instant::now();
+        let shell = runtime.block_on(async {
+            let shell = ShellProcess::spawn(spec(&format!("cat {path}")))
+                .await
+                .unwrap();
+            shell.wait().await;
+            shell
+        });
+        ours.push(t.elapsed());
+        assert_eq!(shell.totals(shell_runtime::Stream::Stdout).0, size);
+    }
+    let mib = size as f64 / (1024.0 * 1024.0);
+    let bare50 = percentile(&mut bare, 50);
+    let ours50 = percentile(&mut ours, 50);
+    let bare_rate = mib / bare50.as_secs_f64();
+    let ours_rate = mib / ours50.as_secs_f64();
+    println!(
+        "| `cat FILE \\| cat > /dev/null`, {mib:.0} MiB (baseline) | {bare50:.0?} ({bare_rate:.0} MiB/s) | | | |"
+    );
+    println!(
+        "| capture `cat FILE`, {mib:.0} MiB | {ours50:.0?} ({ours_rate:.0} MiB/s) | | {:.2}x throughput | >= 0.5x |",
+        ours_rate / bare_rate
+    );
+    println!(
+        "| peak RSS of the whole benchmark process | {:.1} MiB | | | < 32 MiB |",
+        peak_rss_kib() as f64 / 1024.0
+    );
+}
+
+fn background_reads(runtime: &tokio::runtime::Runtime, reads: usize) {
+    let mut samples = Vec::with_capacity(reads);
+    runtime.block_on(async {
+        let shell = ShellProcess::spawn(spec(
+            "while :; do echo \"progress line $RANDOM of a running build\"; sleep 0.0002; done",
+        ))
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut bytes = 0;
+        for _ in 0..reads {
+            let t = Instant::now();
+            let output = shell.read_unseen();
+            samples.push(t.elapsed());
+            bytes += output.stdout.after_gap.len() + output.stdout.before_gap.len();
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        shell.terminate(Duration::from_secs(1)).await;
+        assert!(bytes > 0);
+    });
+    let p50 = percentile(&mut samples, 50);
+    let p99 = percentile(&mut samples, 99);
+    println!(
+        "| read new output of a running background shell | {p50:.1?} | {p99:.1?} | | p99 < 1 ms |"
+    );
+}
+
+fn main() {
+    let quick = std::env::args().any(|arg| arg == "--quick");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("| figure | median | p99 | ratio | target |");
+    println!("| --- | --- | --- | --- | --- |");
+    spawn_and_wait(&runtime, if quick { 100 } else { 1000 });
+    capture(
+        &runtime,
+        if quick { 64 << 20 } else { 1 << 30 },
+        if quick { 2 } else { 5 },
+    );
+    background_reads(&runtime, if quick { 1000 } else { 10_000 });
+}
