@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use crate::buffer::{BufferLimits, OutputBuffer, OutputSlice};
 use crate::decode::Utf8Decoder;
 use crate::error::SpawnError;
+use crate::redact::StreamReplacer;
 use crate::spec::{SpawnSpec, SpillFile, name_matches};
 use crate::status::{EndRequest, ExitInfo, ShellStatus};
 use crate::sys;
@@ -242,15 +243,24 @@ impl ShellProcess {
             sequence: AtomicU64::new(0),
         });
         shell.move_to(ShellStatus::Running);
-        let readers =
-            [
-                child.stdout.take().map(|pipe| {
-                    tokio::spawn(read_stream(Arc::clone(&shell), Stream::Stdout, pipe))
-                }),
-                child.stderr.take().map(|pipe| {
-                    tokio::spawn(read_stream(Arc::clone(&shell), Stream::Stderr, pipe))
-                }),
-            ];
+        let readers = [
+            child.stdout.take().map(|pipe| {
+                tokio::spawn(read_stream(
+                    Arc::clone(&shell),
+                    Stream::Stdout,
+                    pipe,
+                    StreamReplacer::new(spec.replacements.clone()),
+                ))
+            }),
+            child.stderr.take().map(|pipe| {
+                tokio::spawn(read_stream(
+                    Arc::clone(&shell),
+                    Stream::Stderr,
+                    pipe,
+                    StreamReplacer::new(spec.replacements.clone()),
+                ))
+            }),
+        ];
         tokio::spawn(supervise(Arc::clone(&shell), child, readers, spec));
         Ok(shell)
     }
@@ -466,25 +476,40 @@ async fn spawn_checked(spec: &SpawnSpec, tag: &str) -> Result<Child, SpawnError>
     crate::spawn::spawn(spec, tag).await
 }
 
-async fn read_stream(shell: Arc<ShellProcess>, stream: Stream, mut pipe: impl AsyncRead + Unpin) {
+async fn read_stream(
+    shell: Arc<ShellProcess>,
+    stream: Stream,
+    mut pipe: impl AsyncRead + Unpin,
+    mut replacer: StreamReplacer,
+) {
     let capture = shell.capture(stream);
     let mut decoder = Utf8Decoder::new();
     let mut bytes = vec![0u8; READ_CHUNK];
     let mut text = String::with_capacity(READ_CHUNK + 4);
+    let mut replaced = String::new();
     loop {
         match pipe.read(&mut bytes).await {
             Ok(0) | Err(_) => break,
             Ok(read) => {
                 text.clear();
                 decoder.decode(&bytes[..read], &mut text);
-                capture.push(&text);
+                if replacer.is_empty() {
+                    capture.push(&text);
+                } else {
+                    replaced.clear();
+                    replacer.push(&text, &mut replaced);
+                    capture.push(&replaced);
+                }
                 shell.notify_output();
             }
         }
     }
     text.clear();
     decoder.finish(&mut text);
-    capture.push(&text);
+    replaced.clear();
+    replacer.push(&text, &mut replaced);
+    replacer.finish(&mut replaced);
+    capture.push(&replaced);
     if let Some(spill) = capture.spill().as_mut() {
         spill.finish();
     }

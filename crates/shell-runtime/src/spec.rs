@@ -46,6 +46,10 @@ pub struct SpawnSpec {
     /// the shell exits, such as build daemons; they are ended by
     /// [`ShellManager::shutdown`](crate::ShellManager::shutdown).
     pub keep_running: Vec<String>,
+    /// `(text, replacement)` pairs applied to the output before it is kept
+    /// or spilled (secrets the caller must never see), even when a read
+    /// cuts one in two.
+    pub replacements: Vec<(String, String)>,
 }
 
 impl SpawnSpec {
@@ -65,6 +69,7 @@ impl SpawnSpec {
             drain: Duration::from_millis(100),
             leftover_grace: Duration::from_millis(500),
             keep_running: Vec::new(),
+            replacements: Vec::new(),
         }
     }
 

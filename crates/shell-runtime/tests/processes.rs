@@ -361,3 +361,23 @@ async fn reading_a_running_shell_gives_only_what_is_new() {
     assert_eq!(shell.read_unseen().stdout.render(), "two\nthree\n");
     assert!(shell.read_unseen().stdout.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacements_reach_the_buffer_and_the_spill_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("out.txt");
+    // The secret is printed in two writes, so a pipe read may cut it.
+    let mut redacted = spec("printf 'key=sk-abc'; sleep 0.05; printf 'defgh done\\n'");
+    redacted.replacements = vec![("sk-abcdefgh".into(), "[REDACTED:KEY]".into())];
+    redacted.stdout_spill = Some(SpillFile {
+        path: path.clone(),
+        cap_bytes: 1 << 20,
+    });
+    let shell = ShellProcess::spawn(redacted).await.expect("spawns");
+    shell.wait().await;
+    assert_eq!(stdout(&shell), "key=[REDACTED:KEY] done\n");
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("spill"),
+        "key=[REDACTED:KEY] done\n"
+    );
+}
