@@ -1,23 +1,48 @@
 //! The execution tools (`Bash`, `BashOutput`, `KillShell`), composed from
 //! exec-policy's decisions and shell-runtime's mechanism.
 //!
-//! Hosts build a [`ToolRegistry`] with [`register_execution_tools`] and
-//! serve it however they like (MCP, an agent loop, a CLI).
+//! Hosts build an [`ExecEnvironment`] from an [`ExecConfig`], add the tools
+//! to a [`ToolRegistry`] with [`register_execution_tools`] and serve it
+//! however they like (MCP, an agent loop, a CLI).
+
+mod bash;
+mod environment;
+mod read_tools;
+mod render;
+mod session;
+mod text;
+
+use std::sync::Arc;
 
 use tool_core::{RegistryError, ToolRegistry};
 
-/// Adds every execution tool to `registry`.
-///
-/// The tools themselves land with the exec-tools issue; until then this adds
-/// nothing, and `agent-exec schema` and `cargo xtask codegen` list no tools.
-pub fn register_execution_tools(registry: &mut ToolRegistry) -> Result<(), RegistryError> {
-    let _ = registry;
+pub use bash::{BashParams, BashTool};
+pub use environment::{
+    DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
+    OUTPUT_TOTAL_CAP,
+};
+pub use read_tools::{BashOutputParams, BashOutputTool, KillShellParams, KillShellTool};
+pub use text::{head_and_tail, strip_ansi};
+
+/// Adds `Bash`, `BashOutput` and `KillShell`, sharing `env`, to `registry`.
+pub fn register_execution_tools(
+    registry: &mut ToolRegistry,
+    env: &Arc<ExecEnvironment>,
+) -> Result<(), RegistryError> {
+    registry.register(BashTool::new(Arc::clone(env)))?;
+    registry.register(BashOutputTool::new(Arc::clone(env)))?;
+    registry.register(KillShellTool::new(Arc::clone(env)))?;
     Ok(())
 }
 
-/// A registry holding exactly the execution tools.
+/// A registry holding exactly the execution tools with default settings
+/// (the current directory as the only root, the system temp dir for
+/// output): what `agent-exec schema` and `cargo xtask codegen` describe.
 pub fn execution_registry() -> Result<ToolRegistry, RegistryError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
+    let config = ExecConfig::new(vec![cwd], std::env::temp_dir());
+    let env = Arc::new(ExecEnvironment::new(config));
     let mut registry = ToolRegistry::new();
-    register_execution_tools(&mut registry)?;
+    register_execution_tools(&mut registry, &env)?;
     Ok(registry)
 }

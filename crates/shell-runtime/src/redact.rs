@@ -20,7 +20,7 @@ impl StreamReplacer {
             .into_iter()
             .filter(|(needle, _)| !needle.is_empty())
             .collect();
-        pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        pairs.sort_by_key(|(needle, _)| std::cmp::Reverse(needle.len()));
         let longest = pairs.first().map_or(0, |(needle, _)| needle.len());
         Self {
             pairs,

@@ -1,0 +1,386 @@
+//! The `Bash` tool: one command, in the foreground or the background.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use exec_policy::{Decision, is_within_roots};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use shell_runtime::{EndRequest, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream};
+use tool_core::{ExecutionContext, ProgressUpdate, Tool, ToolCategory, ToolResult};
+
+use crate::environment::{DEFAULT_TIMEOUT, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
+use crate::render::{Rendered, render_streams};
+use crate::session::{ShellSession, StateFiles, parse_export_p, wrap_command};
+
+/// Grace between SIGINT (or SIGTERM) and SIGKILL when a call is cancelled.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
+
+/// Arguments of `Bash`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashParams {
+    /// The command to run with `bash -c`.
+    #[schemars(length(min = 1))]
+    pub command: String,
+    /// What the command does, in 5-10 words (for the person watching; never run).
+    pub description: Option<String>,
+    /// Timeout in milliseconds (1000-600000). Foreground default 120000; in the background, only when given.
+    #[schemars(range(min = 1000, max = 600_000))]
+    pub timeout: Option<u64>,
+    /// Start the command in the background and return at once with its id.
+    #[serde(default)]
+    #[schemars(default = "default_false")]
+    pub run_in_background: bool,
+}
+
+fn default_false() -> bool {
+    false
+}
+
+/// Runs shell commands.
+#[derive(Debug, Clone)]
+pub struct BashTool {
+    env: Arc<ExecEnvironment>,
+}
+
+impl BashTool {
+    /// The tool over shared state.
+    pub fn new(env: Arc<ExecEnvironment>) -> Self {
+        Self { env }
+    }
+}
+
+const DESCRIPTION: &str = "Runs a bash command and returns its output (stdout, then `[stderr]` and stderr).\n\
+\n\
+- Each call starts a fresh `bash -c`, but the working directory and exported variables a foreground command leaves (`cd`, `export`) carry over to later calls, foreground and background.\n\
+- Quote paths that contain spaces or special characters: `cd \"my dir\"`. Chain dependent steps with `&&`, independent ones with `;`.\n\
+- Foreground commands time out after 120000 ms unless `timeout` says otherwise (1000-600000); on timeout every process the command started is ended.\n\
+- For servers, watchers and anything long, set `run_in_background: true`: the call returns a `bash_id` at once; read new output with BashOutput and stop it with KillShell. Background jobs (`cmd &`) left by a foreground command are ended when it returns.\n\
+- Output over 30000 characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
+- Commands run without a terminal: stdin is empty, editors fail and pagers print, so never start interactive programs (use `git --no-pager`, `-y` flags and the like).\n\
+- Dangerous commands (recursive deletes of system or home directories, disk formatting, fork bombs) are refused.";
+
+#[async_trait]
+impl Tool for BashTool {
+    type Params = BashParams;
+
+    fn name(&self) -> &str {
+        "Bash"
+    }
+
+    fn description(&self) -> String {
+        match &self.env.config.description_note {
+            Some(note) => format!("{DESCRIPTION}\n- {note}"),
+            None => DESCRIPTION.to_owned(),
+        }
+    }
+
+    fn category(&self) -> ToolCategory {
+        ToolCategory::Execution
+    }
+
+    async fn execute(&self, context: &ExecutionContext, params: BashParams) -> ToolResult {
+        let env = &self.env;
+        let session = context.session().state::<ShellSession>();
+        let state = session.lock().clone();
+        let shown_command = env.redact(&params.command);
+        let meta = |result: ToolResult| {
+            result
+                .with_meta("command", shown_command.clone())
+                .with_meta_opt("description", params.description.clone())
+        };
+
+        // The working directory: the session's, or the context's.
+        let cwd = state
+            .cwd
+            .clone()
+            .unwrap_or_else(|| context.working_dir().to_path_buf());
+        if let Err(message) = check_cwd(&cwd, &env.config.roots) {
+            if state.cwd.is_some() {
+                session.lock().cwd = None;
+            }
+            return meta(ToolResult::fail(message));
+        }
+
+        if let Decision::Deny(denial) = env.analyzer.check(&params.command) {
+            return meta(ToolResult::fail(env.redact(&denial.message())));
+        }
+
+        let command = match &env.config.coauthor {
+            Some(coauthor) => add_coauthor(env, &params.command, coauthor),
+            None => params.command.clone(),
+        };
+
+        if context.dry_run() {
+            return meta(
+                ToolResult::ok(format!("[Dry Run] Would execute: {shown_command}"))
+                    .with_meta("dry_run", true),
+            );
+        }
+
+        let given_env = state.environment(env.base_env());
+        if params.run_in_background {
+            let timeout = params.timeout.map(Duration::from_millis);
+            return meta(start_background(env, &command, cwd, &given_env, timeout).await)
+                .with_meta_opt("timeout_ms", params.timeout);
+        }
+        let timeout = params
+            .timeout
+            .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        let result =
+            run_foreground(env, context, &session, &command, cwd, given_env, timeout).await;
+        meta(result).with_meta(
+            "timeout_ms",
+            u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        )
+    }
+}
+
+fn check_cwd(cwd: &std::path::Path, roots: &[PathBuf]) -> Result<(), String> {
+    exec_policy::resolve_working_dir(cwd, roots)
+        .map(|_| ())
+        .map_err(|error| format!("Cannot run the command: {error}"))
+}
+
+/// Adds `--trailer "Co-authored-by: ..."` after each top-level `git commit`.
+fn add_coauthor(env: &ExecEnvironment, command: &str, coauthor: &str) -> String {
+    let mut commits = env.analyzer.git_commits(command);
+    commits.sort_by_key(|commit| std::cmp::Reverse(commit.insert_at));
+    let trailer = format!(
+        " --trailer {}",
+        shell_runtime::quote(&format!("Co-authored-by: {coauthor}"))
+    );
+    let mut out = command.to_owned();
+    for commit in commits {
+        if out.is_char_boundary(commit.insert_at) {
+            out.insert_str(commit.insert_at, &trailer);
+        }
+    }
+    out
+}
+
+fn base_spec(
+    env: &ExecEnvironment,
+    command: String,
+    cwd: PathBuf,
+    vars: &BTreeMap<String, String>,
+) -> SpawnSpec {
+    let mut spec = SpawnSpec::shell(command, cwd).with_env(vars.clone());
+    spec.replacements.clone_from(&env.replacements);
+    spec
+}
+
+fn spill_pair(env: &ExecEnvironment, stem: &std::path::Path) -> (SpillFile, SpillFile) {
+    let _ = env;
+    (
+        SpillFile {
+            path: stem.with_extension("stdout"),
+            cap_bytes: OUTPUT_FILE_CAP,
+        },
+        SpillFile {
+            path: stem.with_extension("stderr"),
+            cap_bytes: OUTPUT_FILE_CAP,
+        },
+    )
+}
+
+async fn start_background(
+    env: &ExecEnvironment,
+    command: &str,
+    cwd: PathBuf,
+    vars: &BTreeMap<String, String>,
+    timeout: Option<Duration>,
+) -> ToolResult {
+    let stem = env.next_path("background");
+    let mut spec = base_spec(env, command.to_owned(), cwd, vars);
+    let (stdout, stderr) = spill_pair(env, &stem);
+    spec.stdout_spill = Some(stdout);
+    spec.stderr_spill = Some(stderr);
+    spec.timeout = timeout;
+    spec.keep_running.clone_from(&env.config.keep_processes);
+    match env.manager.spawn(spec).await {
+        Ok((id, _)) => ToolResult::ok(format!(
+            "Started background shell: {id}\nCommand: {}\nRead its output with BashOutput (bash_id: \"{id}\"); stop it with KillShell (shell_id: \"{id}\").",
+            env.redact(command)
+        ))
+        .with_meta("bash_id", id)
+        .with_meta("status", ShellStatus::Running.as_str()),
+        Err(error) => ToolResult::fail(format!("Cannot start the background shell: {error}")),
+    }
+}
+
+async fn run_foreground(
+    env: &ExecEnvironment,
+    context: &ExecutionContext,
+    session: &ShellSession,
+    command: &str,
+    cwd: PathBuf,
+    given_env: BTreeMap<String, String>,
+    timeout: Duration,
+) -> ToolResult {
+    let stem = env.next_path("bash");
+    let state_files = StateFiles::new(&stem);
+    let mut spec = base_spec(env, wrap_command(command, &state_files), cwd, &given_env);
+    spec.command = command.to_owned();
+    let (stdout_spill, stderr_spill) = spill_pair(env, &stem);
+    spec.stdout_spill = Some(stdout_spill);
+    spec.stderr_spill = Some(stderr_spill);
+    spec.timeout = Some(timeout);
+    spec.keep_running.clone_from(&env.config.keep_processes);
+
+    let shell = match env.manager.spawn_foreground(spec).await {
+        Ok(shell) => shell,
+        Err(error) => {
+            state_files.remove();
+            return ToolResult::fail(format!("Cannot start the command: {error}"));
+        }
+    };
+    wait_reporting(env, &shell, context, timeout).await;
+
+    let exit = shell.exit();
+    let request = shell.end_request();
+    let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
+
+    let mut notes = Vec::new();
+    if shell.ended_jobs() > 0 {
+        notes.push(format!(
+            "[ended {} background job(s) left by the command]",
+            shell.ended_jobs()
+        ));
+    }
+    if request.is_none()
+        && let Some(note) = absorb_state(env, session, &state_files, &given_env)
+    {
+        notes.push(note);
+    }
+    state_files.remove();
+
+    let prefix = match (request, exit) {
+        (Some(EndRequest::Timeout), _) => {
+            Some(format!("Command timed out after {}ms", timeout.as_millis()))
+        }
+        (Some(EndRequest::Interrupt | EndRequest::Kill), _) => {
+            Some(format!("Command interrupted after {duration_ms}ms"))
+        }
+        (None, Some(exit)) if exit.code != 0 => {
+            Some(format!("Command failed with exit code {}", exit.code))
+        }
+        _ => None,
+    };
+    let Rendered {
+        text,
+        truncated,
+        output_file,
+    } = render_streams(
+        env,
+        &shell.snapshot(Stream::Stdout),
+        &shell.snapshot(Stream::Stderr),
+        prefix.as_deref(),
+        &notes,
+        MAX_OUTPUT_CHARS,
+        Some((&shell, &stem)),
+    );
+    let success = prefix.is_none();
+    let result = if success {
+        ToolResult::ok(text)
+    } else {
+        ToolResult::fail(text)
+    };
+    result
+        .with_meta_opt(
+            "exit_code",
+            exit.filter(|_| request != Some(EndRequest::Timeout))
+                .map(|exit| exit.code),
+        )
+        .with_meta("truncated", truncated)
+        .with_meta("duration_ms", duration_ms)
+        .with_meta("status", shell.status().as_str())
+        .with_meta_opt(
+            "output_file",
+            output_file.map(|path| path.to_string_lossy().into_owned()),
+        )
+}
+
+/// Waits for the shell, reporting recent output to the progress sink at
+/// least once a second, and interrupting it when the call is cancelled.
+async fn wait_reporting(
+    env: &ExecEnvironment,
+    shell: &Arc<ShellProcess>,
+    context: &ExecutionContext,
+    timeout: Duration,
+) {
+    let started = Instant::now();
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    ticker.tick().await;
+    let mut cursor = shell_runtime::ReadCursor::default();
+    let reporting = context.progress().is_active();
+    loop {
+        tokio::select! {
+            _ = shell.wait() => return,
+            () = context.cancellation().cancelled() => {
+                shell.interrupt(INTERRUPT_GRACE).await;
+                return;
+            }
+            _ = ticker.tick(), if reporting => {
+                let recent = shell.read_since(&mut cursor);
+                let mut message = recent.stdout.render();
+                message.push_str(&recent.stderr.render());
+                let message = last_lines(&crate::render::clean(env, &message), 400);
+                context.progress().report(ProgressUpdate {
+                    progress: started.elapsed().as_secs_f64(),
+                    total: Some(timeout.as_secs_f64()),
+                    message: Some(if message.is_empty() {
+                        format!("running for {}s", started.elapsed().as_secs())
+                    } else {
+                        message
+                    }),
+                });
+            }
+        }
+    }
+}
+
+/// The end of `text`, at most `max` characters, starting at a line if it can.
+fn last_lines(text: &str, max: usize) -> String {
+    let text = text.trim_end();
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_owned();
+    }
+    let start = text.char_indices().nth(count - max).map_or(0, |(at, _)| at);
+    let tail = &text[start..];
+    tail.find('\n')
+        .map_or(tail, |newline| &tail[newline + 1..])
+        .to_owned()
+}
+
+/// Reads the state files; updates the session; returns a note when the
+/// working directory was not kept.
+fn absorb_state(
+    env: &ExecEnvironment,
+    session: &ShellSession,
+    files: &StateFiles,
+    given_env: &BTreeMap<String, String>,
+) -> Option<String> {
+    let cwd = std::fs::read_to_string(&files.cwd).ok()?;
+    let exports = std::fs::read_to_string(&files.env).ok()?;
+    let ended = parse_export_p(&exports);
+    let mut state = session.lock();
+    state.absorb_exports(given_env, &ended);
+    let path = PathBuf::from(&cwd);
+    let inside = exec_policy::canonical_dir(&path)
+        .is_ok_and(|canonical| is_within_roots(&canonical, &env.config.roots));
+    if inside {
+        state.cwd = Some(path);
+        None
+    } else {
+        Some(format!(
+            "[cwd not kept: {} is outside the allowed roots]",
+            env.redact(&cwd)
+        ))
+    }
+}

@@ -1,0 +1,170 @@
+//! What the three tools share within one server: configuration, the policy,
+//! the scrubbed environment, the shell manager and the output files.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use exec_policy::{Analyzer, AnalyzerConfig, EnvRules, Policy, ScrubbedEnv, scrub_environment};
+use shell_runtime::ShellManager;
+
+/// The answer text is held to this many characters (plus one truncation line).
+pub const MAX_OUTPUT_CHARS: usize = 30_000;
+/// Bytes of one command's full output kept on disk.
+pub const OUTPUT_FILE_CAP: u64 = 64 * 1024 * 1024;
+/// Bytes of all output files of one server, oldest removed first.
+pub const OUTPUT_TOTAL_CAP: u64 = 1024 * 1024 * 1024;
+/// The foreground timeout when the call names none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(120_000);
+
+/// How the tools behave; built once per server.
+#[derive(Debug, Clone)]
+pub struct ExecConfig {
+    /// Directories commands may run in (canonical). The first is the default.
+    pub roots: Vec<PathBuf>,
+    /// Dangerous-command analysis settings (protected paths, regexes).
+    pub analyzer: AnalyzerConfig,
+    /// The environment commands get, and the secrets removed from it.
+    pub env: ScrubbedEnv,
+    /// Process names left running when a foreground command ends.
+    pub keep_processes: Vec<String>,
+    /// Where output files and per-call state files go (the server's temp dir).
+    pub output_dir: PathBuf,
+    /// `NAME <EMAIL>` added as a `Co-authored-by` trailer to `git commit`.
+    pub coauthor: Option<String>,
+    /// Strip ANSI colour and cursor codes from answers.
+    pub strip_ansi: bool,
+    /// Keep only the last drawing of `\r`-redrawn progress lines in answers.
+    pub collapse_progress: bool,
+    /// One sentence appended to the Bash description (the sandbox, say).
+    pub description_note: Option<String>,
+}
+
+impl ExecConfig {
+    /// Defaults: the given roots, the process's own environment scrubbed by
+    /// the built-in rules, answers cleaned of ANSI codes and progress redraws.
+    pub fn new(roots: Vec<PathBuf>, output_dir: PathBuf) -> Self {
+        Self::from_policy(&Policy::default(), roots, output_dir, std::env::vars())
+    }
+
+    /// From a loaded policy file and a parent environment.
+    pub fn from_policy<I, K, V>(
+        policy: &Policy,
+        roots: Vec<PathBuf>,
+        output_dir: PathBuf,
+        parent_env: I,
+    ) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Self {
+            roots,
+            analyzer: policy.analyzer.clone(),
+            env: scrub_environment(parent_env, &policy.env),
+            keep_processes: policy.keep_processes.clone(),
+            output_dir,
+            coauthor: None,
+            strip_ansi: true,
+            collapse_progress: true,
+            description_note: None,
+        }
+    }
+
+    /// The same with an explicit environment and rules (for tests and embedders).
+    #[must_use]
+    pub fn with_env<I, K, V>(mut self, parent_env: I, rules: &EnvRules) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.env = scrub_environment(parent_env, rules);
+        self
+    }
+}
+
+/// The shared state behind the three tools.
+#[derive(Debug)]
+pub struct ExecEnvironment {
+    pub(crate) config: ExecConfig,
+    pub(crate) analyzer: Analyzer,
+    pub(crate) manager: ShellManager,
+    /// `(secret value, [REDACTED:NAME])`, longest first.
+    pub(crate) replacements: Vec<(String, String)>,
+    files: Mutex<VecDeque<(PathBuf, u64)>>,
+    counter: AtomicU64,
+}
+
+impl ExecEnvironment {
+    /// Shared state for `config`, with a shell manager of its own.
+    pub fn new(config: ExecConfig) -> Self {
+        let replacements = config
+            .env
+            .redactions()
+            .into_iter()
+            .map(|(name, value)| (value, format!("[REDACTED:{name}]")))
+            .collect();
+        Self {
+            analyzer: Analyzer::new(config.analyzer.clone()),
+            manager: ShellManager::new(),
+            replacements,
+            config,
+            files: Mutex::new(VecDeque::new()),
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ExecConfig {
+        &self.config
+    }
+
+    /// The shells started in the background.
+    pub fn manager(&self) -> &ShellManager {
+        &self.manager
+    }
+
+    /// Ends every shell tree started through these tools.
+    pub async fn shutdown(&self) {
+        self.manager.shutdown(shell_runtime::KILL_GRACE).await;
+    }
+
+    /// Replaces every scrubbed secret value in `text`.
+    pub fn redact(&self, text: &str) -> String {
+        if self.replacements.is_empty() {
+            return text.to_owned();
+        }
+        shell_runtime::replace_all(
+            text,
+            &shell_runtime::StreamReplacer::new(self.replacements.clone()),
+        )
+    }
+
+    /// A fresh path stem under the output directory.
+    pub(crate) fn next_path(&self, kind: &str) -> PathBuf {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        self.config.output_dir.join(format!("{kind}-{n}"))
+    }
+
+    /// Records an output file kept for the model, removing the oldest past the total cap.
+    pub(crate) fn keep_file(&self, path: &Path, size: u64) {
+        let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+        files.push_back((path.to_path_buf(), size));
+        let mut total: u64 = files.iter().map(|(_, size)| size).sum();
+        while total > OUTPUT_TOTAL_CAP && files.len() > 1 {
+            if let Some((old, size)) = files.pop_front() {
+                let _ = std::fs::remove_file(old);
+                total -= size;
+            }
+        }
+    }
+
+    /// The base environment of every command, before the session's changes.
+    pub(crate) fn base_env(&self) -> &BTreeMap<String, String> {
+        &self.config.env.vars
+    }
+}

@@ -1,0 +1,238 @@
+//! `BashOutput` and `KillShell`: reading and ending background shells.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use regex::Regex;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use shell_runtime::{KILL_GRACE, KillOutcome, ShellProcess, ShellStatus, Stream};
+use tool_core::{ExecutionContext, Tool, ToolCategory, ToolResult};
+
+use crate::environment::{ExecEnvironment, MAX_OUTPUT_CHARS};
+use crate::render::{clean, join_streams, layout};
+
+/// Arguments of `BashOutput`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashOutputParams {
+    /// The id `Bash` returned for a background shell (`shell_` + 8 hex digits).
+    pub bash_id: String,
+    /// Keep only lines matching this regular expression (Rust `regex` syntax,
+    /// matched anywhere in the line); the other lines are still consumed.
+    pub filter: Option<String>,
+    /// Wait up to this many milliseconds for the shell to finish before
+    /// answering (returns early when it does). 0 answers at once.
+    #[schemars(range(min = 0, max = 600_000))]
+    #[serde(default)]
+    #[schemars(default = "zero")]
+    pub wait_ms: u64,
+}
+
+fn zero() -> u64 {
+    0
+}
+
+/// Reads new output of a background shell.
+#[derive(Debug, Clone)]
+pub struct BashOutputTool {
+    env: Arc<ExecEnvironment>,
+}
+
+impl BashOutputTool {
+    /// The tool over shared state.
+    pub fn new(env: Arc<ExecEnvironment>) -> Self {
+        Self { env }
+    }
+}
+
+/// `Status: S[, Exit code: N[ (SIG)]][, Duration: Nms]`.
+fn status_line(shell: &ShellProcess) -> String {
+    let status = shell.status();
+    let mut line = format!("Status: {status}");
+    if status.is_finished() {
+        if status != ShellStatus::Timeout
+            && let Some(exit) = shell.exit()
+        {
+            line.push_str(&format!(", Exit code: {}", exit.code));
+            if let Some(name) = exit.signal_name() {
+                line.push_str(&format!(" ({name})"));
+            }
+        }
+        line.push_str(&format!(", Duration: {}ms", shell.duration().as_millis()));
+    }
+    line
+}
+
+/// The failure for an id nobody knows, listing the shells that are known.
+fn not_found(env: &ExecEnvironment, id: &str) -> ToolResult {
+    let known = env.manager.list();
+    let mut message = format!("Shell {id} not found.");
+    if known.is_empty() {
+        message.push_str(" No background shells are known.");
+    } else {
+        message.push_str(" Known shells:");
+        for (known_id, shell) in known {
+            message.push_str(&format!(
+                "\n  {known_id} ({}): {}",
+                shell.status(),
+                env.redact(shell.command())
+            ));
+        }
+    }
+    ToolResult::fail(message)
+}
+
+fn keep_matching(text: &str, filter: Option<&Regex>) -> String {
+    match filter {
+        None => text.to_owned(),
+        Some(regex) => {
+            let mut kept = String::new();
+            for line in text.lines().filter(|line| regex.is_match(line)) {
+                kept.push_str(line);
+                kept.push('\n');
+            }
+            kept
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for BashOutputTool {
+    type Params = BashOutputParams;
+
+    fn name(&self) -> &str {
+        "BashOutput"
+    }
+
+    fn description(&self) -> String {
+        "Reads what a background shell (started by Bash with `run_in_background: true`) printed since the last read.\n\
+\n\
+- Answers `Status: running|completed|failed|killed|timeout` (with the exit code and duration once it ended), a blank line, then only the new output: stdout, then `[stderr]` and new stderr.\n\
+- `filter` keeps only lines matching a regular expression; lines it drops are consumed all the same.\n\
+- `wait_ms` waits up to that long for the shell to finish (it returns early when it does): use it instead of polling in a loop.\n\
+- If output arrived faster than it was read, the oldest unread part is dropped and one line says how many bytes."
+            .to_owned()
+    }
+
+    fn category(&self) -> ToolCategory {
+        ToolCategory::Execution
+    }
+
+    async fn execute(&self, _context: &ExecutionContext, params: BashOutputParams) -> ToolResult {
+        let env = &self.env;
+        let filter = match params.filter.as_deref().map(Regex::new).transpose() {
+            Ok(filter) => filter,
+            Err(error) => return ToolResult::fail(format!("Invalid filter regex: {error}")),
+        };
+        let Some(shell) = env.manager.get(&params.bash_id) else {
+            return not_found(env, &params.bash_id);
+        };
+        if params.wait_ms > 0 {
+            shell
+                .wait_timeout(Duration::from_millis(params.wait_ms))
+                .await;
+        }
+        let new = shell.read_unseen();
+        let stdout = keep_matching(&clean(env, &new.stdout.render()), filter.as_ref());
+        let stderr = keep_matching(&clean(env, &new.stderr.render()), filter.as_ref());
+        let header = status_line(&shell);
+        let body = join_streams(&stdout, &stderr);
+        let spills: Vec<String> = [Stream::Stdout, Stream::Stderr]
+            .into_iter()
+            .filter_map(|stream| shell.spill(stream))
+            .filter(|spill| spill.written > 0)
+            .map(|spill| spill.file.path.display().to_string())
+            .collect();
+        let prefix = format!("{header}\n");
+        let rendered = layout(Some(&prefix), &body, &[], MAX_OUTPUT_CHARS, || {
+            (!spills.is_empty()).then(|| spills.join(" and ").into())
+        });
+        let status = shell.status();
+        ToolResult::ok(rendered.text)
+            .with_meta("bash_id", params.bash_id)
+            .with_meta("status", status.as_str())
+            .with_meta_opt(
+                "exit_code",
+                shell
+                    .exit()
+                    .filter(|_| status.is_finished() && status != ShellStatus::Timeout)
+                    .map(|exit| exit.code),
+            )
+            .with_meta("is_running", !status.is_finished())
+            .with_meta(
+                "duration_ms",
+                u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX),
+            )
+            .with_meta("command", env.redact(shell.command()))
+            .with_meta("truncated", rendered.truncated)
+    }
+}
+
+/// Arguments of `KillShell`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KillShellParams {
+    /// The id of the background shell to end.
+    pub shell_id: String,
+}
+
+/// Ends a background shell and everything it started.
+#[derive(Debug, Clone)]
+pub struct KillShellTool {
+    env: Arc<ExecEnvironment>,
+}
+
+impl KillShellTool {
+    /// The tool over shared state.
+    pub fn new(env: Arc<ExecEnvironment>) -> Self {
+        Self { env }
+    }
+}
+
+#[async_trait]
+impl Tool for KillShellTool {
+    type Params = KillShellParams;
+
+    fn name(&self) -> &str {
+        "KillShell"
+    }
+
+    fn description(&self) -> String {
+        "Stops a background shell started by Bash, with every process it started (SIGTERM, then SIGKILL after 2 s). \
+Stopping a shell that already ended is not an error; the answer says how it ended."
+            .to_owned()
+    }
+
+    fn category(&self) -> ToolCategory {
+        ToolCategory::Execution
+    }
+
+    async fn execute(&self, _context: &ExecutionContext, params: KillShellParams) -> ToolResult {
+        let env = &self.env;
+        let id = params.shell_id;
+        let Some(shell) = env.manager.get(&id) else {
+            return not_found(env, &id);
+        };
+        let outcome = env.manager.kill(&id, KILL_GRACE).await;
+        let base = |result: ToolResult| {
+            result
+                .with_meta("shell_id", id.clone())
+                .with_meta("command", env.redact(shell.command()))
+                .with_meta(
+                    "duration_ms",
+                    u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX),
+                )
+                .with_meta("status", shell.status().as_str())
+        };
+        match outcome {
+            Ok(KillOutcome::Terminated) => base(ToolResult::ok(format!("Shell {id} terminated"))),
+            Ok(KillOutcome::AlreadyStopped(status)) => base(
+                ToolResult::ok(format!("Shell {id} already stopped (status: {status})"))
+                    .with_meta("already_stopped", true),
+            ),
+            Err(_) => not_found(env, &id),
+        }
+    }
+}
