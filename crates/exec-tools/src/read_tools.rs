@@ -19,11 +19,9 @@ use crate::render::{clean, join_streams, layout};
 pub struct BashOutputParams {
     /// The id `Bash` returned for a background shell (`shell_` + 8 hex digits).
     pub bash_id: String,
-    /// Keep only lines matching this regular expression (Rust `regex` syntax,
-    /// matched anywhere in the line); the other lines are still consumed.
+    /// Keep only lines matching this regular expression (Rust `regex` syntax, matched anywhere in the line); the other lines are still consumed.
     pub filter: Option<String>,
-    /// Wait up to this many milliseconds for the shell to finish before
-    /// answering (returns early when it does). 0 answers at once.
+    /// Wait up to this many milliseconds for the shell to finish before answering (returns early when it does). 0 answers at once.
     #[schemars(range(min = 0, max = 600_000))]
     #[serde(default)]
     #[schemars(default = "zero")]

@@ -418,3 +418,145 @@ async fn kill_shell_returns_metadata() {
     assert_eq!(meta_str(&result, "command"), "sleep 300");
     assert!(meta(&result, "duration_ms").is_u64());
 }
+
+// Feature: Shell Process (as seen through the tools)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_new_output_includes_stderr() {
+    let world = World::new();
+    let id = world.background("echo out; echo err >&2").await;
+    let result = world
+        .call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }))
+        .await;
+    assert!(
+        result.text().ends_with("\n\nout\n\n[stderr]\nerr\n"),
+        "{}",
+        result.text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calculate_duration() {
+    let world = World::new();
+    let id = world.background("sleep 0.5").await;
+    let result = world
+        .call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }))
+        .await;
+    let duration = meta(&result, "duration_ms").as_u64().expect("duration");
+    assert!((500..5000).contains(&duration), "{duration}");
+}
+
+// Feature: Tool Registration
+
+#[test]
+fn all_execution_tools_are_registered() {
+    let registry = exec_tools::execution_registry().expect("registry");
+    let names: Vec<String> = registry.list().map(|tool| tool.name().to_owned()).collect();
+    assert_eq!(names.len(), 3);
+    for name in ["Bash", "BashOutput", "KillShell"] {
+        let tool = registry.get(name).expect(name);
+        assert_eq!(tool.category(), tool_core::ToolCategory::Execution);
+    }
+}
+
+#[test]
+fn execution_tools_generate_valid_schemas() {
+    let registry = exec_tools::execution_registry().expect("registry");
+    for (name, required) in [
+        ("Bash", "command"),
+        ("BashOutput", "bash_id"),
+        ("KillShell", "shell_id"),
+    ] {
+        let definition = registry.get(name).expect(name).definition();
+        let openai = definition.render(tool_core::DefinitionFormat::OpenAi);
+        assert_eq!(openai["type"], "function");
+        assert_eq!(openai["function"]["name"], name);
+        assert_eq!(openai["function"]["parameters"]["type"], "object");
+        assert_eq!(
+            openai["function"]["parameters"]["required"],
+            json!([required])
+        );
+    }
+}
+
+// Feature: Integration Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_background_command_workflow() {
+    let world = World::new();
+    let id = world
+        .background("echo begin; sleep 0.3; echo result=42")
+        .await;
+    let progress = world.call("BashOutput", json!({ "bash_id": id })).await;
+    assert!(progress.success);
+    let last = world
+        .call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }))
+        .await;
+    assert!(last.success);
+    let all = format!("{}{}", progress.text(), last.text());
+    assert!(all.contains("begin") && all.contains("result=42"), "{all}");
+    assert_eq!(meta_str(&last, "status"), "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_and_verify_workflow() {
+    let world = World::new();
+    let id = world.background("sleep 300").await;
+    let before = world.call("BashOutput", json!({ "bash_id": id })).await;
+    assert_eq!(meta_str(&before, "status"), "running");
+    let kill = world.call("KillShell", json!({ "shell_id": id })).await;
+    assert!(kill.success);
+    let after = world.call("BashOutput", json!({ "bash_id": id })).await;
+    assert_eq!(meta_str(&after, "status"), "killed");
+    assert_eq!(meta(&after, "is_running"), false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multiple_concurrent_shells() {
+    let world = World::new();
+    let mut ids = Vec::new();
+    for index in 0..5 {
+        ids.push(world.background(&format!("echo shell-{index}")).await);
+    }
+    let unique: std::collections::HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), 5);
+    assert_eq!(world.env.manager().list().len(), 5);
+    for (index, id) in ids.iter().enumerate() {
+        let result = world
+            .call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }))
+            .await;
+        assert!(
+            result.text().ends_with(&format!("\n\nshell-{index}\n")),
+            "{}",
+            result.text()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_does_not_affect_other_shells() {
+    let world = World::new();
+    let a = world
+        .background("for i in 1 2 3 4 5 6; do echo a$i; sleep 0.3; done")
+        .await;
+    let b = world
+        .call(
+            "Bash",
+            json!({ "command": "sleep 300", "run_in_background": true, "timeout": 1000 }),
+        )
+        .await;
+    let b = meta_str(&b, "bash_id");
+    let b_result = world
+        .call("BashOutput", json!({ "bash_id": b, "wait_ms": 20000 }))
+        .await;
+    assert_eq!(meta_str(&b_result, "status"), "timeout");
+    let a_result = world
+        .call("BashOutput", json!({ "bash_id": a, "wait_ms": 20000 }))
+        .await;
+    assert_eq!(meta_str(&a_result, "status"), "completed");
+    assert!(
+        a_result.text().ends_with("a1\na2\na3\na4\na5\na6\n"),
+        "{}",
+        a_result.text()
+    );
+}

@@ -261,7 +261,13 @@ impl ShellProcess {
                 ))
             }),
         ];
-        tokio::spawn(supervise(Arc::clone(&shell), child, readers, spec));
+        tokio::spawn(supervise(
+            Arc::clone(&shell),
+            child,
+            readers,
+            spec,
+            AbandonGuard(Some(Arc::clone(&shell))),
+        ));
         Ok(shell)
     }
 
@@ -521,6 +527,8 @@ async fn supervise(
     mut child: Child,
     readers: [Option<JoinHandle<()>>; 2],
     spec: SpawnSpec,
+    // Taken as an argument so it is dropped even if the task never ran.
+    mut guard: AbandonGuard,
 ) {
     let waited = match spec.timeout {
         None => child.wait().await,
@@ -573,6 +581,30 @@ async fn supervise(
     }
     shell.finished.send_replace(true);
     shell.notify_output();
+    guard.0 = None;
+}
+
+/// Ends the tree and finishes the shell if its supervising task is dropped
+/// before it is done (its runtime shut down): nobody could wait for it or
+/// read it any more, and a caller waiting for it must not hang.
+struct AbandonGuard(Option<Arc<ShellProcess>>);
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        let Some(shell) = self.0.take() else { return };
+        shell.tree.kill_all_now();
+        tree::forget_shell(shell.pid);
+        {
+            let mut life = shell.life();
+            life.request.get_or_insert(EndRequest::Kill);
+            life.ended_at.get_or_insert_with(Instant::now);
+            if life.status.can_move_to(ShellStatus::Killed) {
+                life.status = ShellStatus::Killed;
+            }
+        }
+        shell.exited.send_replace(true);
+        shell.finished.send_replace(true);
+    }
 }
 
 /// True if anything of the tree may still be alive after the shell exited.

@@ -10,10 +10,30 @@ fn spec(command: &str) -> SpawnSpec {
     SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
 }
 
+/// True while `pid` is a live process (not gone, not a zombie, not reused).
 fn alive(pid: u32) -> bool {
+    // pid_max may be small (32768 here): a pid can be reused within seconds
+    // under a parallel test run, so a process that started after this
+    // moment is not the one asked about.
+    let now_ticks = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(u64::MAX, |seconds| (seconds * 100.0) as u64 + 1);
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-        !state.starts_with('Z')
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let zombie = fields
+            .first()
+            .is_some_and(|state| state.starts_with('Z') || state.starts_with('X'));
+        let started: u64 = fields
+            .get(19)
+            .and_then(|ticks| ticks.parse().ok())
+            .unwrap_or(0);
+        !zombie && started <= now_ticks
     })
 }
 
@@ -207,4 +227,100 @@ async fn two_hundred_concurrent_shells_complete_and_read_back() {
         };
         assert_eq!(shell.status(), expected);
     }
+}
+
+// The seed-003 "Shell Manager" and "Shell Process" scenarios, by name.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_shell() {
+    let manager = ShellManager::new();
+    let (id, shell) = manager
+        .spawn(spec("echo test; sleep 300"))
+        .await
+        .expect("spawns");
+    assert_eq!(shell.status(), ShellStatus::Running);
+    assert!(manager.get(&id).is_some());
+    manager.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_shell_by_id_and_non_existent_shell() {
+    let manager = ShellManager::new();
+    let (id, shell) = manager.spawn(spec("true")).await.expect("spawns");
+    assert!(std::sync::Arc::ptr_eq(
+        &manager.get(&id).expect("found"),
+        &shell
+    ));
+    assert!(manager.get("shell_xyz").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_all_shells_and_list_running() {
+    let manager = ShellManager::new();
+    manager.spawn(spec("sleep 300")).await.expect("spawns");
+    manager.spawn(spec("sleep 300")).await.expect("spawns");
+    let (_, done) = manager.spawn(spec("true")).await.expect("spawns");
+    done.wait().await;
+    assert_eq!(manager.list().len(), 3);
+    let running = manager.list_running();
+    assert_eq!(running.len(), 2);
+    assert!(running.iter().all(|(_, shell)| shell.is_running()));
+    assert_eq!(manager.kill_all(Duration::from_secs(1)).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_all_shells() {
+    let manager = ShellManager::new();
+    for _ in 0..3 {
+        manager.spawn(spec("sleep 300")).await.expect("spawns");
+    }
+    assert_eq!(manager.kill_all(Duration::from_secs(1)).await, 3);
+    assert!(
+        manager
+            .list()
+            .iter()
+            .all(|(_, shell)| shell.status() == ShellStatus::Killed)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_manager_is_singleton() {
+    let (id, _) = ShellManager::global()
+        .spawn(spec("true"))
+        .await
+        .expect("spawns");
+    assert!(std::ptr::eq(ShellManager::global(), ShellManager::global()));
+    assert!(ShellManager::global().get(&id).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shell_process_lifecycle_and_duration() {
+    let manager = ShellManager::new();
+    let (_, shell) = manager.spawn(spec("sleep 0.3")).await.expect("spawns");
+    assert_eq!(shell.status(), ShellStatus::Running);
+    assert_eq!(shell.wait().await, ShellStatus::Completed);
+    let duration = shell.duration();
+    assert!(
+        duration >= Duration::from_millis(300) && duration < Duration::from_secs(5),
+        "{duration:?}"
+    );
+    assert_eq!(
+        shell.duration(),
+        duration,
+        "a finished shell's duration is fixed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_new_output() {
+    let manager = ShellManager::new();
+    let (_, shell) = manager
+        .spawn(spec("printf 'line1\\nline2\\nline3\\n'"))
+        .await
+        .expect("spawns");
+    shell.wait().await;
+    let mut cursor = shell_runtime::ReadCursor::default();
+    let all = shell.read_since(&mut cursor);
+    assert_eq!(all.stdout.render(), "line1\nline2\nline3\n");
+    assert!(shell.read_since(&mut cursor).stdout.is_empty());
 }

@@ -22,11 +22,30 @@ fn stdout(shell: &ShellProcess) -> String {
     shell.snapshot(Stream::Stdout).render()
 }
 
-/// True while `pid` is a live process (not gone, not a zombie).
+/// True while `pid` is a live process (not gone, not a zombie, not reused).
 fn alive(pid: u32) -> bool {
+    // pid_max may be small (32768 here): a pid can be reused within seconds
+    // under a parallel test run, so a process that started after this
+    // moment is not the one asked about.
+    let now_ticks = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(u64::MAX, |seconds| (seconds * 100.0) as u64 + 1);
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-        !state.starts_with('Z') && !state.starts_with('X')
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let zombie = fields
+            .first()
+            .is_some_and(|state| state.starts_with('Z') || state.starts_with('X'));
+        let started: u64 = fields
+            .get(19)
+            .and_then(|ticks| ticks.parse().ok())
+            .unwrap_or(0);
+        !zombie && started <= now_ticks
     })
 }
 
@@ -380,4 +399,29 @@ async fn replacements_reach_the_buffer_and_the_spill_file() {
         std::fs::read_to_string(&path).expect("spill"),
         "key=[REDACTED:KEY] done\n"
     );
+}
+
+#[test]
+fn a_shell_whose_runtime_shuts_down_is_ended_not_orphaned() {
+    let first = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let shell = first.block_on(async {
+        ShellProcess::spawn(spec("sleep 300"))
+            .await
+            .expect("spawns")
+    });
+    let pid = shell.pid();
+    assert!(alive(pid));
+    drop(first);
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    second.block_on(async {
+        let status = shell.wait_timeout(Duration::from_secs(5)).await;
+        assert_eq!(status, Some(ShellStatus::Killed));
+        assert!(gone(pid).await, "{pid} outlived its runtime");
+    });
 }

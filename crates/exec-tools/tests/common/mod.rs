@@ -125,11 +125,30 @@ pub fn meta_str(result: &ToolResult, key: &str) -> String {
     meta(result, key).as_str().unwrap_or_default().to_owned()
 }
 
-/// True while `pid` is a live process.
+/// True while `pid` is a live process (not gone, not a zombie, not reused).
 pub fn alive(pid: u32) -> bool {
+    // pid_max may be small (32768 here): a pid can be reused within seconds
+    // under a parallel test run, so a process that started after this
+    // moment is not the one asked about.
+    let now_ticks = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(u64::MAX, |seconds| (seconds * 100.0) as u64 + 1);
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-        !state.starts_with('Z')
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let zombie = fields
+            .first()
+            .is_some_and(|state| state.starts_with('Z') || state.starts_with('X'));
+        let started: u64 = fields
+            .get(19)
+            .and_then(|ticks| ticks.parse().ok())
+            .unwrap_or(0);
+        !zombie && started <= now_ticks
     })
 }
 
