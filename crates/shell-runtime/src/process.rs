@@ -215,6 +215,9 @@ impl ShellProcess {
         ensure_subreaper();
         tree::ensure_reaper();
         let tag = next_tag();
+        // Before the fork: the command's own run time is never under-reported.
+        let started_at = Instant::now();
+        let started_wall = SystemTime::now();
         let mut child = spawn_checked(&spec, &tag).await?;
         let pid = child
             .id()
@@ -224,8 +227,8 @@ impl ShellProcess {
             pid,
             tree: TreeId::new(pid, &tag),
             command: spec.command.clone(),
-            started_at: Instant::now(),
-            started_wall: SystemTime::now(),
+            started_at,
+            started_wall,
             stdout: Capture::new(spec.limits, spec.stdout_spill.as_ref()),
             stderr: Capture::new(spec.limits, spec.stderr_spill.as_ref()),
             unseen: Mutex::new(ReadCursor::default()),
