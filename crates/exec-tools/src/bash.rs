@@ -202,13 +202,17 @@ async fn start_background(
     spec.stderr_spill = Some(stderr);
     spec.timeout = timeout;
     spec.keep_running.clone_from(&env.config.keep_processes);
+    let spills = [stem.with_extension("stdout"), stem.with_extension("stderr")];
     match env.manager.spawn(spec).await {
-        Ok((id, _)) => ToolResult::ok(format!(
+        Ok((id, _)) => {
+            env.keep_files(&[&spills[0], &spills[1]]);
+            ToolResult::ok(format!(
             "Started background shell: {id}\nCommand: {}\nRead its output with BashOutput (bash_id: \"{id}\"); stop it with KillShell (shell_id: \"{id}\").",
             env.redact(command)
         ))
         .with_meta("bash_id", id)
-        .with_meta("status", ShellStatus::Running.as_str()),
+        .with_meta("status", ShellStatus::Running.as_str())
+        }
         Err(error) => ToolResult::fail(format!("Cannot start the background shell: {error}")),
     }
 }

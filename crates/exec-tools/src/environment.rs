@@ -95,7 +95,8 @@ pub struct ExecEnvironment {
     pub(crate) manager: ShellManager,
     /// `(secret value, [REDACTED:NAME])`, longest first.
     pub(crate) replacements: Vec<(String, String)>,
-    files: Mutex<VecDeque<(PathBuf, u64)>>,
+    /// Output files kept for the model, oldest first.
+    files: Mutex<VecDeque<PathBuf>>,
     counter: AtomicU64,
 }
 
@@ -150,15 +151,33 @@ impl ExecEnvironment {
         self.config.output_dir.join(format!("{kind}-{n}"))
     }
 
-    /// Records an output file kept for the model, removing the oldest past the total cap.
-    pub(crate) fn keep_file(&self, path: &Path, size: u64) {
+    /// Records output files kept for the model (a truncated answer's file,
+    /// a background shell's spills) and removes the oldest while all of them
+    /// together exceed [`OUTPUT_TOTAL_CAP`]. Sizes are read from disk, since
+    /// a background shell's files grow after they are recorded.
+    pub(crate) fn keep_files(&self, paths: &[&Path]) {
         let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
-        files.push_back((path.to_path_buf(), size));
-        let mut total: u64 = files.iter().map(|(_, size)| size).sum();
-        while total > OUTPUT_TOTAL_CAP && files.len() > 1 {
-            if let Some((old, size)) = files.pop_front() {
+        files.extend(paths.iter().map(|path| path.to_path_buf()));
+        let mut sizes: Vec<u64> = Vec::with_capacity(files.len());
+        files.retain(|path| match std::fs::metadata(path) {
+            Ok(meta) => {
+                sizes.push(meta.len());
+                true
+            }
+            // Not written yet: keep it. Gone already: forget it.
+            Err(_) if paths.contains(&path.as_path()) => {
+                sizes.push(0);
+                true
+            }
+            Err(_) => false,
+        });
+        let mut total: u64 = sizes.iter().sum();
+        let mut index = 0;
+        while total > OUTPUT_TOTAL_CAP && files.len() > paths.len() {
+            if let Some(old) = files.pop_front() {
                 let _ = std::fs::remove_file(old);
-                total -= size;
+                total -= sizes.get(index).copied().unwrap_or(0);
+                index += 1;
             }
         }
     }
@@ -166,5 +185,32 @@ impl ExecEnvironment {
     /// The base environment of every command, before the session's changes.
     pub(crate) fn base_env(&self) -> &BTreeMap<String, String> {
         &self.config.env.vars
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_files_past_the_total_cap_go_oldest_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let env = ExecEnvironment::new(ExecConfig::new(
+            vec![dir.path().to_path_buf()],
+            dir.path().to_path_buf(),
+        ));
+        let big = usize::try_from(OUTPUT_TOTAL_CAP / 2).expect("fits") + 1;
+        let paths: Vec<PathBuf> = (0..3)
+            .map(|n| dir.path().join(format!("out-{n}")))
+            .collect();
+        for path in &paths {
+            // Sparse files: the size counts, the disk is not used.
+            let file = std::fs::File::create(path).expect("create");
+            file.set_len(big as u64).expect("size");
+            env.keep_files(&[path]);
+        }
+        assert!(!paths[0].exists(), "the oldest was removed");
+        assert!(paths[1].exists() || paths[2].exists());
+        assert!(paths[2].exists(), "the newest stays");
     }
 }

@@ -130,8 +130,8 @@ fn combine_spills(env: &ExecEnvironment, shell: &ShellProcess, stem: &Path) -> O
         }
         copy_capped(&err.file.path, &mut file, &mut budget);
     }
-    let size = OUTPUT_FILE_CAP - budget;
-    env.keep_file(&path, size);
+    drop(file);
+    env.keep_files(&[&path]);
     Some(path)
 }
 
