@@ -12,6 +12,8 @@
     reason = "a test helper that cannot go on should fail the test loudly"
 )]
 
+mod mcp;
+mod run;
 mod schema;
 
 use std::process::{Command, Output};

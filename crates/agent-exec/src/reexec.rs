@@ -1,0 +1,104 @@
+//! Keeping the server's own secrets out of `/proc/PID/environ`.
+//!
+//! A command can read its parent's initial environment from
+//! `/proc/PPID/environ`, and the server's parent process is the MCP client,
+//! whose environment holds the user's keys. So at start-up the server
+//! re-executes itself with the scrubbed environment and hands the scrubbed
+//! values over in a memfd, whose descriptor it closes as soon as it has read
+//! it: the values then live only in memory, for redaction.
+
+use exec_policy::EnvRules;
+
+/// Names the descriptor of the memfd in the re-executed process.
+pub(crate) const SECRETS_FD_VAR: &str = "AGENT_EXEC_SECRETS_FD";
+
+/// Returns the scrubbed `(name, value)` pairs: read back from the memfd in
+/// a re-executed server, or, when there are any to hide, after re-executing
+/// (which does not return). Where re-execution is impossible the server goes
+/// on in-process and says so on stderr.
+pub(crate) fn hide_secrets(rules: &EnvRules) -> Vec<(String, String)> {
+    if let Ok(fd) = std::env::var(SECRETS_FD_VAR) {
+        return read_handover(&fd);
+    }
+    let secrets: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, _)| rules.is_scrubbed(name))
+        .collect();
+    if secrets.is_empty() {
+        return secrets;
+    }
+    #[cfg(target_os = "linux")]
+    if let Err(error) = linux::reexec(&secrets, rules) {
+        tracing::warn!(%error, "cannot re-execute with a scrubbed environment; secrets stay readable in /proc/PID/environ");
+    }
+    secrets
+}
+
+fn read_handover(fd: &str) -> Vec<(String, String)> {
+    let Ok(number) = fd.parse::<i32>() else {
+        return Vec::new();
+    };
+    let bytes = std::fs::read(format!("/proc/self/fd/{number}")).unwrap_or_default();
+    // Closed at once, so no command started later can inherit it.
+    let _ = nix::unistd::close(number);
+    let mut fields = bytes.split(|byte| *byte == 0);
+    let mut pairs = Vec::new();
+    while let (Some(name), Some(value)) = (fields.next(), fields.next()) {
+        if name.is_empty() {
+            break;
+        }
+        pairs.push((
+            String::from_utf8_lossy(name).into_owned(),
+            String::from_utf8_lossy(value).into_owned(),
+        ));
+    }
+    pairs
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::ffi::CString;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+
+    use anyhow::Context as _;
+    use exec_policy::EnvRules;
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+
+    use super::SECRETS_FD_VAR;
+
+    pub(super) fn reexec(secrets: &[(String, String)], rules: &EnvRules) -> anyhow::Result<()> {
+        // Not close-on-exec: the descriptor must survive into the new image.
+        let memfd =
+            memfd_create("agent-exec-secrets", MFdFlags::empty()).context("memfd_create")?;
+        let mut file = std::fs::File::from(memfd);
+        for (name, value) in secrets {
+            file.write_all(name.as_bytes())?;
+            file.write_all(&[0])?;
+            file.write_all(value.as_bytes())?;
+            file.write_all(&[0])?;
+        }
+        let fd = file.as_raw_fd();
+        let mut env: Vec<CString> = std::env::vars_os()
+            .filter(|(name, _)| !name.to_str().is_some_and(|name| rules.is_scrubbed(name)))
+            .filter_map(|(name, value)| {
+                let mut entry = name.as_bytes().to_vec();
+                entry.push(b'=');
+                entry.extend_from_slice(value.as_bytes());
+                CString::new(entry).ok()
+            })
+            .collect();
+        env.push(CString::new(format!("{SECRETS_FD_VAR}={fd}"))?);
+        let args: Vec<CString> = std::env::args_os()
+            .map(|arg| CString::new(arg.as_bytes().to_vec()))
+            .collect::<Result<_, _>>()?;
+        let exe = CString::new("/proc/self/exe")?;
+        let error = nix::unistd::execve(&exe, &args, &env).err();
+        // Only reached when execve failed; the memfd closes with `file`.
+        anyhow::bail!(
+            "execve: {}",
+            error.map_or_else(|| "unknown error".to_owned(), |e| e.to_string())
+        )
+    }
+}

@@ -1,0 +1,191 @@
+//! Start-up: flags and policy into an [`ExecConfig`], checked before anything
+//! runs, and the server's private temp directory.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use exec_policy::{Policy, canonical_dir, is_within_roots};
+use exec_tools::ExecConfig;
+
+use crate::cli::{CommonArgs, NetworkMode, SandboxMode};
+
+/// Prefix of every server's temp directory; the pid follows, so a later
+/// server can tell which ones belong to servers that died.
+const TEMP_PREFIX: &str = "agent-exec-";
+
+/// Everything a front door (`mcp` or `run`) needs.
+pub(crate) struct Setup {
+    pub(crate) config: ExecConfig,
+    pub(crate) cwd: PathBuf,
+    pub(crate) dry_run: bool,
+    /// Removed when the setup is dropped, after every shell has ended.
+    pub(crate) _temp: TempDir,
+}
+
+/// The server's temp directory, removed when dropped.
+pub(crate) struct TempDir(PathBuf);
+
+impl TempDir {
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Validates the flags and builds the configuration. `secrets` are the
+/// scrubbed variables handed over by the re-exec (see `reexec.rs`).
+pub(crate) fn setup(
+    args: &CommonArgs,
+    policy: &Policy,
+    coauthor: Option<&str>,
+    secrets: Vec<(String, String)>,
+) -> anyhow::Result<Setup> {
+    refuse_unenforceable(args)?;
+    let cwd = match &args.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let cwd = canonical_dir(&cwd).map_err(|error| anyhow::anyhow!("--cwd: {error}"))?;
+    let roots = if args.roots.is_empty() {
+        vec![cwd.clone()]
+    } else {
+        args.roots
+            .iter()
+            .map(|root| canonical_dir(root).map_err(|error| anyhow::anyhow!("--root: {error}")))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    if !is_within_roots(&cwd, &roots) {
+        bail!(
+            "--cwd `{}` is outside every --root ({})",
+            cwd.display(),
+            roots
+                .iter()
+                .map(|root| root.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if let Some(coauthor) = coauthor {
+        check_coauthor(coauthor)?;
+    }
+    let temp = make_temp_dir()?;
+    let parent_env = std::env::vars()
+        .filter(|(name, _)| name != crate::reexec::SECRETS_FD_VAR)
+        .chain(secrets);
+    let mut config = ExecConfig::from_policy(policy, roots, temp.path().to_path_buf(), parent_env);
+    config.coauthor = coauthor.map(str::to_owned);
+    Ok(Setup {
+        config,
+        cwd,
+        dry_run: args.dry_run,
+        _temp: temp,
+    })
+}
+
+/// Until the sandbox lands, a request for one cannot be enforced: refuse it
+/// rather than run anything less confined than asked.
+fn refuse_unenforceable(args: &CommonArgs) -> anyhow::Result<()> {
+    if args.sandbox != SandboxMode::Off {
+        bail!(
+            "--sandbox {:?} cannot be enforced: this build has no sandbox support yet",
+            args.sandbox
+        );
+    }
+    if args.network == NetworkMode::Deny {
+        bail!("--network deny cannot be enforced: this build has no sandbox support yet");
+    }
+    Ok(())
+}
+
+/// `NAME <EMAIL>`, as git expects in a trailer.
+fn check_coauthor(coauthor: &str) -> anyhow::Result<()> {
+    let valid = coauthor
+        .strip_suffix('>')
+        .and_then(|rest| rest.split_once(" <"))
+        .is_some_and(|(name, email)| {
+            !name.trim().is_empty() && email.contains('@') && !email.contains(['<', '>', '\n'])
+        })
+        && !coauthor.contains('\n');
+    if valid {
+        Ok(())
+    } else {
+        bail!("--coauthor must look like `NAME <EMAIL>`, got `{coauthor}`")
+    }
+}
+
+/// Makes `agent-exec-<pid>-<n>` under the system temp dir (mode 0700), after
+/// removing those left by servers that are no longer running.
+fn make_temp_dir() -> anyhow::Result<TempDir> {
+    let base = std::env::temp_dir();
+    remove_stale(&base);
+    let pid = std::process::id();
+    for attempt in 0..100u32 {
+        let path = base.join(format!("{TEMP_PREFIX}{pid}-{attempt}"));
+        match std::fs::create_dir(&path) {
+            Ok(()) => {
+                restrict(&path);
+                return Ok(TempDir(path));
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot create `{}`", path.display()));
+            }
+        }
+    }
+    bail!("cannot create a temp directory under `{}`", base.display())
+}
+
+#[cfg(unix)]
+fn restrict(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
+}
+
+#[cfg(not(unix))]
+fn restrict(_path: &Path) {}
+
+/// Removes `agent-exec-<pid>-*` directories whose server is gone.
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(TEMP_PREFIX))
+        else {
+            continue;
+        };
+        let Some(pid) = rest
+            .split('-')
+            .next()
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            tracing::info!(dir = %entry.path().display(), "removing the temp dir of a server that died");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_coauthor;
+
+    #[test]
+    fn coauthors_must_name_a_person_and_an_address() {
+        assert!(check_coauthor("Ada Lovelace <ada@example.com>").is_ok());
+        assert!(check_coauthor("ada@example.com").is_err());
+        assert!(check_coauthor("<ada@example.com>").is_err());
+        assert!(check_coauthor("Ada <nope>").is_err());
+        assert!(check_coauthor("Ada <a@b>\nX").is_err());
+    }
+}

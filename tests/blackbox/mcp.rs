@@ -1,0 +1,313 @@
+//! `agent-exec mcp` spoken to in raw newline-delimited JSON-RPC, the way
+//! any client sees it.
+
+#![allow(clippy::needless_pass_by_value, reason = "helpers take JSON by value so calls read like the messages they send")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A running server and the lines it writes.
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    next_id: u64,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+            .arg("mcp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the server starts");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line).unwrap_or_else(|error| {
+                    panic!("stdout carried a non-JSON line {line:?}: {error}")
+                });
+                if sender.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Self {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        let init = server.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": { "name": "blackbox", "version": "0" }
+            }),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "agent-exec");
+        server.notify("notifications/initialized", json!({}));
+        server
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    fn start_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        id
+    }
+
+    /// Waits for the response to `id`, collecting notifications on the way.
+    fn response(&mut self, id: u64, notifications: &mut Vec<Value>) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(message) if message["id"] == id => return message,
+                Ok(message) => notifications.push(message),
+                Err(RecvTimeoutError::Timeout) => panic!("no response to request {id}"),
+                Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
+            }
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.start_request(method, params);
+        self.response(id, &mut Vec::new())
+    }
+
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.request(
+            "tools/call",
+            json!({ "name": tool, "arguments": arguments }),
+        )["result"]
+            .clone()
+    }
+
+    /// Closes stdin and waits for the exit status.
+    fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        wait_exit(&mut self.child)
+    }
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        !state.starts_with('Z')
+    })
+}
+
+fn wait_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "{pid} is still running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_pid(path: &std::path::Path) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no pid in {}", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn lists_exactly_the_three_tools_and_answers_calls() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let listed = server.request("tools/list", json!({}));
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|tool| tool["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["Bash", "BashOutput", "KillShell"]);
+
+    let ok = server.call("Bash", json!({ "command": "echo hi; echo oops >&2" }));
+    assert_eq!(text(&ok), "hi\n\n[stderr]\noops\n");
+    assert_eq!(ok["isError"], false);
+    assert_eq!(ok["structuredContent"]["exit_code"], 0);
+
+    let failed = server.call("Bash", json!({ "command": "exit 4" }));
+    assert_eq!(failed["isError"], true);
+    assert_eq!(text(&failed), "Command failed with exit code 4");
+
+    let invalid = server.call("Bash", json!({ "command": "true", "timeout": 5 }));
+    assert_eq!(invalid["isError"], true);
+    assert!(text(&invalid).contains("timeout"), "{}", text(&invalid));
+
+    let unknown = server.request("tools/call", json!({ "name": "Nope", "arguments": {} }));
+    assert_eq!(unknown["error"]["code"], -32602);
+
+    assert!(server.close().success());
+}
+
+#[test]
+fn progress_notifications_carry_recent_output() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let id = server.start_request(
+        "tools/call",
+        json!({
+            "name": "Bash",
+            "arguments": { "command": "echo first; sleep 2.5; echo second" },
+            "_meta": { "progressToken": "p-1" }
+        }),
+    );
+    let mut notifications = Vec::new();
+    let response = server.response(id, &mut notifications);
+    assert_eq!(text(&response["result"]), "first\nsecond\n");
+    let progress: Vec<&Value> = notifications
+        .iter()
+        .filter(|message| message["method"] == "notifications/progress")
+        .collect();
+    assert!(progress.len() >= 2, "{notifications:?}");
+    assert_eq!(progress[0]["params"]["progressToken"], "p-1");
+    assert_eq!(progress[0]["params"]["message"], "first");
+    assert!(server.close().success());
+}
+
+#[test]
+fn cancellation_ends_the_tree_and_sends_no_response() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid_file = dir.path().join("pid");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let id = server.start_request(
+        "tools/call",
+        json!({
+            "name": "Bash",
+            "arguments": { "command": format!("sleep 300 & echo $! > {}; wait", pid_file.display()) }
+        }),
+    );
+    let pid = read_pid(&pid_file);
+    server.notify(
+        "notifications/cancelled",
+        json!({ "requestId": id, "reason": "test" }),
+    );
+    wait_gone(pid);
+    let ping = server.start_request("ping", json!({}));
+    let mut seen = Vec::new();
+    server.response(ping, &mut seen);
+    assert!(
+        seen.iter().all(|message| message["id"] != id),
+        "a cancelled call was answered: {seen:?}"
+    );
+    assert!(server.close().success());
+}
+
+#[test]
+fn stdin_eof_ends_every_shell_and_removes_the_temp_dir() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid_file = dir.path().join("pid");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let server_pid = server.child.id();
+    let started = server.call(
+        "Bash",
+        json!({
+            "command": format!("sh -c 'echo $$ > {}; exec sleep 300'", pid_file.display()),
+            "run_in_background": true
+        }),
+    );
+    assert!(text(&started).starts_with("Started background shell: shell_"));
+    let pid = read_pid(&pid_file);
+    assert!(alive(pid));
+    let temp_dirs_before = own_temp_dirs(server_pid);
+    assert_eq!(temp_dirs_before.len(), 1, "{temp_dirs_before:?}");
+    assert!(server.close().success());
+    wait_gone(pid);
+    assert!(
+        !temp_dirs_before[0].exists(),
+        "the temp dir outlived the server"
+    );
+}
+
+#[test]
+#[expect(clippy::cast_possible_wrap, reason = "pids fit in i32")]
+fn sigterm_ends_every_shell_and_exits_zero() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid_file = dir.path().join("pid");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    server.call(
+        "Bash",
+        json!({
+            "command": format!("sleep 300 & echo $! > {}; wait", pid_file.display()),
+            "run_in_background": true
+        }),
+    );
+    let pid = read_pid(&pid_file);
+    nix_kill(server.child.id() as i32);
+    let status = wait_exit(&mut server.child);
+    assert_eq!(status.code(), Some(0));
+    wait_gone(pid);
+}
+
+fn nix_kill(pid: i32) {
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+/// The server's temp dirs: `agent-exec-<pid>-*` under the system temp dir.
+fn own_temp_dirs(pid: u32) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .expect("temp dir")
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.starts_with(&format!("agent-exec-{pid}-")))
+        })
+        .collect()
+}
