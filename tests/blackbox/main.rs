@@ -13,6 +13,7 @@
 )]
 
 mod mcp;
+mod rmcp_client;
 mod run;
 mod schema;
 

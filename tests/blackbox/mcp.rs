@@ -1,7 +1,10 @@
 //! `agent-exec mcp` spoken to in raw newline-delimited JSON-RPC, the way
 //! any client sees it.
 
-#![allow(clippy::needless_pass_by_value, reason = "helpers take JSON by value so calls read like the messages they send")]
+#![allow(
+    clippy::needless_pass_by_value,
+    reason = "helpers take JSON by value so calls read like the messages they send"
+)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};

@@ -100,8 +100,19 @@ fn build_command(spec: &SpawnSpec, tag: &str) -> std::process::Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     pre_exec::install(&mut command);
+    set_arg0(&mut command, spec);
     command
 }
+
+/// `$0` stays the name the spec gave (`bash`), not the resolved path.
+#[cfg(unix)]
+fn set_arg0(command: &mut std::process::Command, spec: &SpawnSpec) {
+    use std::os::unix::process::CommandExt;
+    command.arg0(&spec.program);
+}
+
+#[cfg(not(unix))]
+fn set_arg0(_command: &mut std::process::Command, _spec: &SpawnSpec) {}
 
 /// The program's absolute path, looked up once in the `PATH` of the spec's
 /// environment. Left to the child, the lookup is an `execve` per `PATH`

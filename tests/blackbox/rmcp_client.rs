@@ -1,0 +1,197 @@
+//! Interop with a client nobody here wrote: rmcp's own client side drives
+//! the server through initialize, tools/list, foreground and background
+//! calls, progress, cancellation and shutdown.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam, Request,
+    ServerResult,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+
+#[derive(Clone, Default)]
+struct Client {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Client {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().expect("lock").push(params);
+    }
+}
+
+async fn connect(dir: &std::path::Path) -> (RunningService<RoleClient, Client>, Client, u32) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"));
+    command.arg("mcp").arg("--cwd").arg(dir);
+    let transport = TokioChildProcess::new(command).expect("the server starts");
+    let pid = transport.id().expect("a pid");
+    let client = Client::default();
+    let running = client.clone().serve(transport).await.expect("initializes");
+    (running, client, pid)
+}
+
+fn arguments(value: Value) -> serde_json::Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => panic!("arguments are an object"),
+    }
+}
+
+async fn call(
+    client: &RunningService<RoleClient, Client>,
+    tool: &'static str,
+    args: Value,
+) -> CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments(args)))
+        .await
+        .expect("the call is answered")
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|block| block.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        !state.starts_with('Z')
+    })
+}
+
+async fn wait_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "{pid} is still running");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn read_pid(path: &std::path::Path) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no pid in {}", path.display());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rmcp_client_runs_the_whole_workflow() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (client, handler, server_pid) = connect(dir.path()).await;
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(names, ["Bash", "BashOutput", "KillShell"]);
+
+    // Foreground.
+    let fg = call(&client, "Bash", json!({ "command": "echo hello from $0" })).await;
+    assert_eq!(text(&fg), "hello from bash\n");
+    assert_eq!(fg.is_error, Some(false));
+    assert_eq!(
+        fg.structured_content.as_ref().expect("metadata")["exit_code"],
+        0
+    );
+
+    // Background, read, kill.
+    let started = call(
+        &client,
+        "Bash",
+        json!({ "command": "echo ready; sleep 300", "run_in_background": true }),
+    )
+    .await;
+    let id = started.structured_content.as_ref().expect("metadata")["bash_id"]
+        .as_str()
+        .expect("bash_id")
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let read = call(&client, "BashOutput", json!({ "bash_id": id })).await;
+        if text(&read).contains("ready") {
+            assert!(text(&read).starts_with("Status: running"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no output from {id}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let killed = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    assert_eq!(text(&killed), format!("Shell {id} terminated"));
+    let after = call(&client, "BashOutput", json!({ "bash_id": id })).await;
+    assert!(
+        text(&after).starts_with("Status: killed"),
+        "{}",
+        text(&after)
+    );
+
+    // Progress: the request carries a progress token, the server reports.
+    let handle = client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(
+                CallToolRequestParams::new("Bash").with_arguments(arguments(
+                    json!({ "command": "echo tick; sleep 2.2; echo tock" }),
+                )),
+            )),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .expect("sent");
+    let response = handle.await_response().await.expect("answered");
+    let ServerResult::CallToolResult(result) = response else {
+        panic!("not a tool result: {response:?}")
+    };
+    assert_eq!(text(&result), "tick\ntock\n");
+    let progress = handler.progress.lock().expect("lock").clone();
+    assert!(progress.len() >= 2, "{progress:?}");
+    assert_eq!(progress[0].message.as_deref(), Some("tick"));
+
+    // Cancellation: SIGINT first, then the tree is ended.
+    let pid_file = dir.path().join("pid");
+    let handle = client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(CallToolRequestParams::new("Bash").with_arguments(
+                arguments(json!({ "command": format!("sleep 300 & echo $! > {}; wait", pid_file.display()) })),
+            ))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .expect("sent");
+    let pid = read_pid(&pid_file).await;
+    handle.cancel(Some("test".into())).await.expect("cancelled");
+    wait_gone(pid).await;
+
+    // A background shell left running ends with the server.
+    let pid_file = dir.path().join("bg-pid");
+    call(
+        &client,
+        "Bash",
+        json!({
+            "command": format!("sleep 300 & echo $! > {}; wait", pid_file.display()),
+            "run_in_background": true
+        }),
+    )
+    .await;
+    let pid = read_pid(&pid_file).await;
+    client.cancel().await.expect("closed");
+    wait_gone(pid).await;
+    wait_gone(server_pid).await;
+}
