@@ -370,8 +370,7 @@ fn absorb_state(
     files: &StateFiles,
     given_env: &BTreeMap<String, String>,
 ) -> Option<String> {
-    let cwd = std::fs::read_to_string(&files.cwd).ok()?;
-    let exports = std::fs::read_to_string(&files.env).ok()?;
+    let (cwd, exports) = files.read()?;
     let ended = parse_export_p(&exports);
     let mut state = session.lock();
     state.absorb_exports(given_env, &ended);

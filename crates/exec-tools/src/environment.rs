@@ -156,28 +156,20 @@ impl ExecEnvironment {
     /// together exceed [`OUTPUT_TOTAL_CAP`]. Sizes are read from disk, since
     /// a background shell's files grow after they are recorded.
     pub(crate) fn keep_files(&self, paths: &[&Path]) {
+        /// Entries kept at most, files or not: a long session's ledger stays small.
+        const MAX_ENTRIES: usize = 4096;
         let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
         files.extend(paths.iter().map(|path| path.to_path_buf()));
-        let mut sizes: Vec<u64> = Vec::with_capacity(files.len());
-        files.retain(|path| match std::fs::metadata(path) {
-            Ok(meta) => {
-                sizes.push(meta.len());
-                true
-            }
-            // Not written yet: keep it. Gone already: forget it.
-            Err(_) if paths.contains(&path.as_path()) => {
-                sizes.push(0);
-                true
-            }
-            Err(_) => false,
-        });
+        // A background shell's spill files appear only once its output outgrows memory.
+        let mut sizes: VecDeque<u64> = files
+            .iter()
+            .map(|path| std::fs::metadata(path).map_or(0, |meta| meta.len()))
+            .collect();
         let mut total: u64 = sizes.iter().sum();
-        let mut index = 0;
-        while total > OUTPUT_TOTAL_CAP && files.len() > paths.len() {
-            if let Some(old) = files.pop_front() {
+        while (total > OUTPUT_TOTAL_CAP || files.len() > MAX_ENTRIES) && files.len() > paths.len() {
+            if let (Some(old), Some(size)) = (files.pop_front(), sizes.pop_front()) {
                 let _ = std::fs::remove_file(old);
-                total -= sizes.get(index).copied().unwrap_or(0);
-                index += 1;
+                total -= size;
             }
         }
     }

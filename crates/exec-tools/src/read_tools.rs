@@ -137,14 +137,14 @@ impl Tool for BashOutputTool {
         let stderr = keep_matching(&clean(env, &new.stderr.render()), filter.as_ref());
         let header = status_line(&shell);
         let body = join_streams(&stdout, &stderr);
-        let spills: Vec<String> = [Stream::Stdout, Stream::Stderr]
-            .into_iter()
-            .filter_map(|stream| shell.spill(stream))
-            .filter(|spill| spill.written > 0)
-            .map(|spill| spill.file.path.display().to_string())
-            .collect();
         let prefix = format!("{header}\n");
         let rendered = layout(Some(&prefix), &body, &[], MAX_OUTPUT_CHARS, || {
+            let spills: Vec<String> = [Stream::Stdout, Stream::Stderr]
+                .into_iter()
+                .filter_map(|stream| shell.spill_to_disk(stream))
+                .filter(|spill| spill.written > 0)
+                .map(|spill| spill.file.path.display().to_string())
+                .collect();
             (!spills.is_empty()).then(|| spills.join(" and ").into())
         });
         let status = shell.status();

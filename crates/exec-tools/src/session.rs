@@ -67,24 +67,28 @@ impl SessionState {
     }
 }
 
-/// Paths of one call's state files.
+/// One call's state file: `$PWD`, a NUL, then `export -p`.
 #[derive(Debug, Clone)]
 pub(crate) struct StateFiles {
-    pub(crate) cwd: PathBuf,
-    pub(crate) env: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 impl StateFiles {
     pub(crate) fn new(stem: &Path) -> Self {
         Self {
-            cwd: stem.with_extension("cwd"),
-            env: stem.with_extension("env"),
+            path: stem.with_extension("state"),
         }
     }
 
+    /// The working directory and the `export -p` text, if the trap ran.
+    pub(crate) fn read(&self) -> Option<(String, String)> {
+        let text = std::fs::read_to_string(&self.path).ok()?;
+        let (cwd, exports) = text.split_once('\0')?;
+        Some((cwd.to_owned(), exports.to_owned()))
+    }
+
     pub(crate) fn remove(&self) {
-        let _ = std::fs::remove_file(&self.cwd);
-        let _ = std::fs::remove_file(&self.env);
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -94,11 +98,10 @@ impl StateFiles {
 /// the trap and its line numbers start at 1.
 pub(crate) fn wrap_command(command: &str, files: &StateFiles) -> String {
     format!(
-        "__agent_exec_save() {{ builtin printf '%s' \"$PWD\" > {cwd}; builtin export -p > {env}; }}\n\
+        "__agent_exec_save() {{ {{ builtin printf '%s\\0' \"$PWD\"; builtin export -p; }} > {state}; }}\n\
          trap __agent_exec_save EXIT\n\
          eval {command}",
-        cwd = quote(&files.cwd.to_string_lossy()),
-        env = quote(&files.env.to_string_lossy()),
+        state = quote(&files.path.to_string_lossy()),
         command = quote(command),
     )
 }

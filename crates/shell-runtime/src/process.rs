@@ -41,30 +41,46 @@ pub enum Stream {
 pub struct SpillReport {
     /// The file.
     pub file: SpillFile,
+    /// Whether the file exists: it is made only when the stream outgrows
+    /// memory, or on [`ShellProcess::spill_to_disk`].
+    pub on_disk: bool,
     /// Bytes written to it.
     pub written: u64,
     /// True when the stream was longer than the cap (or a write failed).
     pub incomplete: bool,
 }
 
+/// The copy of a stream on disk. It is created only once the stream
+/// outgrows what memory keeps (or someone asks for the file): until then
+/// memory holds every byte, and most commands never need the file.
 struct Spill {
     file: SpillFile,
+    opened: bool,
     writer: Option<BufWriter<File>>,
     written: u64,
     incomplete: bool,
 }
 
 impl Spill {
-    fn open(file: &SpillFile) -> Self {
-        let writer = File::create(&file.path)
+    fn new(file: &SpillFile) -> Self {
+        Self {
+            file: file.clone(),
+            opened: false,
+            writer: None,
+            written: 0,
+            incomplete: false,
+        }
+    }
+
+    /// Creates the file and writes `so_far`, the whole stream until now.
+    fn open(&mut self, so_far: &OutputSlice) {
+        self.opened = true;
+        self.writer = File::create(&self.file.path)
             .ok()
             .map(|f| BufWriter::with_capacity(READ_CHUNK, f));
-        Self {
-            incomplete: writer.is_none(),
-            file: file.clone(),
-            writer,
-            written: 0,
-        }
+        self.incomplete = self.writer.is_none();
+        self.write(&so_far.before_gap);
+        self.write(&so_far.after_gap);
     }
 
     fn write(&mut self, text: &str) {
@@ -95,6 +111,15 @@ impl Spill {
         }
     }
 
+    /// Flushes what was written so far, keeping the file open for more.
+    fn finish_if_done(&mut self) {
+        if let Some(writer) = self.writer.as_mut()
+            && writer.flush().is_err()
+        {
+            self.incomplete = true;
+        }
+    }
+
     fn finish(&mut self) {
         if let Some(mut writer) = self.writer.take()
             && writer.flush().is_err()
@@ -106,6 +131,7 @@ impl Spill {
     fn report(&self) -> SpillReport {
         SpillReport {
             file: self.file.clone(),
+            on_disk: self.opened,
             written: self.written,
             incomplete: self.incomplete,
         }
@@ -122,7 +148,7 @@ impl Capture {
     fn new(limits: BufferLimits, spill: Option<&SpillFile>) -> Self {
         Self {
             buffer: Mutex::new(OutputBuffer::new(limits)),
-            spill: Mutex::new(spill.map(Spill::open)),
+            spill: Mutex::new(spill.map(Spill::new)),
         }
     }
 
@@ -135,10 +161,30 @@ impl Capture {
     }
 
     fn push(&self, text: &str) {
+        let mut buffer = self.buffer();
         if let Some(spill) = self.spill().as_mut() {
-            spill.write(text);
+            if !spill.opened
+                && buffer.total_bytes() + text.len() as u64 > buffer.limits().capacity() as u64
+            {
+                // Nothing was dropped yet, so the buffer holds the whole stream.
+                spill.open(&buffer.snapshot());
+            }
+            if spill.opened {
+                spill.write(text);
+            }
         }
-        self.buffer().push(text);
+        buffer.push(text);
+    }
+
+    fn spill_to_disk(&self) -> Option<SpillReport> {
+        let buffer = self.buffer();
+        let mut spill = self.spill();
+        let spill = spill.as_mut()?;
+        if !spill.opened {
+            spill.open(&buffer.snapshot());
+            spill.finish_if_done();
+        }
+        Some(spill.report())
     }
 }
 
@@ -364,6 +410,12 @@ impl ShellProcess {
     pub fn totals(&self, stream: Stream) -> (u64, u64) {
         let buffer = self.capture(stream).buffer();
         (buffer.total_bytes(), buffer.total_chars())
+    }
+
+    /// Writes a stream's spill file now (if the spec asked for one) even
+    /// though the stream still fits in memory, so that it can be named.
+    pub fn spill_to_disk(&self, stream: Stream) -> Option<SpillReport> {
+        self.capture(stream).spill_to_disk()
     }
 
     /// What the spill file of a stream holds, if there is one.

@@ -395,6 +395,12 @@ async fn replacements_reach_the_buffer_and_the_spill_file() {
     let shell = ShellProcess::spawn(redacted).await.expect("spawns");
     shell.wait().await;
     assert_eq!(stdout(&shell), "key=[REDACTED:KEY] done\n");
+    // Small output stays in memory until the file is asked for.
+    assert!(!path.exists());
+    let report = shell
+        .spill_to_disk(Stream::Stdout)
+        .expect("a spill was asked for");
+    assert!(report.on_disk);
     assert_eq!(
         std::fs::read_to_string(&path).expect("spill"),
         "key=[REDACTED:KEY] done\n"
