@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::sys::signal::Signal;
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Child;
+use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -264,11 +263,8 @@ impl ShellProcess {
         // Before the fork: the command's own run time is never under-reported.
         let started_at = Instant::now();
         let started_wall = SystemTime::now();
-        let mut child = spawn_checked(&spec, &tag).await?;
-        let pid = child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .ok_or_else(|| SpawnError::Io(std::io::Error::other("the child has no pid")))?;
+        let spawned = crate::spawn::spawn(&spec, &tag).await?;
+        let pid = spawned.pid;
         let shell = Arc::new(Self {
             pid,
             tree: TreeId::new(pid, &tag),
@@ -293,26 +289,22 @@ impl ShellProcess {
         });
         shell.move_to(ShellStatus::Running);
         let readers = [
-            child.stdout.take().map(|pipe| {
-                tokio::spawn(read_stream(
-                    Arc::clone(&shell),
-                    Stream::Stdout,
-                    pipe,
-                    StreamReplacer::new(spec.replacements.clone()),
-                ))
-            }),
-            child.stderr.take().map(|pipe| {
-                tokio::spawn(read_stream(
-                    Arc::clone(&shell),
-                    Stream::Stderr,
-                    pipe,
-                    StreamReplacer::new(spec.replacements.clone()),
-                ))
-            }),
+            Some(tokio::spawn(read_stream(
+                Arc::clone(&shell),
+                Stream::Stdout,
+                spawned.stdout,
+                StreamReplacer::new(spec.replacements.clone()),
+            ))),
+            Some(tokio::spawn(read_stream(
+                Arc::clone(&shell),
+                Stream::Stderr,
+                spawned.stderr,
+                StreamReplacer::new(spec.replacements.clone()),
+            ))),
         ];
         tokio::spawn(supervise(
             Arc::clone(&shell),
-            child,
+            spawned.exit,
             readers,
             spec,
             AbandonGuard(Some(Arc::clone(&shell))),
@@ -533,14 +525,10 @@ fn ensure_subreaper() {
     });
 }
 
-async fn spawn_checked(spec: &SpawnSpec, tag: &str) -> Result<Child, SpawnError> {
-    crate::spawn::spawn(spec, tag).await
-}
-
 async fn read_stream(
     shell: Arc<ShellProcess>,
     stream: Stream,
-    mut pipe: impl AsyncRead + Unpin,
+    mut pipe: crate::spawn::Pipe,
     mut replacer: StreamReplacer,
 ) {
     let capture = shell.capture(stream);
@@ -579,16 +567,16 @@ async fn read_stream(
 
 async fn supervise(
     shell: Arc<ShellProcess>,
-    mut child: Child,
+    mut exit: crate::spawn::ExitFuture,
     readers: [Option<JoinHandle<()>>; 2],
     spec: SpawnSpec,
     // Taken as an argument so it is dropped even if the task never ran.
     mut guard: AbandonGuard,
 ) {
     let waited = match spec.timeout {
-        None => child.wait().await,
+        None => (&mut exit).await,
         Some(limit) => {
-            if let Ok(result) = tokio::time::timeout(limit, child.wait()).await {
+            if let Ok(result) = tokio::time::timeout(limit, &mut exit).await {
                 result
             } else {
                 if shell.request_end(EndRequest::Timeout) {
@@ -597,18 +585,15 @@ async fn supervise(
                         ender.escalate(Signal::SIGTERM, spec.leftover_grace).await;
                     });
                 }
-                child.wait().await
+                (&mut exit).await
             }
         }
     };
     tree::forget_shell(shell.pid);
-    let exit = waited.map_or(
-        ExitInfo {
-            code: -1,
-            signal: None,
-        },
-        exit_info,
-    );
+    let exit = waited.unwrap_or(ExitInfo {
+        code: -1,
+        signal: None,
+    });
     shell.life().exit = Some(exit);
     shell.exited.send_replace(true);
 
@@ -648,7 +633,16 @@ impl Drop for AbandonGuard {
     fn drop(&mut self) {
         let Some(shell) = self.0.take() else { return };
         shell.tree.kill_all_now();
-        tree::forget_shell(shell.pid);
+        // Nobody waits on its pidfd any more: collect its status on a
+        // thread of its own (it has been sent SIGKILL, so the wait is short).
+        let pid = shell.pid;
+        let _ = std::thread::Builder::new()
+            .name("shell-reaper".into())
+            .spawn(move || {
+                sys::wait_blocking(pid);
+                tree::forget_shell(pid);
+            });
+        tree::reap_orphans();
         {
             let mut life = shell.life();
             life.request.get_or_insert(EndRequest::Kill);
@@ -782,28 +776,4 @@ async fn wait_readers(readers: &mut [Option<JoinHandle<()>>; 2], limit: Duration
         }
     }
     true
-}
-
-#[cfg(unix)]
-fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => ExitInfo { code, signal: None },
-        (None, Some(signal)) => ExitInfo {
-            code: 128 + signal,
-            signal: Some(signal),
-        },
-        (None, None) => ExitInfo {
-            code: -1,
-            signal: None,
-        },
-    }
-}
-
-#[cfg(not(unix))]
-fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
-    ExitInfo {
-        code: status.code().unwrap_or(-1),
-        signal: None,
-    }
 }

@@ -164,6 +164,11 @@ pub(crate) fn reap(pid: i32) {
     let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
 }
 
+/// Waits for one child of ours to end and collects its status.
+pub(crate) fn wait_blocking(pid: i32) {
+    let _ = waitpid(Pid::from_raw(pid), None);
+}
+
 /// This process's session id.
 pub(crate) fn own_session() -> i32 {
     nix::unistd::getsid(None).map_or(0, Pid::as_raw)

@@ -1,0 +1,363 @@
+//! The one place a process is started: on Linux with `clone(CLONE_VM |
+//! CLONE_VFORK)` (see `vfork.rs`), elsewhere with `std::process::Command`.
+//!
+//! Every spawn happens on one long-lived thread. The shell asks the kernel
+//! for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`), and the kernel
+//! means the parent *thread*: forking from a tokio worker or blocking-pool
+//! thread would kill the shell when that thread retires. The spawner thread
+//! lives as long as the process.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::sync::mpsc;
+
+use tokio::io::AsyncRead;
+use tokio::sync::oneshot;
+
+use crate::error::SpawnError;
+use crate::spec::SpawnSpec;
+use crate::status::ExitInfo;
+use crate::tree::{SHELL_TAG_VAR, live_shells};
+
+#[cfg(target_os = "linux")]
+mod vfork;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A pipe the runtime reads a stream from.
+pub(crate) type Pipe = Box<dyn AsyncRead + Unpin + Send>;
+
+/// Resolves once the shell process has exited (and is reaped).
+pub(crate) type ExitFuture = Pin<Box<dyn Future<Output = io::Result<ExitInfo>> + Send>>;
+
+/// A started shell.
+pub(crate) struct Spawned {
+    pub(crate) pid: i32,
+    pub(crate) stdout: Pipe,
+    pub(crate) stderr: Pipe,
+    pub(crate) exit: ExitFuture,
+}
+
+fn spawner() -> Result<&'static mpsc::Sender<Job>, SpawnError> {
+    static SPAWNER: OnceLock<Result<mpsc::Sender<Job>, String>> = OnceLock::new();
+    SPAWNER
+        .get_or_init(|| {
+            let (sender, receiver) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("shell-spawner".into())
+                .spawn(move || {
+                    for job in receiver {
+                        job();
+                    }
+                })
+                .map(|_| sender)
+                .map_err(|error| error.to_string())
+        })
+        .as_ref()
+        .map_err(|message| SpawnError::Io(io::Error::other(message.clone())))
+}
+
+/// Starts `spec` with `tag` in its environment, stdout and stderr piped.
+/// Must be called inside a tokio runtime.
+pub(crate) async fn spawn(spec: &SpawnSpec, tag: &str) -> Result<Spawned, SpawnError> {
+    check_cwd(spec)?;
+    let prepared = prepare(spec, tag)?;
+    let handle = tokio::runtime::Handle::current();
+    let (reply, answer) = oneshot::channel();
+    let job: Job = Box::new(move || {
+        let _runtime = handle.enter();
+        // The lock spans fork to record, so the reaper cannot take a shell
+        // that exits at once for an orphan.
+        let mut shells = live_shells();
+        let result = start(prepared);
+        if let Ok(spawned) = &result {
+            shells.push(spawned.pid);
+        }
+        drop(shells);
+        let _ = reply.send(result);
+    });
+    spawner()?
+        .send(job)
+        .map_err(|_| SpawnError::Io(io::Error::other("the spawner thread has stopped")))?;
+    let result = answer
+        .await
+        .map_err(|_| SpawnError::Io(io::Error::other("the spawner thread dropped a request")))?;
+    result.map_err(|error| SpawnError::from_io(error, &spec.program))
+}
+
+#[cfg(target_os = "linux")]
+struct Prepared {
+    program: std::ffi::CString,
+    argv: Vec<std::ffi::CString>,
+    envp: Vec<std::ffi::CString>,
+    cwd: std::ffi::CString,
+}
+
+#[cfg(target_os = "linux")]
+fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+
+    let nul = |what: &str| {
+        SpawnError::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} contains a NUL byte"),
+        ))
+    };
+    let c_string = |bytes: &[u8], what: &str| CString::new(bytes).map_err(|_| nul(what));
+    let program = c_string(
+        resolve_program(spec).as_os_str().as_bytes(),
+        "the program path",
+    )?;
+    // `$0` stays the name the spec gave (`bash`), not the resolved path.
+    let mut argv = vec![c_string(
+        spec.program.as_os_str().as_bytes(),
+        "the program name",
+    )?];
+    for arg in &spec.args {
+        argv.push(c_string(arg.as_bytes(), "an argument")?);
+    }
+    let mut envp = Vec::with_capacity(spec.env.len() + 1);
+    for (key, value) in &spec.env {
+        if key.as_bytes() == SHELL_TAG_VAR.as_bytes() {
+            continue;
+        }
+        let mut entry = key.as_bytes().to_vec();
+        entry.push(b'=');
+        entry.extend_from_slice(value.as_bytes());
+        envp.push(c_string(&entry, "an environment variable")?);
+    }
+    envp.push(c_string(
+        format!("{SHELL_TAG_VAR}={tag}").as_bytes(),
+        "the shell tag",
+    )?);
+    let cwd = c_string(spec.cwd.as_os_str().as_bytes(), "the working directory")?;
+    Ok(Prepared {
+        program,
+        argv,
+        envp,
+        cwd,
+    })
+}
+
+#[cfg(target_os = "linux")]
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "by value on every platform: elsewhere the prepared Command is consumed"
+)]
+fn start(prepared: Prepared) -> io::Result<Spawned> {
+    let child = vfork::spawn(
+        &prepared.program,
+        &prepared.argv,
+        &prepared.envp,
+        &prepared.cwd,
+    )?;
+    let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stdout)?;
+    let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stderr)?;
+    let pidfd = vfork::watch_pidfd(child.pidfd)?;
+    Ok(Spawned {
+        pid: child.pid,
+        stdout: Box::new(stdout),
+        stderr: Box::new(stderr),
+        exit: Box::pin(wait_pidfd(pidfd)),
+    })
+}
+
+/// Waits until the pidfd turns readable (the process exited), then reaps it.
+#[cfg(target_os = "linux")]
+async fn wait_pidfd(pidfd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>) -> io::Result<ExitInfo> {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    use std::os::fd::AsFd;
+    loop {
+        let mut guard = pidfd.readable().await?;
+        match waitid(
+            Id::PIDFd(pidfd.get_ref().as_fd()),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG,
+        ) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(ExitInfo { code, signal: None }),
+            Ok(WaitStatus::Signaled(_, signal, _)) => {
+                let signal = signal as i32;
+                return Ok(ExitInfo {
+                    code: 128 + signal,
+                    signal: Some(signal),
+                });
+            }
+            Ok(_) => guard.clear_ready(),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+type Prepared = std::process::Command;
+
+#[cfg(not(target_os = "linux"))]
+fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
+    Ok(build_command(spec, tag))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start(command: Prepared) -> io::Result<Spawned> {
+    let mut child = tokio::process::Command::from(command).spawn()?;
+    let pid = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .unwrap_or(-1);
+    let stdout: Pipe = match child.stdout.take() {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::empty()),
+    };
+    let stderr: Pipe = match child.stderr.take() {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::empty()),
+    };
+    Ok(Spawned {
+        pid,
+        stdout,
+        stderr,
+        exit: Box::pin(async move { child.wait().await.map(exit_info) }),
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return ExitInfo {
+                code: 128 + signal,
+                signal: Some(signal),
+            };
+        }
+    }
+    ExitInfo {
+        code: status.code().unwrap_or(-1),
+        signal: None,
+    }
+}
+
+fn check_cwd(spec: &SpawnSpec) -> Result<(), SpawnError> {
+    match std::fs::metadata(&spec.cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(SpawnError::BadWorkingDir {
+            path: spec.cwd.clone(),
+            reason: "not a directory".into(),
+        }),
+        Err(error) => Err(SpawnError::BadWorkingDir {
+            path: spec.cwd.clone(),
+            reason: error.to_string(),
+        }),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "this is the spawn helper: the one place allowed to build a Command"
+)]
+fn build_command(spec: &SpawnSpec, tag: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(resolve_program(spec));
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(key, value)| (key, value)))
+        .env(SHELL_TAG_VAR, tag)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    pre_exec::install(&mut command);
+    set_arg0(&mut command, spec);
+    command
+}
+
+/// `$0` stays the name the spec gave (`bash`), not the resolved path.
+#[cfg(all(unix, not(target_os = "linux")))]
+fn set_arg0(command: &mut std::process::Command, spec: &SpawnSpec) {
+    use std::os::unix::process::CommandExt;
+    command.arg0(&spec.program);
+}
+
+#[cfg(not(unix))]
+fn set_arg0(_command: &mut std::process::Command, _spec: &SpawnSpec) {}
+
+/// The program's absolute path, looked up once in the `PATH` of the spec's
+/// environment. Left to the child, the lookup is an `execve` per `PATH`
+/// entry after the fork, a measurable share of a short command's cost.
+fn resolve_program(spec: &SpawnSpec) -> std::path::PathBuf {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+
+    static RESOLVED: Mutex<Option<HashMap<(PathBuf, std::ffi::OsString), PathBuf>>> =
+        Mutex::new(None);
+    if spec.program.components().count() != 1 {
+        return spec.program.clone();
+    }
+    let path_var = spec
+        .env
+        .iter()
+        .find(|(key, _)| key == "PATH")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_default();
+    let key = (spec.program.clone(), path_var);
+    let mut cache = RESOLVED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(found) = cache.get(&key) {
+        // A cached path can go stale (a tool reinstalled); check it still exists.
+        if found.is_file() {
+            return found.clone();
+        }
+    }
+    let found = std::env::split_paths(&key.1)
+        .map(|dir| dir.join(&spec.program))
+        .find(|candidate| is_executable(candidate));
+    match found {
+        Some(found) => {
+            cache.insert(key, found.clone());
+            found
+        }
+        // Let exec report the error (or use its default search).
+        None => spec.program.clone(),
+    }
+}
+
+#[cfg(unix)]
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(path: &std::path::Path) -> bool {
+    path.is_file()
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+#[allow(unsafe_code, reason = "pre_exec runs syscalls in the forked child")]
+mod pre_exec {
+    use std::os::unix::process::CommandExt;
+
+    /// A new session (so the tree has its own process group and no
+    /// controlling terminal to prompt on) and, on Linux, SIGKILL when the
+    /// spawner thread's process dies.
+    pub(super) fn install(command: &mut std::process::Command) {
+        let parent = std::process::id();
+        // SAFETY: the closure runs between fork and exec and calls only
+        // async-signal-safe syscalls (setsid, prctl, getppid); it allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                let _ = parent;
+                Ok(())
+            });
+        }
+    }
+}
