@@ -314,3 +314,30 @@ fn own_temp_dirs(pid: u32) -> Vec<std::path::PathBuf> {
         })
         .collect()
 }
+
+#[test]
+fn bad_start_up_flags_exit_2_before_serving() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir_text = dir.path().to_str().expect("utf-8");
+    for (args, needle) in [
+        (
+            vec!["mcp", "--cwd", dir_text, "--coauthor", "nobody"],
+            "--coauthor",
+        ),
+        (vec!["mcp", "--cwd", "/nonexistent/dir"], "/nonexistent/dir"),
+        (
+            vec!["mcp", "--cwd", dir_text, "--network", "deny"],
+            "cannot be enforced",
+        ),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("runs");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(output.stdout.is_empty(), "stdout is the protocol only");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
