@@ -36,3 +36,11 @@ pub(crate) fn stdout(output: &Output) -> String {
 pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
 }
+
+/// True while `pid` is a live process (not gone, not a zombie).
+pub(crate) fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        !state.starts_with('Z')
+    })
+}

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::alive;
+
 /// A running server and the lines it writes.
 struct Server {
     child: Child,
@@ -131,13 +133,6 @@ fn text(result: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-        !state.starts_with('Z')
-    })
 }
 
 fn wait_gone(pid: u32) {

@@ -14,6 +14,8 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 
+use crate::alive;
+
 #[derive(Clone, Default)]
 struct Client {
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
@@ -64,13 +66,6 @@ fn text(result: &CallToolResult) -> String {
         .and_then(|block| block.as_text())
         .map(|text| text.text.clone())
         .unwrap_or_default()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-        !state.starts_with('Z')
-    })
 }
 
 async fn wait_gone(pid: u32) {

@@ -110,17 +110,23 @@ impl TreeId {
         found.members.len()
     }
 
+    /// One round of SIGKILL to the group and every member found; true when
+    /// nothing of the tree was left to signal.
+    fn kill_round(&self) -> bool {
+        let alive_group = sys::send_group(self.shell_pid, Signal::SIGKILL);
+        let found = self.collect();
+        for member in &found.members {
+            sys::send(member.pid, Signal::SIGKILL);
+        }
+        reap_orphans();
+        !alive_group && found.members.is_empty()
+    }
+
     /// SIGKILL, round after round, until nothing of the tree is left (or a
     /// bounded number of rounds for a tree that forks faster than we kill).
     pub(crate) async fn kill_all(&self) {
         for _ in 0..100 {
-            let alive_group = sys::send_group(self.shell_pid, Signal::SIGKILL);
-            let found = self.collect();
-            for member in &found.members {
-                sys::send(member.pid, Signal::SIGKILL);
-            }
-            reap_orphans();
-            if !alive_group && found.members.is_empty() {
+            if self.kill_round() {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -134,13 +140,7 @@ impl TreeId {
     /// The same, without waiting: for `Drop`, where nothing can be awaited.
     pub(crate) fn kill_all_now(&self) {
         for _ in 0..20 {
-            let alive_group = sys::send_group(self.shell_pid, Signal::SIGKILL);
-            let found = self.collect();
-            for member in &found.members {
-                sys::send(member.pid, Signal::SIGKILL);
-            }
-            reap_orphans();
-            if !alive_group && found.members.is_empty() {
+            if self.kill_round() {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(1));

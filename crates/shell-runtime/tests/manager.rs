@@ -4,38 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use shell_runtime::{KillOutcome, ManagerError, ShellManager, ShellStatus, SpawnSpec, Stream};
+mod common;
 
-fn spec(command: &str) -> SpawnSpec {
-    SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
-}
-
-/// True while `pid` is a live process (not gone, not a zombie, not reused).
-fn alive(pid: u32) -> bool {
-    // pid_max may be small (32768 here): a pid can be reused within seconds
-    // under a parallel test run, so a process that started after this
-    // moment is not the one asked about.
-    let now_ticks = std::fs::read_to_string("/proc/uptime")
-        .ok()
-        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(u64::MAX, |seconds| (seconds * 100.0) as u64 + 1);
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        let zombie = fields
-            .first()
-            .is_some_and(|state| state.starts_with('Z') || state.starts_with('X'));
-        let started: u64 = fields
-            .get(19)
-            .and_then(|ticks| ticks.parse().ok())
-            .unwrap_or(0);
-        !zombie && started <= now_ticks
-    })
-}
+use common::{alive, spec};
+use shell_runtime::{KillOutcome, ManagerError, ShellManager, ShellStatus, Stream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shells_are_tracked_by_id() {

@@ -4,13 +4,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{alive, gone, pids_in, spec};
 use shell_runtime::{
     BufferLimits, EndRequest, ShellProcess, ShellStatus, SpawnError, SpawnSpec, SpillFile, Stream,
 };
-
-fn spec(command: &str) -> SpawnSpec {
-    SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
-}
 
 async fn run(command: &str) -> std::sync::Arc<ShellProcess> {
     let shell = ShellProcess::spawn(spec(command)).await.expect("spawns");
@@ -20,51 +19,6 @@ async fn run(command: &str) -> std::sync::Arc<ShellProcess> {
 
 fn stdout(shell: &ShellProcess) -> String {
     shell.snapshot(Stream::Stdout).render()
-}
-
-/// True while `pid` is a live process (not gone, not a zombie, not reused).
-fn alive(pid: u32) -> bool {
-    // pid_max may be small (32768 here): a pid can be reused within seconds
-    // under a parallel test run, so a process that started after this
-    // moment is not the one asked about.
-    let now_ticks = std::fs::read_to_string("/proc/uptime")
-        .ok()
-        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(u64::MAX, |seconds| (seconds * 100.0) as u64 + 1);
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        let zombie = fields
-            .first()
-            .is_some_and(|state| state.starts_with('Z') || state.starts_with('X'));
-        let started: u64 = fields
-            .get(19)
-            .and_then(|ticks| ticks.parse().ok())
-            .unwrap_or(0);
-        !zombie && started <= now_ticks
-    })
-}
-
-fn pids_in(text: &str) -> Vec<u32> {
-    text.split_whitespace()
-        .filter_map(|word| word.parse().ok())
-        .collect()
-}
-
-/// Polls until `pid` is gone, for up to 5 s.
-async fn gone(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
