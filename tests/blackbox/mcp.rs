@@ -336,3 +336,39 @@ fn bad_start_up_flags_exit_2_before_serving() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+#[expect(clippy::cast_possible_wrap, reason = "pids fit in i32")]
+fn a_server_killed_with_sigkill_takes_each_shell_with_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let shell_file = dir.path().join("shell");
+    let job_file = dir.path().join("job");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    server.call(
+        "Bash",
+        json!({
+            "command": format!(
+                "echo $$ > {}; sleep 300 & echo $! > {}; wait",
+                shell_file.display(),
+                job_file.display()
+            ),
+            "run_in_background": true
+        }),
+    );
+    let shell = read_pid(&shell_file);
+    let job = read_pid(&job_file);
+    let status = Command::new("kill")
+        .args(["-KILL", &(server.child.id() as i32).to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    wait_exit(&mut server.child);
+    // The parent-death signal ends the shell even though the server had no
+    // chance to clean up.
+    wait_gone(shell);
+    // Its background job is out of reach without a cgroup: end it here.
+    let _ = Command::new("kill")
+        .args(["-KILL", &job.to_string()])
+        .status();
+    wait_gone(job);
+}
