@@ -1,5 +1,5 @@
 //! Pure decisions for agent shell commands: dangerous-command analysis,
-//! environment scrubbing and working-directory rules.
+//! environment scrubbing, working-directory rules and the sandbox request.
 //!
 //! **Architecture Invariant:** this crate starts no process and knows
 //! nothing of tokio. It reads only the policy file it is handed and
@@ -9,6 +9,7 @@ mod analysis;
 mod env;
 mod glob;
 mod policy_file;
+mod sandbox;
 mod workdir;
 
 pub use analysis::{Analyzer, AnalyzerConfig, Decision, Denial, FORK_BOMB, GitCommit, RULES, Rule};
@@ -16,4 +17,5 @@ pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
 pub use policy_file::{Policy, PolicyError};
+pub use sandbox::{NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec};
 pub use workdir::{WorkdirError, canonical_dir, is_within_roots, resolve_working_dir};

@@ -91,6 +91,7 @@ struct RawEnv {
 struct RawProcesses {
     #[serde(default)]
     keep: Vec<String>,
+    max: Option<u64>,
 }
 
 /// A loaded policy file.
@@ -102,6 +103,9 @@ pub struct Policy {
     pub env: EnvRules,
     /// Process name globs left running when a foreground command ends.
     pub keep_processes: Vec<String>,
+    /// Cap on the processes of all commands together under the sandbox
+    /// (`[processes] max`); the sandbox's default when absent.
+    pub max_processes: Option<u64>,
 }
 
 impl Policy {
@@ -152,6 +156,7 @@ impl Policy {
                 drop: raw.env.drop,
             },
             keep_processes: raw.processes.keep,
+            max_processes: raw.processes.max,
         })
     }
 }

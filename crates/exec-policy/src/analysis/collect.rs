@@ -130,6 +130,10 @@ impl<'a> Collector<'a> {
             self.fallback(script, scope);
             return;
         }
+        if has_runaway_here_doc(script) {
+            self.fallback(script, scope);
+            return;
+        }
         let options = self.options.clone();
         // A parser panic is a fallback, never a crash.
         let parsed = catch_unwind(AssertUnwindSafe(|| {
@@ -935,4 +939,52 @@ fn split_redirects(words: Vec<Word>) -> (Vec<Word>, Vec<Redirect>) {
         redirects.push(Redirect { kind, target });
     }
     (args, redirects)
+}
+
+/// True when a here-document's delimiter word is missing or starts like a
+/// substitution or an operator (`<< $(`, ``<< ` ``, `<<` at the end).
+/// brush-parser 0.4.0 can loop forever, allocating without bound, on such
+/// text (found by a property test: `<< $( << $(` grew to 24 GB), so it is
+/// never handed to the parser; the token-level fallback checks it instead.
+/// Bash itself treats these as syntax errors or literal oddities, so no
+/// real command loses precision.
+pub(crate) fn has_runaway_here_doc(script: &str) -> bool {
+    let bytes = script.as_bytes();
+    let mut index = 0;
+    while let Some(offset) = script[index..].find("<<") {
+        let at = index + offset;
+        index = at + 2;
+        if bytes.get(index) == Some(&b'<') {
+            // `<<<`, a here-string: skip all three.
+            index += 1;
+            continue;
+        }
+        let mut next = index;
+        if bytes.get(next) == Some(&b'-') {
+            next += 1;
+        }
+        while matches!(bytes.get(next), Some(b' ' | b'\t')) {
+            next += 1;
+        }
+        match bytes.get(next) {
+            None | Some(b'\n' | b'`' | b'(' | b')' | b'<' | b'>' | b'|' | b'&' | b';') => {
+                return true;
+            }
+            Some(b'$') if bytes.get(next + 1) == Some(&b'(') => return true,
+            Some(_) => {}
+        }
+        // A delimiter that unquotes to nothing (`""`, `''`, a lone `\`)
+        // makes the parser's end-of-body match succeed forever.
+        let word: String = script[next..]
+            .chars()
+            .take_while(|c| {
+                !c.is_whitespace() && !matches!(c, ';' | '&' | '|' | '<' | '>' | '(' | ')')
+            })
+            .filter(|c| !matches!(c, '\'' | '"' | '\\' | '$'))
+            .collect();
+        if word.is_empty() {
+            return true;
+        }
+    }
+    false
 }

@@ -157,6 +157,34 @@ mod properties {
         ]
     }
 
+    /// brush-parser 0.4.0 loops forever, allocating, on these: they must
+    /// reach the fallback, not the parser (regression: a proptest run was
+    /// OOM-killed at 24 GB).
+    #[test]
+    fn here_documents_that_hang_the_parser_fall_back() {
+        for text in [
+            "<< $( << $(",
+            "cat << $( << $(",
+            "<<",
+            "x <<- `y",
+            "a << ) b",
+            r#"esac 2>&1&&[[EOFesac;do<<"">~$HOMEx"indonesudo$("#,
+            "cat <<''",
+            r"x <<\",
+        ] {
+            assert!(super::super::collect::has_runaway_here_doc(text), "{text}");
+            let _ = check(text);
+        }
+        for text in [
+            "cat <<EOF\nx\nEOF",
+            "cat <<- 'END'\nEND",
+            "cat <<< \"$(date)\"",
+            "echo a<<b",
+        ] {
+            assert!(!super::super::collect::has_runaway_here_doc(text), "{text}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
