@@ -33,7 +33,7 @@ pub enum NetworkAccess {
     /// Any socket.
     #[default]
     Allow,
-    /// Unix sockets only; io_uring refused too.
+    /// Unix sockets only; `io_uring` refused too.
     Deny,
 }
 
