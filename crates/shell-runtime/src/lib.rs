@@ -40,6 +40,7 @@ pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellMan
 pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, Stream};
 pub use quote::quote;
 pub use redact::{StreamReplacer, replace_all};
-pub use spec::{SpawnSpec, SpillFile};
+pub use spawn::confine::{ConfineError, Confinement};
+pub use spec::{ConfinementSpec, SpawnSpec, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
 pub use tree::SHELL_TAG_VAR;

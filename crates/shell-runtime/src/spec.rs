@@ -50,6 +50,29 @@ pub struct SpawnSpec {
     /// or spilled (secrets the caller must never see), even when a read
     /// cuts one in two.
     pub replacements: Vec<(String, String)>,
+    /// Confinement applied in the child before exec (the sandbox), shared
+    /// by every command of a server.
+    pub confinement: Option<std::sync::Arc<crate::Confinement>>,
+}
+
+/// What a sandbox confines, as plain data (exec-tools builds it from the
+/// policy's sandbox request).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfinementSpec {
+    /// Restrict writes to `writable` (and `/dev/null`-like devices).
+    pub restrict_writes: bool,
+    /// Where writes stay allowed when `restrict_writes` is set.
+    pub writable: Vec<PathBuf>,
+    /// Refuse non-Unix sockets and `io_uring`.
+    pub deny_network: bool,
+    /// `RLIMIT_FSIZE`.
+    pub max_file_size: Option<u64>,
+    /// `RLIMIT_NOFILE`.
+    pub max_open_files: Option<u64>,
+    /// `RLIMIT_CORE` 0.
+    pub no_core_dumps: bool,
+    /// A pids cgroup for all commands together.
+    pub max_processes: Option<u64>,
 }
 
 impl SpawnSpec {
@@ -70,6 +93,7 @@ impl SpawnSpec {
             leftover_grace: Duration::from_millis(500),
             keep_running: Vec::new(),
             replacements: Vec::new(),
+            confinement: None,
         }
     }
 

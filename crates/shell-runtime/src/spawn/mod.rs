@@ -22,7 +22,33 @@ use crate::status::ExitInfo;
 use crate::tree::{SHELL_TAG_VAR, live_shells};
 
 #[cfg(target_os = "linux")]
+pub(crate) mod confine;
+#[cfg(target_os = "linux")]
 mod vfork;
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) mod confine {
+    //! Elsewhere nothing can be confined: preparing always fails.
+
+    /// Why a confinement cannot be enforced.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the sandbox needs Linux (Landlock, seccomp)")]
+    pub struct ConfineError;
+
+    /// Never made outside Linux.
+    #[derive(Debug)]
+    pub struct Confinement {
+        /// Set when a process cap was asked for but no cgroup could be made.
+        pub missing_process_cap: Option<String>,
+    }
+
+    impl Confinement {
+        /// Always fails outside Linux.
+        pub fn prepare(_spec: &crate::spec::ConfinementSpec) -> Result<Self, ConfineError> {
+            Err(ConfineError)
+        }
+    }
+}
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -93,6 +119,7 @@ struct Prepared {
     argv: Vec<std::ffi::CString>,
     envp: Vec<std::ffi::CString>,
     cwd: std::ffi::CString,
+    confinement: Option<std::sync::Arc<confine::Confinement>>,
 }
 
 #[cfg(target_os = "linux")]
@@ -139,6 +166,7 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
         argv,
         envp,
         cwd,
+        confinement: spec.confinement.clone(),
     })
 }
 
@@ -148,11 +176,16 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
     reason = "by value on every platform: elsewhere the prepared Command is consumed"
 )]
 fn start(prepared: Prepared) -> io::Result<Spawned> {
+    let confinement = prepared
+        .confinement
+        .as_ref()
+        .map(|confinement| confinement.plan());
     let child = vfork::spawn(
         &prepared.program,
         &prepared.argv,
         &prepared.envp,
         &prepared.cwd,
+        confinement.as_ref(),
     )?;
     let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stdout)?;
     let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stderr)?;
@@ -196,6 +229,9 @@ type Prepared = std::process::Command;
 
 #[cfg(not(target_os = "linux"))]
 fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
+    if spec.confinement.is_some() {
+        return Err(SpawnError::Io(io::Error::other("the sandbox needs Linux")));
+    }
     Ok(build_command(spec, tag))
 }
 

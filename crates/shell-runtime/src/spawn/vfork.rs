@@ -20,6 +20,8 @@ use std::ffi::{CStr, CString, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use super::confine::ChildConfinement;
+
 /// A started child: its pid, a pidfd to wait on, and its output pipes.
 pub(crate) struct RawChild {
     pub(crate) pid: i32,
@@ -40,6 +42,7 @@ struct ChildPlan {
     stderr: RawFd,
     report: RawFd,
     parent: libc::pid_t,
+    confinement: *const ChildConfinement,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -70,6 +73,7 @@ pub(crate) fn spawn(
     argv: &[CString],
     envp: &[CString],
     cwd: &CStr,
+    confinement: Option<&ChildConfinement>,
 ) -> io::Result<RawChild> {
     let argv_ptrs = null_pointers(argv);
     let envp_ptrs = null_pointers(envp);
@@ -88,6 +92,7 @@ pub(crate) fn spawn(
         report: report_write.as_raw_fd(),
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
+        confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
     };
     // 64 KiB is ample for a child that makes a handful of syscalls.
     let mut stack = vec![0u8; 64 * 1024];
@@ -187,6 +192,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 libc::signal(signal, libc::SIG_DFL);
             }
         }
+        // The sandbox's cgroup and limits first, so nothing below escapes them.
+        let confinement = plan.confinement.as_ref();
+        if let Some(confinement) = confinement
+            && !confinement.enter_limits()
+        {
+            fail(plan);
+        }
         if libc::setsid() < 0 {
             fail(plan);
         }
@@ -209,6 +221,12 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&raw mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, std::ptr::null_mut());
+        // Landlock and seccomp last: after them, only execve remains.
+        if let Some(confinement) = confinement
+            && !confinement.restrict()
+        {
+            fail(plan);
+        }
         libc::execve(plan.program, plan.argv, plan.envp);
         fail(plan)
     }

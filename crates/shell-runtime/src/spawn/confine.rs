@@ -1,0 +1,460 @@
+//! Linux confinement applied in the child before `execve`: a Landlock
+//! ruleset (where writes may go), a seccomp filter (no non-Unix sockets, no
+//! `io_uring`), resource limits, and a pids cgroup. Everything that can fail
+//! is prepared and checked here, before any command runs; the child only
+//! makes the final system calls, and fails rather than run less confined.
+
+#![allow(
+    unsafe_code,
+    reason = "Landlock and seccomp have no safe wrappers here; each call is a plain syscall on prepared data"
+)]
+
+use std::ffi::{CString, c_void};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::spec::ConfinementSpec;
+
+/// Why a confinement cannot be enforced on this machine.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// The kernel has no Landlock (or it is disabled).
+    #[error("the kernel does not support Landlock (needed for --sandbox): {0}")]
+    NoLandlock(io::Error),
+    /// A path given as writable cannot be opened.
+    #[error("cannot open `{path}` for a Landlock rule: {source}")]
+    BadPath {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// seccomp filters are unavailable, or this architecture is not supported.
+    #[error("cannot filter network sockets (needed for --network deny): {0}")]
+    NoSeccomp(String),
+    /// Another kernel refusal.
+    #[error("cannot prepare the sandbox: {0}")]
+    Io(#[from] io::Error),
+}
+
+// Landlock ABI constants (linux/landlock.h).
+const CREATE_RULESET_VERSION: u32 = 1;
+const RULE_PATH_BENEATH: u32 = 1;
+const ACCESS_WRITE_FILE: u64 = 1 << 1;
+const ACCESS_REMOVE_DIR: u64 = 1 << 4;
+const ACCESS_REMOVE_FILE: u64 = 1 << 5;
+const ACCESS_MAKE_ALL: u64 = 0b111_1111 << 6; // CHAR DIR REG SOCK FIFO BLOCK SYM
+const ACCESS_REFER: u64 = 1 << 13;
+const ACCESS_TRUNCATE: u64 = 1 << 14;
+
+/// Devices every command may write even in `read-only`.
+const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// A confinement prepared once per server and applied to every command.
+#[derive(Debug)]
+pub struct Confinement {
+    landlock: Option<OwnedFd>,
+    seccomp: Option<Vec<libc::sock_filter>>,
+    rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    cgroup: Option<Cgroup>,
+    /// Set when a process cap was asked for but no cgroup could be made.
+    pub missing_process_cap: Option<String>,
+}
+
+#[derive(Debug)]
+struct Cgroup {
+    dir: PathBuf,
+    procs: CString,
+}
+
+impl Drop for Confinement {
+    fn drop(&mut self) {
+        if let Some(cgroup) = &self.cgroup {
+            // Empty once every command has ended; otherwise the next server removes it.
+            let _ = std::fs::remove_dir(&cgroup.dir);
+        }
+    }
+}
+
+impl Confinement {
+    /// Checks what the kernel can enforce and prepares `spec`.
+    pub fn prepare(spec: &ConfinementSpec) -> Result<Self, ConfineError> {
+        let landlock = if spec.restrict_writes {
+            Some(landlock_ruleset(&spec.writable)?)
+        } else {
+            None
+        };
+        let seccomp = if spec.deny_network {
+            Some(network_filter()?)
+        } else {
+            None
+        };
+        let mut rlimits = Vec::new();
+        if spec.no_core_dumps {
+            rlimits.push((libc::RLIMIT_CORE, 0));
+        }
+        if let Some(size) = spec.max_file_size {
+            rlimits.push((libc::RLIMIT_FSIZE, size));
+        }
+        if let Some(files) = spec.max_open_files {
+            rlimits.push((libc::RLIMIT_NOFILE, files));
+        }
+        let (cgroup, missing_process_cap) = match spec.max_processes {
+            None => (None, None),
+            Some(max) => match make_cgroup(max) {
+                Ok(cgroup) => (Some(cgroup), None),
+                Err(reason) => (None, Some(reason)),
+            },
+        };
+        Ok(Self {
+            landlock,
+            seccomp,
+            rlimits,
+            cgroup,
+            missing_process_cap,
+        })
+    }
+
+    /// The pids cgroup all commands run in, when one could be made.
+    pub fn cgroup_dir(&self) -> Option<&Path> {
+        self.cgroup.as_ref().map(|cgroup| cgroup.dir.as_path())
+    }
+
+    /// What the child needs, as raw values it can use without allocating.
+    pub(crate) fn plan(&self) -> ChildConfinement {
+        ChildConfinement {
+            landlock: self.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            seccomp: self.seccomp.as_ref().map(|filter| libc::sock_fprog {
+                len: u16::try_from(filter.len()).unwrap_or(u16::MAX),
+                filter: filter.as_ptr().cast_mut(),
+            }),
+            rlimits: self.rlimits.as_ptr(),
+            rlimit_count: self.rlimits.len(),
+            cgroup_procs: self
+                .cgroup
+                .as_ref()
+                .map_or(std::ptr::null(), |cgroup| cgroup.procs.as_ptr()),
+        }
+    }
+}
+
+/// The confinement as the child sees it: raw descriptors and pointers into
+/// a `Confinement` that outlives the spawn.
+pub(crate) struct ChildConfinement {
+    landlock: RawFd,
+    seccomp: Option<libc::sock_fprog>,
+    rlimits: *const (libc::__rlimit_resource_t, u64),
+    rlimit_count: usize,
+    cgroup_procs: *const libc::c_char,
+}
+
+impl ChildConfinement {
+    /// In the child, before `setsid`: join the cgroup, set the limits.
+    /// Returns false on any failure (errno says why).
+    ///
+    /// # Safety
+    /// Call only in the spawned child; the pointers must still be valid.
+    pub(crate) unsafe fn enter_limits(&self) -> bool {
+        // SAFETY: raw syscalls on data prepared by the parent.
+        unsafe {
+            if !self.cgroup_procs.is_null() {
+                let fd = libc::open(self.cgroup_procs, libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return false;
+                }
+                // "0" means the writing process.
+                let written = libc::write(fd, b"0".as_ptr().cast::<c_void>(), 1);
+                libc::close(fd);
+                if written != 1 {
+                    return false;
+                }
+            }
+            for index in 0..self.rlimit_count {
+                let (resource, value) = *self.rlimits.add(index);
+                let limit = libc::rlimit {
+                    rlim_cur: value,
+                    rlim_max: value,
+                };
+                if libc::setrlimit(resource, &raw const limit) != 0 {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// In the child, last before `execve`: Landlock, then seccomp.
+    ///
+    /// # Safety
+    /// Call only in the spawned child; the pointers must still be valid.
+    pub(crate) unsafe fn restrict(&self) -> bool {
+        if self.landlock < 0 && self.seccomp.is_none() {
+            return true;
+        }
+        // SAFETY: raw syscalls on data prepared by the parent.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return false;
+            }
+            if self.landlock >= 0
+                && libc::syscall(libc::SYS_landlock_restrict_self, self.landlock, 0) != 0
+            {
+                return false;
+            }
+            if let Some(program) = &self.seccomp
+                && libc::syscall(
+                    libc::SYS_seccomp,
+                    1, // SECCOMP_SET_MODE_FILTER
+                    0,
+                    std::ptr::from_ref(program),
+                ) != 0
+            {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn landlock_abi() -> io::Result<i64> {
+    // SAFETY: the version query takes a null attribute and size 0.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<c_void>(),
+            0usize,
+            CREATE_RULESET_VERSION,
+        )
+    };
+    if abi < 1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(abi)
+}
+
+fn landlock_ruleset(writable: &[PathBuf]) -> Result<OwnedFd, ConfineError> {
+    let abi = landlock_abi().map_err(ConfineError::NoLandlock)?;
+    let mut handled = ACCESS_WRITE_FILE | ACCESS_REMOVE_DIR | ACCESS_REMOVE_FILE | ACCESS_MAKE_ALL;
+    if abi >= 2 {
+        handled |= ACCESS_REFER;
+    }
+    let mut file_rights = ACCESS_WRITE_FILE;
+    if abi >= 3 {
+        handled |= ACCESS_TRUNCATE;
+        file_rights |= ACCESS_TRUNCATE;
+    }
+    let attr = RulesetAttr {
+        handled_access_fs: handled,
+    };
+    // SAFETY: `attr` is a valid ruleset attribute of the size given.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &raw const attr,
+            size_of::<RulesetAttr>(),
+            0u32,
+        )
+    };
+    if fd < 0 {
+        return Err(ConfineError::NoLandlock(io::Error::last_os_error()));
+    }
+    // SAFETY: the syscall returned a new descriptor (close-on-exec) we own.
+    let ruleset = unsafe { OwnedFd::from_raw_fd(i32::try_from(fd).unwrap_or(-1)) };
+    for path in writable {
+        add_rule(&ruleset, path, handled, true)?;
+    }
+    for device in WRITABLE_DEVICES {
+        let path = Path::new(device);
+        if path.exists() {
+            add_rule(&ruleset, path, file_rights, false)?;
+        }
+    }
+    Ok(ruleset)
+}
+
+fn add_rule(
+    ruleset: &OwnedFd,
+    path: &Path,
+    access: u64,
+    required: bool,
+) -> Result<(), ConfineError> {
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| ConfineError::BadPath {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"),
+    })?;
+    // SAFETY: a valid C string; O_PATH opens without reading.
+    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        let source = io::Error::last_os_error();
+        return if required {
+            Err(ConfineError::BadPath {
+                path: path.to_path_buf(),
+                source,
+            })
+        } else {
+            Ok(())
+        };
+    }
+    // SAFETY: open succeeded; we own the descriptor.
+    let parent = unsafe { OwnedFd::from_raw_fd(fd) };
+    let rule = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: parent.as_raw_fd(),
+    };
+    // SAFETY: a valid rule for the ruleset descriptor.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            RULE_PATH_BENEATH,
+            &raw const rule,
+            0u32,
+        )
+    };
+    if result != 0 {
+        return Err(ConfineError::BadPath {
+            path: path.to_path_buf(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+/// A BPF program: non-Unix `socket` calls and `io_uring` fail with EACCES;
+/// a foreign architecture or the x32 ABI is refused outright.
+fn network_filter() -> Result<Vec<libc::sock_filter>, ConfineError> {
+    // SAFETY: PR_GET_SECCOMP takes no arguments.
+    if unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) } < 0 {
+        return Err(ConfineError::NoSeccomp(
+            io::Error::last_os_error().to_string(),
+        ));
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
+        const LD_ABS: u16 = 0x20;
+        const JEQ: u16 = 0x15;
+        const JGE: u16 = 0x35;
+        const RET: u16 = 0x06;
+        const ALLOW: u32 = 0x7fff_0000;
+        const KILL_PROCESS: u32 = 0x8000_0000;
+        let deny = 0x0005_0000 | u32::try_from(libc::EACCES).unwrap_or(13);
+        let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+        let nr = |value: libc::c_long| u32::try_from(value).unwrap_or(u32::MAX);
+        Ok(vec![
+            op(LD_ABS, 0, 0, 4),
+            op(JEQ, 1, 0, ARCH),
+            op(RET, 0, 0, KILL_PROCESS),
+            op(LD_ABS, 0, 0, 0),
+            op(JGE, 7, 0, 0x4000_0000),
+            op(JEQ, 4, 0, nr(libc::SYS_socket)),
+            op(JEQ, 5, 0, nr(libc::SYS_io_uring_setup)),
+            op(JEQ, 4, 0, nr(libc::SYS_io_uring_enter)),
+            op(JEQ, 3, 0, nr(libc::SYS_io_uring_register)),
+            op(RET, 0, 0, ALLOW),
+            op(LD_ABS, 0, 0, 16),
+            op(JEQ, 1, 0, u32::try_from(libc::AF_UNIX).unwrap_or(1)),
+            op(RET, 0, 0, deny),
+            op(RET, 0, 0, ALLOW),
+        ])
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Err(ConfineError::NoSeccomp(format!(
+            "the socket filter is written for x86_64, not {}",
+            std::env::consts::ARCH
+        )))
+    }
+}
+
+/// Finds the pids controller, makes `agent-exec-<pid>` below our own
+/// cgroup with `pids.max`, and removes those of servers that are gone.
+fn make_cgroup(max: u64) -> Result<Cgroup, String> {
+    let (mount, own) = pids_hierarchy().ok_or("no pids cgroup controller is mounted")?;
+    let parent = mount.join(own.trim_start_matches('/'));
+    remove_stale_cgroups(&parent);
+    let dir = parent.join(format!("agent-exec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|error| format!("cannot create `{}`: {error}", dir.display()))?;
+    std::fs::write(dir.join("pids.max"), max.to_string())
+        .map_err(|error| format!("cannot set `{}/pids.max`: {error}", dir.display()))?;
+    let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
+        .map_err(|_| "NUL in the cgroup path".to_owned())?;
+    Ok(Cgroup { dir, procs })
+}
+
+/// The pids controller's mount point and our cgroup path in it (v1), or
+/// the unified hierarchy when it offers pids (v2).
+fn pids_hierarchy() -> Option<(PathBuf, String)> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    for line in mountinfo.lines() {
+        let (before, after) = line.split_once(" - ")?;
+        let mut after = after.split_whitespace();
+        let fstype = after.next()?;
+        let options = after.nth(1).unwrap_or_default();
+        let mount = PathBuf::from(before.split_whitespace().nth(4)?);
+        if fstype == "cgroup" && options.split(',').any(|option| option == "pids") {
+            let own = cgroups
+                .lines()
+                .find(|entry| {
+                    entry
+                        .split(':')
+                        .nth(1)
+                        .is_some_and(|list| list.split(',').any(|c| c == "pids"))
+                })?
+                .splitn(3, ':')
+                .nth(2)?
+                .to_owned();
+            return Some((mount, own));
+        }
+        if fstype == "cgroup2" {
+            let own = cgroups.lines().find(|entry| entry.starts_with("0::"))?[3..].to_owned();
+            let controllers = std::fs::read_to_string(
+                mount
+                    .join(own.trim_start_matches('/'))
+                    .join("cgroup.subtree_control"),
+            )
+            .unwrap_or_default();
+            if controllers.split_whitespace().any(|c| c == "pids") {
+                return Some((mount, own));
+            }
+        }
+    }
+    None
+}
+
+fn remove_stale_cgroups(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("agent-exec-"))
+        else {
+            continue;
+        };
+        if pid
+            .parse::<u32>()
+            .is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        {
+            // Fails while processes remain inside; they are then not ours to end.
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
