@@ -15,6 +15,7 @@
 mod mcp;
 mod rmcp_client;
 mod run;
+mod sandbox;
 mod schema;
 
 use std::process::{Command, Output};

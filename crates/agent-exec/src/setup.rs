@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use exec_policy::{Policy, canonical_dir, is_within_roots};
+use exec_policy::{
+    NetworkAccess, Policy, ResourceLimits, SandboxSpec, canonical_dir, is_within_roots,
+};
 use exec_tools::ExecConfig;
 
 use crate::cli::{CommonArgs, NetworkMode, SandboxMode};
@@ -45,7 +47,6 @@ pub(crate) fn setup(
     coauthor: Option<&str>,
     secrets: Vec<(String, String)>,
 ) -> anyhow::Result<Setup> {
-    refuse_unenforceable(args)?;
     let cwd = match &args.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -77,8 +78,32 @@ pub(crate) fn setup(
     let parent_env = std::env::vars()
         .filter(|(name, _)| name != crate::reexec::SECRETS_FD_VAR)
         .chain(secrets);
+    let sandbox = sandbox_spec(args, policy, &roots, temp.path())?;
     let mut config = ExecConfig::from_policy(policy, roots, temp.path().to_path_buf(), parent_env);
     config.coauthor = coauthor.map(str::to_owned);
+    if !sandbox.is_off() {
+        let confinement = exec_tools::prepare_sandbox(&sandbox).map_err(|error| {
+            anyhow::anyhow!(
+                "--sandbox {} --network {}: {error}",
+                sandbox.mode,
+                network_name(sandbox.network)
+            )
+        })?;
+        if let Some(reason) = confinement
+            .as_ref()
+            .and_then(|c| c.missing_process_cap.clone())
+        {
+            // The contract: say so, and go on (root ignores RLIMIT_NPROC).
+            crate::report(&format!(
+                "agent-exec: warning: the process-count cap is missing ({reason}); a fork storm is not contained"
+            ));
+        }
+        config.confinement = confinement;
+        config.description_note = sandbox.describe();
+        if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {
+            config.tmpdir = Some(temp.path().join("tmp"));
+        }
+    }
     Ok(Setup {
         config,
         cwd,
@@ -87,19 +112,45 @@ pub(crate) fn setup(
     })
 }
 
-/// Until the sandbox lands, a request for one cannot be enforced: refuse it
-/// rather than run anything less confined than asked.
-fn refuse_unenforceable(args: &CommonArgs) -> anyhow::Result<()> {
-    if args.sandbox != SandboxMode::Off {
-        bail!(
-            "--sandbox {:?} cannot be enforced: this build has no sandbox support yet",
-            args.sandbox
-        );
+/// The sandbox request: `--sandbox` and `--network`, with the roots, the
+/// private TMPDIR and the session state dir writable in `workspace-write`.
+fn sandbox_spec(
+    args: &CommonArgs,
+    policy: &Policy,
+    roots: &[PathBuf],
+    temp: &Path,
+) -> anyhow::Result<SandboxSpec> {
+    let mode = match args.sandbox {
+        SandboxMode::Off => exec_policy::SandboxMode::Off,
+        SandboxMode::ReadOnly => exec_policy::SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite => exec_policy::SandboxMode::WorkspaceWrite,
+    };
+    let network = match args.network {
+        NetworkMode::Allow => NetworkAccess::Allow,
+        NetworkMode::Deny => NetworkAccess::Deny,
+    };
+    let mut limits = ResourceLimits::default();
+    if let Some(max) = policy.max_processes {
+        limits.max_processes = max;
     }
-    if args.network == NetworkMode::Deny {
-        bail!("--network deny cannot be enforced: this build has no sandbox support yet");
+    let tmp = temp.join("tmp");
+    let state = exec_tools::ExecEnvironment::state_dir(temp);
+    for dir in [&tmp, &state] {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create `{}`", dir.display()))?;
     }
-    Ok(())
+    let mut spec = SandboxSpec::new(mode, network, roots, tmp, limits);
+    if mode == exec_policy::SandboxMode::WorkspaceWrite {
+        spec.writable.push(state);
+    }
+    Ok(spec)
+}
+
+fn network_name(network: NetworkAccess) -> &'static str {
+    match network {
+        NetworkAccess::Allow => "allow",
+        NetworkAccess::Deny => "deny",
+    }
 }
 
 /// `NAME <EMAIL>`, as git expects in a trailer.

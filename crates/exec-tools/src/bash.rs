@@ -169,8 +169,13 @@ fn base_spec(
     cwd: PathBuf,
     vars: &BTreeMap<String, String>,
 ) -> SpawnSpec {
-    let mut spec = SpawnSpec::shell(command, cwd).with_env(vars.clone());
+    let mut vars = vars.clone();
+    if let Some(tmpdir) = &env.config.tmpdir {
+        vars.insert("TMPDIR".to_owned(), tmpdir.to_string_lossy().into_owned());
+    }
+    let mut spec = SpawnSpec::shell(command, cwd).with_env(vars);
     spec.replacements.clone_from(&env.replacements);
+    spec.confinement.clone_from(&env.config.confinement);
     spec
 }
 
@@ -227,7 +232,7 @@ async fn run_foreground(
     timeout: Duration,
 ) -> ToolResult {
     let stem = env.next_path("bash");
-    let state_files = StateFiles::new(&stem);
+    let state_files = StateFiles::new(&env.state_path(&stem));
     let mut spec = base_spec(env, wrap_command(command, &state_files), cwd, &given_env);
     spec.command = command.to_owned();
     let (stdout_spill, stderr_spill) = spill_pair(env, &stem);

@@ -7,8 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use exec_policy::{Analyzer, AnalyzerConfig, EnvRules, Policy, ScrubbedEnv, scrub_environment};
-use shell_runtime::ShellManager;
+use std::sync::Arc;
+
+use exec_policy::{
+    Analyzer, AnalyzerConfig, EnvRules, NetworkAccess, Policy, SandboxMode, SandboxSpec,
+    ScrubbedEnv, scrub_environment,
+};
+use shell_runtime::{ConfineError, Confinement, ConfinementSpec, ShellManager};
 
 /// The answer text is held to this many characters (plus one truncation line).
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
@@ -40,6 +45,29 @@ pub struct ExecConfig {
     pub collapse_progress: bool,
     /// One sentence appended to the Bash description (the sandbox, say).
     pub description_note: Option<String>,
+    /// The sandbox every command runs in, prepared by [`prepare_sandbox`].
+    pub confinement: Option<Arc<Confinement>>,
+    /// `TMPDIR` for commands (the sandbox's private temp dir), if set.
+    pub tmpdir: Option<PathBuf>,
+}
+
+/// Turns the policy's sandbox request into a confinement shell-runtime
+/// applies to every command; `None` when the sandbox is off. Fails when
+/// the kernel cannot enforce what was asked.
+pub fn prepare_sandbox(spec: &SandboxSpec) -> Result<Option<Arc<Confinement>>, ConfineError> {
+    if spec.is_off() {
+        return Ok(None);
+    }
+    let confinement = ConfinementSpec {
+        restrict_writes: spec.mode != SandboxMode::Off,
+        writable: spec.writable.clone(),
+        deny_network: spec.network == NetworkAccess::Deny,
+        max_file_size: Some(spec.limits.max_file_size),
+        max_open_files: Some(spec.limits.max_open_files),
+        no_core_dumps: spec.limits.no_core_dumps,
+        max_processes: Some(spec.limits.max_processes),
+    };
+    Confinement::prepare(&confinement).map(|prepared| Some(Arc::new(prepared)))
 }
 
 impl ExecConfig {
@@ -71,6 +99,8 @@ impl ExecConfig {
             strip_ansi: true,
             collapse_progress: true,
             description_note: None,
+            confinement: None,
+            tmpdir: None,
         }
     }
 
@@ -109,6 +139,8 @@ impl ExecEnvironment {
             .into_iter()
             .map(|(name, value)| (value, format!("[REDACTED:{name}]")))
             .collect();
+        // Without it the session cannot persist; commands still run.
+        let _ = std::fs::create_dir_all(Self::state_dir(&config.output_dir));
         Self {
             analyzer: Analyzer::new(config.analyzer.clone()),
             manager: ShellManager::new(),
@@ -149,6 +181,22 @@ impl ExecEnvironment {
     pub(crate) fn next_path(&self, kind: &str) -> PathBuf {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         self.config.output_dir.join(format!("{kind}-{n}"))
+    }
+
+    /// Where a call's session state file goes: `state/` under the output
+    /// dir, the one place a sandboxed command may write besides its roots
+    /// and TMPDIR (see [`ExecEnvironment::state_dir`]).
+    pub(crate) fn state_path(&self, stem: &Path) -> PathBuf {
+        let name = stem
+            .file_name()
+            .map(std::ffi::OsStr::to_os_string)
+            .unwrap_or_default();
+        Self::state_dir(&self.config.output_dir).join(name)
+    }
+
+    /// The session state directory for an output dir (created by `new`).
+    pub fn state_dir(output_dir: &Path) -> PathBuf {
+        output_dir.join("state")
     }
 
     /// Records output files kept for the model (a truncated answer's file,

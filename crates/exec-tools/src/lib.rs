@@ -19,7 +19,7 @@ use tool_core::{RegistryError, ToolRegistry};
 pub use bash::{BashParams, BashTool};
 pub use environment::{
     DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
-    OUTPUT_TOTAL_CAP,
+    OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use read_tools::{BashOutputParams, BashOutputTool, KillShellParams, KillShellTool};
 pub use text::{head_and_tail, strip_ansi};

@@ -98,7 +98,7 @@ impl StateFiles {
 /// the trap and its line numbers start at 1.
 pub(crate) fn wrap_command(command: &str, files: &StateFiles) -> String {
     format!(
-        "__agent_exec_save() {{ {{ builtin printf '%s\\0' \"$PWD\"; builtin export -p; }} > {state}; }}\n\
+        "__agent_exec_save() {{ {{ {{ builtin printf '%s\\0' \"$PWD\"; builtin export -p; }} > {state}; }} 2>/dev/null; }}\n\
          trap __agent_exec_save EXIT\n\
          eval {command}",
         state = quote(&files.path.to_string_lossy()),

@@ -1,0 +1,107 @@
+//! `--sandbox` and `--network deny` as a user sees them: permission errors
+//! from the command itself, nothing written where it must not be.
+
+use crate::{agent_exec, stdout};
+
+fn run(dir: &std::path::Path, flags: &[&str], command: &str) -> (i32, String) {
+    let mut args = vec!["run", "--cwd", dir.to_str().expect("utf-8")];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", command]);
+    let output = agent_exec(&args);
+    (output.status.code().unwrap_or(-1), stdout(&output))
+}
+
+#[test]
+fn workspace_write_allows_the_roots_and_tmpdir_only() {
+    let root = tempfile::tempdir().expect("root");
+    let sibling = tempfile::tempdir().expect("sibling");
+    let victim = sibling.path().join("victim.txt");
+    std::fs::write(&victim, "original").expect("write");
+    let (code, text) = run(
+        root.path(),
+        &["--sandbox", "workspace-write"],
+        &format!(
+            "echo a > inside.txt && echo b > \"$TMPDIR/t\" && cat inside.txt \"$TMPDIR/t\"; \
+             echo evil > {v}; sh -c 'echo evil > {v}'; echo c > /tmp/agent-exec-sandbox-probe-$$",
+            v = victim.display()
+        ),
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("a\nb\n"), "{text}");
+    assert_eq!(text.matches("Permission denied").count(), 3, "{text}");
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "original");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("inside.txt")).expect("read"),
+        "a\n"
+    );
+}
+
+#[test]
+fn read_only_refuses_writes_inside_the_roots_too() {
+    let root = tempfile::tempdir().expect("root");
+    let (code, text) = run(
+        root.path(),
+        &["--sandbox", "read-only"],
+        "cat /etc/hostname > /dev/null && echo read-ok; echo x > inside.txt; echo y > /dev/null && echo null-ok",
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("read-ok") && text.contains("null-ok"),
+        "{text}"
+    );
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(!root.path().join("inside.txt").exists());
+}
+
+#[test]
+fn network_deny_refuses_tcp_but_not_unix_sockets() {
+    let root = tempfile::tempdir().expect("root");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("addr").port();
+    let socket_path = root.path().join("s.sock");
+    let unix = std::os::unix::net::UnixListener::bind(&socket_path).expect("unix");
+    let (_, text) = run(
+        root.path(),
+        &["--network", "deny"],
+        &format!(
+            "(echo hi > /dev/tcp/127.0.0.1/{port}) 2>&1 | head -1; \
+             python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"unix ok\")'",
+            socket_path.display()
+        ),
+    );
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(text.contains("unix ok"), "{text}");
+    drop((listener, unix));
+}
+
+#[test]
+fn the_bash_description_says_the_sandbox_is_on() {
+    let root = tempfile::tempdir().expect("root");
+    let (_, text) = run(root.path(), &["--sandbox", "workspace-write"], "true");
+    assert_eq!(text, "");
+    // The description is what tools/list serves; `schema` shows the defaults,
+    // so ask the server itself.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["mcp", "--sandbox", "workspace-write", "--network", "deny", "--cwd"])
+        .arg(root.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            let mut stdin = child.stdin.take().expect("stdin");
+            writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#)?;
+            writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#)?;
+            writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#)?;
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            drop(stdin);
+            child.wait_with_output()
+        })
+        .expect("the server runs");
+    let lines = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        lines.contains("Sandbox: commands may write only under"),
+        "{lines}"
+    );
+    assert!(lines.contains("network sockets are refused"), "{lines}");
+}
