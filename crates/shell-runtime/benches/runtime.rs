@@ -90,6 +90,63 @@ fn spawn_and_wait(runtime: &tokio::runtime::Runtime, rounds: usize) {
     );
 }
 
+/// Spawn-and-wait of `true` with and without the sandbox (Landlock for a
+/// temp dir, the socket filter, rlimits, and the pids cgroup where one can
+/// be made), alternating.
+fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let confinement = match shell_runtime::Confinement::prepare(&shell_runtime::ConfinementSpec {
+        restrict_writes: true,
+        writable: vec![dir.path().to_path_buf()],
+        deny_network: true,
+        max_file_size: Some(1 << 34),
+        max_open_files: Some(4096),
+        no_core_dumps: true,
+        max_processes: Some(1024),
+    }) {
+        Ok(confinement) => std::sync::Arc::new(confinement),
+        Err(error) => {
+            println!("| sandboxed spawn and wait | skipped: {error} | | | |");
+            return;
+        }
+    };
+    let mut off = Vec::new();
+    let mut on = Vec::new();
+    for round in 0..rounds + 20 {
+        let t = Instant::now();
+        runtime.block_on(async {
+            ShellProcess::spawn(spec("true"))
+                .await
+                .unwrap()
+                .wait()
+                .await
+        });
+        let plain = t.elapsed();
+        let mut confined = spec("true");
+        confined.confinement = Some(std::sync::Arc::clone(&confinement));
+        let t = Instant::now();
+        runtime.block_on(async { ShellProcess::spawn(confined).await.unwrap().wait().await });
+        if round >= 20 {
+            off.push(plain);
+            on.push(t.elapsed());
+        }
+    }
+    let (off50, off99) = (percentile(&mut off, 50), percentile(&mut off, 99));
+    let (on50, on99) = (percentile(&mut on, 50), percentile(&mut on, 99));
+    let cgroup = if confinement.cgroup_dir().is_some() {
+        "with"
+    } else {
+        "without"
+    };
+    println!(
+        "| spawn and wait of `true`, sandbox off (baseline) | {off50:.1?} | {off99:.1?} | | |"
+    );
+    println!(
+        "| the same under the sandbox (Landlock, seccomp, rlimits, {cgroup} a pids cgroup) | {on50:.1?} | {on99:.1?} | {:.2}x | reported |",
+        on50.as_secs_f64() / off50.as_secs_f64()
+    );
+}
+
 fn write_big_file(bytes: u64) -> tempfile::NamedTempFile {
     let mut file = tempfile::NamedTempFile::new().expect("temp file");
     let line = "the quick brown fox jumps over the lazy dog, 0123456789 ÄÖÜ éè €\n".repeat(1000);
@@ -186,4 +243,5 @@ fn main() {
         if quick { 2 } else { 5 },
     );
     background_reads(&runtime, if quick { 1000 } else { 10_000 });
+    sandbox_cost(&runtime, if quick { 100 } else { 1000 });
 }
