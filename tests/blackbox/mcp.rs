@@ -368,3 +368,44 @@ fn a_server_killed_with_sigkill_takes_each_shell_with_it() {
         .status();
     wait_gone(job);
 }
+
+#[test]
+fn a_process_storm_under_the_sandbox_is_contained_and_the_server_answers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[processes]\nmax = 30\n").expect("write");
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "workspace-write",
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ]);
+    let storm = server.call(
+        "Bash",
+        json!({
+            "command": "for i in $(seq 200); do sleep 300 & done 2>/dev/null; echo spawned $(jobs -p | wc -l); wait",
+            "run_in_background": true
+        }),
+    );
+    let id = storm["structuredContent"]["bash_id"]
+        .as_str()
+        .expect("bash_id")
+        .to_owned();
+    // The server keeps answering while the storm runs.
+    let started = Instant::now();
+    let read = server.call("BashOutput", json!({ "bash_id": id }));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        text(&read).starts_with("Status: running"),
+        "{}",
+        text(&read)
+    );
+    let killed = server.call("KillShell", json!({ "shell_id": id }));
+    assert_eq!(killed["isError"], false, "{}", text(&killed));
+    // Once it is gone, commands run again.
+    let after = server.call("Bash", json!({ "command": "echo fine" }));
+    assert_eq!(text(&after), "fine\n");
+    assert!(server.close().success());
+}
