@@ -1,5 +1,5 @@
-//! Project automation: `cargo xtask codegen [--check]` and
-//! `cargo xtask check-layers`.
+//! Project automation: `cargo xtask codegen [--check]`,
+//! `cargo xtask check-layers` and `cargo xtask bench [--quick]`.
 
 #![allow(
     clippy::print_stdout,
@@ -7,6 +7,7 @@
     reason = "a developer tool reports on the terminal"
 )]
 
+mod bench;
 mod codegen;
 mod layers;
 
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 
-const USAGE: &str = "usage: cargo xtask <codegen [--check] | check-layers>";
+const USAGE: &str = "usage: cargo xtask <codegen [--check] | check-layers | bench [--quick]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,6 +34,8 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     match args.as_slice() {
         ["codegen"] => codegen::run(&workspace_root(), false),
         ["codegen", "--check"] => codegen::run(&workspace_root(), true),
+        ["bench"] => bench::run(&workspace_root(), false),
+        ["bench", "--quick"] => bench::run(&workspace_root(), true),
         ["check-layers"] => {
             let report = layers::check_workspace(&workspace_root()).context("checking layers")?;
             println!("{report}");

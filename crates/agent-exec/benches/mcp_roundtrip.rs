@@ -105,6 +105,19 @@ impl Server {
     }
 }
 
+/// With `AGENT_EXEC_BENCH_SAMPLES=DIR`, writes each sample (ns, one per
+/// line) to `DIR/NAME.txt` for `cargo xtask bench` to chart.
+fn save_samples(name: &str, samples: &[Duration]) {
+    if let Some(dir) = std::env::var_os("AGENT_EXEC_BENCH_SAMPLES") {
+        let text: String = samples
+            .iter()
+            .map(|sample| format!("{}\n", sample.as_nanos()))
+            .collect();
+        std::fs::write(std::path::Path::new(&dir).join(format!("{name}.txt")), text)
+            .expect("samples written");
+    }
+}
+
 fn percentile(samples: &mut [Duration], pct: usize) -> Duration {
     samples.sort();
     samples[(samples.len() * pct / 100).min(samples.len() - 1)]
@@ -141,6 +154,8 @@ fn main() {
         mcp.push(t.elapsed());
         assert_eq!(answer["result"]["isError"], false);
     }
+    save_samples("mcp-bare", &bare);
+    save_samples("mcp-round-trip", &mcp);
     let (bare50, bare99) = (percentile(&mut bare, 50), percentile(&mut bare, 99));
     let (mcp50, mcp99) = (percentile(&mut mcp, 50), percentile(&mut mcp, 99));
     println!("| figure | median | p99 | ratio | target |");

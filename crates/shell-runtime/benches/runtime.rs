@@ -22,6 +22,19 @@ fn spec(command: &str) -> SpawnSpec {
     SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
 }
 
+/// With `AGENT_EXEC_BENCH_SAMPLES=DIR`, writes each sample (ns, one per
+/// line) to `DIR/NAME.txt` for `cargo xtask bench` to chart.
+fn save_samples(name: &str, samples: &[Duration]) {
+    if let Some(dir) = std::env::var_os("AGENT_EXEC_BENCH_SAMPLES") {
+        let text: String = samples
+            .iter()
+            .map(|sample| format!("{}\n", sample.as_nanos()))
+            .collect();
+        std::fs::write(std::path::Path::new(&dir).join(format!("{name}.txt")), text)
+            .expect("samples written");
+    }
+}
+
 fn percentile(samples: &mut [Duration], pct: usize) -> Duration {
     samples.sort();
     samples[(samples.len() * pct / 100).min(samples.len() - 1)]
@@ -81,6 +94,8 @@ fn spawn_and_wait(runtime: &tokio::runtime::Runtime, rounds: usize) {
         });
         ours.push(t.elapsed());
     }
+    save_samples("spawn-bare", &bare);
+    save_samples("spawn-shell-runtime", &ours);
     let (bare50, bare99) = (percentile(&mut bare, 50), percentile(&mut bare, 99));
     let (ours50, ours99) = (percentile(&mut ours, 50), percentile(&mut ours, 99));
     println!("| bare `bash -c true` spawn and wait (baseline) | {bare50:.1?} | {bare99:.1?} | | |");
@@ -131,6 +146,7 @@ fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
             on.push(t.elapsed());
         }
     }
+    save_samples("spawn-sandboxed", &on);
     let (off50, off99) = (percentile(&mut off, 50), percentile(&mut off, 99));
     let (on50, on99) = (percentile(&mut on, 50), percentile(&mut on, 99));
     let cgroup = if confinement.cgroup_dir().is_some() {
