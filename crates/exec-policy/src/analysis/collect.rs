@@ -62,7 +62,19 @@ impl Cmd {
 
     /// The command as text, from its program word on, redirections last.
     pub(crate) fn text(&self) -> String {
-        let mut parts: Vec<String> = self.words.iter().map(|w| w.display().to_owned()).collect();
+        self.render(ToOwned::to_owned)
+    }
+
+    /// The text the regexes see: as [`text`](Self::text), but redirection
+    /// characters inside words (quoted text, such as `echo '> /dev/sda'`)
+    /// become `_`, so only real redirections read as redirections (found
+    /// by fuzzing: `echo '$(>> /dev/sda)'` was refused).
+    pub(crate) fn regex_text(&self) -> String {
+        self.render(|word| word.replace(['<', '>', '|', '&', ';'], "_"))
+    }
+
+    fn render(&self, word_text: impl Fn(&str) -> String) -> String {
+        let mut parts: Vec<String> = self.words.iter().map(|w| word_text(w.display())).collect();
         for redirect in &self.redirects {
             let op = if redirect.kind == RedirectKind::Write {
                 ">"
@@ -130,7 +142,7 @@ impl<'a> Collector<'a> {
             self.fallback(script, scope);
             return;
         }
-        if has_runaway_here_doc(script) {
+        if has_runaway_here_doc(script) || has_deep_nesting(script) {
             self.fallback(script, scope);
             return;
         }
@@ -984,6 +996,38 @@ pub(crate) fn has_runaway_here_doc(script: &str) -> bool {
             .collect();
         if word.is_empty() {
             return true;
+        }
+    }
+    false
+}
+
+/// Parentheses nested deeper than this (outside quotes) go to the fallback.
+const MAX_PAREN_DEPTH: usize = 12;
+
+/// True when `(` nests deeper than [`MAX_PAREN_DEPTH`] outside quotes.
+/// brush-parser's PEG grammar backtracks exponentially on such text (found
+/// by fuzzing: 30 unclosed `(` took seconds; each one more, about 1.8x), and
+/// no real command nests subshells a dozen deep.
+pub(crate) fn has_deep_nesting(script: &str) -> bool {
+    let mut depth = 0usize;
+    let mut chars = script.chars();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
+            (Some('\''), _) => {}
+            (_, '\\') => {
+                chars.next();
+            }
+            (None, '\'' | '"') => quote = Some(c),
+            (_, '(') => {
+                depth += 1;
+                if depth > MAX_PAREN_DEPTH {
+                    return true;
+                }
+            }
+            (_, ')') => depth = depth.saturating_sub(1),
+            _ => {}
         }
     }
     false

@@ -193,14 +193,15 @@ impl Analyzer {
         }
         for cmd in &collected.cmds {
             let text = cmd.text();
-            if self.allow.iter().any(|re| matches_from_start(re, &text)) {
+            let matched = cmd.regex_text();
+            if self.allow.iter().any(|re| matches_from_start(re, &matched)) {
                 continue;
             }
-            let seed = self.seed.iter().filter(|(_, re)| re.is_match(&text));
+            let seed = self.seed.iter().filter(|(_, re)| re.is_match(&matched));
             let policy = self
                 .deny
                 .iter()
-                .filter(|(_, re)| matches_from_start(re, &text));
+                .filter(|(_, re)| matches_from_start(re, &matched));
             if let Some((id, re)) = seed.chain(policy).next() {
                 let reason = if id.starts_with("policy.") {
                     format!("matches the policy file's deny pattern `{}`", re.as_str())

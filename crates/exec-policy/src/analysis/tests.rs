@@ -157,6 +157,53 @@ mod properties {
         ]
     }
 
+    /// Found by fuzzing: brush-parser backtracks exponentially on deep `(`.
+    #[test]
+    fn deeply_nested_parentheses_fall_back_quickly() {
+        let text = format!("*\n\n{}*", "(".repeat(30));
+        assert!(super::super::collect::has_deep_nesting(&text));
+        let started = std::time::Instant::now();
+        let _ = check(&text);
+        // Generous: the parser alone would take seconds; the fallback takes microseconds.
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert!(!super::super::collect::has_deep_nesting(
+            "(cd a && (cd b && (make)))"
+        ));
+        assert!(!super::super::collect::has_deep_nesting(&format!(
+            "echo '{}'",
+            "(".repeat(40)
+        )));
+        assert!(!check(&format!("rm -rf / {}", "(".repeat(30))).is_allowed());
+    }
+
+    /// Found by fuzzing: brush-parser unwraps number parses in words.
+    #[test]
+    fn huge_numbers_in_words_do_not_panic_the_analysis() {
+        for text in [
+            "\t~3333333333333333333333333333333333333333",
+            "echo ~+99999999999999999999 ~-99999999999999999999",
+            "echo {1..99999999999999999999}",
+            "cat 99999999999999999999>x",
+            "rm -rf ~99999999999999999999 /",
+        ] {
+            let _ = check(text);
+        }
+        assert!(!check("rm -rf ~99999999999999999999 /").is_allowed());
+    }
+
+    /// Found by fuzzing: text in single quotes is never a command.
+    #[test]
+    fn single_quoted_substitution_text_is_inert() {
+        for text in [
+            "echo '$(>> /dev/sda)'",
+            "echo '$(rm -rf /)'",
+            "echo '`mkfs.ext4 /dev/sda`'",
+        ] {
+            let decision = check(text);
+            assert!(decision.is_allowed(), "{text}: {decision:?}");
+        }
+    }
+
     /// brush-parser 0.4.0 loops forever, allocating, on these: they must
     /// reach the fallback, not the parser (regression: a proptest run was
     /// OOM-killed at 24 GB).

@@ -68,13 +68,20 @@ pub(crate) fn expand(raw: &str, options: &ParserOptions, env: &mut dyn Expansion
         };
     }
     let mut out = Expanded::default();
-    match word::parse(raw, options) {
-        Ok(pieces) => {
+    // brush-parser's word grammar unwraps number parses (`~99999999999999999999`,
+    // `{1..99999999999999999999}` panic; found by fuzzing): a panic is a
+    // word we cannot expand, never a crash.
+    let parsed =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| word::parse(raw, options)))
+            .ok()
+            .and_then(Result::ok);
+    match parsed {
+        Some(pieces) => {
             for piece in pieces {
                 push_piece(&piece.piece, false, &mut out, env);
             }
         }
-        Err(_) => out.dynamic = true,
+        None => out.dynamic = true,
     }
     Word {
         text: (!out.dynamic).then_some(out.text),

@@ -1,0 +1,36 @@
+//! Any bytes as a command: the analysis never panics or hangs, is
+//! deterministic, and a refusal always names its rule and says `blocked`.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use exec_policy::{Analyzer, AnalyzerConfig, Decision};
+use libfuzzer_sys::fuzz_target;
+
+fn analyzer() -> &'static Analyzer {
+    static ANALYZER: OnceLock<Analyzer> = OnceLock::new();
+    ANALYZER.get_or_init(|| {
+        Analyzer::new(AnalyzerConfig {
+            home: Some("/home/agent".into()),
+            ..AnalyzerConfig::default()
+        })
+    })
+}
+
+fuzz_target!(
+    // brush-parser panics on some inputs; the analyser catches those
+    // (`catch_unwind`) and falls back, so the fuzzer's abort-on-any-panic
+    // hook is replaced. Our own assertions still end the run: libfuzzer-sys
+    // aborts on a panic that reaches the target.
+    init: { std::panic::set_hook(Box::new(|info| eprintln!("panic: {info}"))); },
+    |data: &[u8]| {
+    let command = String::from_utf8_lossy(data);
+    let first = analyzer().check(&command);
+    let second = analyzer().check(&command);
+    assert_eq!(first.is_allowed(), second.is_allowed(), "not deterministic: {command:?}");
+    if let Decision::Deny(denial) = first {
+        assert!(!denial.rule_id.is_empty());
+        let message = denial.message();
+        assert!(message.contains("blocked") && message.contains("dangerous"), "{message}");
+    }
+});
