@@ -37,7 +37,12 @@ fn world() -> &'static World {
     })
 }
 
-fuzz_target!(|data: &[u8]| {
+fuzz_target!(
+    // brush-parser panics on some inputs; the analyser catches those and
+    // falls back, so the abort-on-any-panic hook is replaced (a panic that
+    // reaches the target still ends the run).
+    init: { std::panic::set_hook(Box::new(|info| eprintln!("panic: {info}"))); },
+    |data: &[u8]| {
     let Some((&selector, json)) = data.split_first() else {
         return;
     };

@@ -962,10 +962,14 @@ fn split_redirects(words: Vec<Word>) -> (Vec<Word>, Vec<Redirect>) {
 /// real command loses precision.
 pub(crate) fn has_runaway_here_doc(script: &str) -> bool {
     let bytes = script.as_bytes();
+    let quoted = quoted_bytes(script);
     let mut index = 0;
     while let Some(offset) = script[index..].find("<<") {
         let at = index + offset;
         index = at + 2;
+        if quoted.get(at).copied().unwrap_or(false) {
+            continue; // Text inside quotes, not an operator.
+        }
         if bytes.get(index) == Some(&b'<') {
             // `<<<`, a here-string: skip all three.
             index += 1;
@@ -1031,4 +1035,28 @@ pub(crate) fn has_deep_nesting(script: &str) -> bool {
         }
     }
     false
+}
+
+/// For each byte of `script`, whether it lies inside single or double
+/// quotes (or is escaped by a backslash).
+fn quoted_bytes(script: &str) -> Vec<bool> {
+    let mut quoted = vec![false; script.len()];
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    for (index, byte) in script.bytes().enumerate() {
+        if escaped {
+            quoted[index] = true;
+            escaped = false;
+            continue;
+        }
+        match (quote, byte) {
+            (Some(b'\''), b'\'') | (Some(b'"'), b'"') => quote = None,
+            (Some(b'\''), _) => quoted[index] = true,
+            (_, b'\\') => escaped = true,
+            (None, b'\'' | b'"') => quote = Some(byte),
+            (Some(_), _) => quoted[index] = true,
+            _ => {}
+        }
+    }
+    quoted
 }
