@@ -60,7 +60,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Mcp(args) => {
             let (setup, env, executor) = prepare(&args.common, args.coauthor.as_deref())?;
-            let bridge = mcp::Bridge::new(executor, setup.cwd.clone(), setup.dry_run);
+            let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), setup.dry_run);
             let runtime = runtime()?;
             let served = runtime.block_on(async {
                 let served = mcp::serve(bridge).await;

@@ -1,0 +1,138 @@
+//! One generic bridge from a tool registry to MCP: every registered tool is
+//! served with its own name, description and schema; nothing here knows
+//! which tools exist.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tool_core::{ExecutionContext, ProgressSink, Session, ToolExecutor};
+
+/// The server side of one MCP connection (an rmcp `ServerHandler`).
+#[derive(Clone)]
+pub struct Bridge {
+    executor: Arc<ToolExecutor>,
+    tools: Arc<Vec<Tool>>,
+    working_dir: PathBuf,
+    dry_run: bool,
+    /// One session per server: `cd` and `export` carry over between calls.
+    session: Arc<Session>,
+}
+
+impl Bridge {
+    /// A bridge serving `executor`'s tools; calls run in `working_dir`.
+    pub fn new(executor: ToolExecutor, working_dir: PathBuf, dry_run: bool) -> Self {
+        let tools = executor
+            .registry()
+            .definitions()
+            .into_iter()
+            .map(|definition| {
+                let schema = match definition.input_schema {
+                    Value::Object(map) => map,
+                    _ => serde_json::Map::new(),
+                };
+                Tool::new(definition.name, definition.description, schema)
+            })
+            .collect();
+        Self {
+            executor: Arc::new(executor),
+            tools: Arc::new(tools),
+            working_dir,
+            dry_run,
+            session: Arc::new(Session::new()),
+        }
+    }
+}
+
+/// A progress sink that forwards reports, in order, as
+/// `notifications/progress` for `token`.
+fn progress_sink(context: &RequestContext<RoleServer>) -> ProgressSink {
+    let Some(token) = context.meta.get_progress_token() else {
+        return ProgressSink::none();
+    };
+    let (sender, mut receiver) = mpsc::unbounded_channel::<tool_core::ProgressUpdate>();
+    let peer = context.peer.clone();
+    tokio::spawn(async move {
+        while let Some(update) = receiver.recv().await {
+            let mut param = ProgressNotificationParam::new(token.clone(), update.progress);
+            if let Some(total) = update.total {
+                param = param.with_total(total);
+            }
+            if let Some(message) = update.message {
+                param = param.with_message(message);
+            }
+            if peer.notify_progress(param).await.is_err() {
+                break;
+            }
+        }
+    });
+    ProgressSink::new(move |update| {
+        let _ = sender.send(update);
+    })
+}
+
+impl ServerHandler for Bridge {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("agent-exec", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Shell tools: Bash runs commands (foreground or background), BashOutput reads a \
+                 background shell's new output, KillShell stops one.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|tool| tool.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if self.executor.registry().get(&name).is_none() {
+            // -32602, as the MCP specification's own example does.
+            return Err(ErrorData::invalid_params(
+                format!("Unknown tool: {name}"),
+                None,
+            ));
+        }
+        let arguments = request.arguments.map_or(Value::Null, Value::Object);
+        let call_context = ExecutionContext::new(self.working_dir.clone())
+            .with_dry_run(self.dry_run)
+            .with_session(Arc::clone(&self.session))
+            .with_cancellation(context.ct.clone())
+            .with_progress(progress_sink(&context));
+        let executed = self
+            .executor
+            .execute(&name, &call_context, arguments)
+            .await
+            .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
+        let result = executed.result;
+        let content = vec![ContentBlock::text(result.text().to_owned())];
+        let mut answer = if result.success {
+            CallToolResult::success(content)
+        } else {
+            CallToolResult::error(content)
+        };
+        answer.structured_content = Some(result.metadata_value());
+        Ok(answer.into())
+    }
+}
