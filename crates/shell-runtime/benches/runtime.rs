@@ -163,6 +163,62 @@ fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
     );
 }
 
+/// 200 shells started at once and waited for, against 200 bare
+/// `bash -c` children started at once and waited for.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the baseline is bare Commands, by definition"
+)]
+fn concurrent_shells(runtime: &tokio::runtime::Runtime, rounds: usize) {
+    const SHELLS: usize = 200;
+    let mut bare = Vec::new();
+    let mut ours = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let children: Vec<std::process::Child> = (0..SHELLS)
+            .map(|index| {
+                std::process::Command::new("bash")
+                    .arg("-c")
+                    .arg(format!("echo {index}"))
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("bash starts")
+            })
+            .collect();
+        for child in children {
+            assert!(child.wait_with_output().expect("waits").status.success());
+        }
+        bare.push(t.elapsed());
+        let t = Instant::now();
+        runtime.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for index in 0..SHELLS {
+                tasks.spawn(async move {
+                    let shell = ShellProcess::spawn(spec(&format!("echo {index}")))
+                        .await
+                        .unwrap();
+                    shell.wait().await;
+                    assert_eq!(
+                        shell.snapshot(shell_runtime::Stream::Stdout).render(),
+                        format!("{index}\n")
+                    );
+                });
+            }
+            while tasks.join_next().await.is_some() {}
+        });
+        ours.push(t.elapsed());
+    }
+    let bare50 = percentile(&mut bare, 50);
+    let ours50 = percentile(&mut ours, 50);
+    println!(
+        "| {SHELLS} bare `bash -c` children at once, all waited (baseline) | {bare50:.0?} | | | |"
+    );
+    println!(
+        "| {SHELLS} concurrent shells started, captured and waited | {ours50:.0?} | | {:.2}x | reported |",
+        ours50.as_secs_f64() / bare50.as_secs_f64()
+    );
+}
+
 fn write_big_file(bytes: u64) -> tempfile::NamedTempFile {
     let mut file = tempfile::NamedTempFile::new().expect("temp file");
     let line = "the quick brown fox jumps over the lazy dog, 0123456789 ÄÖÜ éè €\n".repeat(1000);
@@ -259,5 +315,6 @@ fn main() {
         if quick { 2 } else { 5 },
     );
     background_reads(&runtime, if quick { 1000 } else { 10_000 });
+    concurrent_shells(&runtime, if quick { 2 } else { 5 });
     sandbox_cost(&runtime, if quick { 100 } else { 1000 });
 }
