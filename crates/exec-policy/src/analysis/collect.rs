@@ -3,13 +3,12 @@
 //! scripts (`bash -c`, `eval`, `$( )`) unwrapped.
 
 use std::collections::HashMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use brush_parser::ParserOptions;
 use brush_parser::ast::{
     self, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, IoFileRedirectKind,
     IoFileRedirectTarget, IoRedirect, Pipeline, SeparatorOperator,
 };
-use brush_parser::{Parser, ParserOptions};
 
 use super::paths::{basename, join_path};
 use super::words::{Expansion, Word, expand, split_words};
@@ -146,19 +145,14 @@ impl<'a> Collector<'a> {
             self.fallback(script, scope);
             return;
         }
-        let options = self.options.clone();
-        // A parser panic is a fallback, never a crash.
-        let parsed = catch_unwind(AssertUnwindSafe(|| {
-            Parser::new(script.as_bytes(), &options).parse_program()
-        }));
-        match parsed {
-            Ok(Ok(program)) => {
+        match super::watchdog::parse(script, &self.options) {
+            Some(program) => {
                 let offsets = top_level.then(|| char_offsets(script));
                 for list in &program.complete_commands {
                     self.list(list, scope, Place::default(), offsets.as_deref());
                 }
             }
-            _ => self.fallback(script, scope),
+            None => self.fallback(script, scope),
         }
     }
 

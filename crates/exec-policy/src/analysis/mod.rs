@@ -5,6 +5,7 @@
 mod collect;
 mod paths;
 mod rules;
+mod watchdog;
 mod words;
 
 use std::fmt;
