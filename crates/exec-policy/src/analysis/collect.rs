@@ -983,16 +983,32 @@ pub(crate) fn has_runaway_here_doc(script: &str) -> bool {
             Some(b'$') if bytes.get(next + 1) == Some(&b'(') => return true,
             Some(_) => {}
         }
-        // A delimiter that unquotes to nothing (`""`, `''`, a lone `\`)
-        // makes the parser's end-of-body match succeed forever.
-        let word: String = script[next..]
+        // The delimiter word as written, then as the end line must spell it.
+        let raw: String = script[next..]
             .chars()
-            .take_while(|c| {
-                !c.is_whitespace() && !matches!(c, ';' | '&' | '|' | '<' | '>' | '(' | ')')
-            })
-            .filter(|c| !matches!(c, '\'' | '"' | '\\' | '$'))
+            .take_while(|c| !c.is_whitespace() && !matches!(c, ';' | '&' | '|' | '<' | '>'))
+            .collect();
+        // A substitution or group in the delimiter, or one that unquotes to
+        // nothing (`""`, `''`, a lone `\`), makes the end-of-body match loop.
+        if raw.contains("$(") || raw.contains(['`', '(', ')']) {
+            return true;
+        }
+        let word: String = raw
+            .chars()
+            .filter(|c| !matches!(c, '\'' | '"' | '\\'))
             .collect();
         if word.is_empty() {
+            return true;
+        }
+        // A body that runs to the end of the text (no line reads as the
+        // delimiter) is where the parser loops: fuzzing found
+        // `<<z$( <<----- $(` allocating without bound.
+        let rest = &script[next + raw.len()..];
+        if !rest
+            .lines()
+            .skip(1)
+            .any(|line| line.trim_start_matches('\t') == word)
+        {
             return true;
         }
     }

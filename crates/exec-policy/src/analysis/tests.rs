@@ -218,15 +218,19 @@ mod properties {
             r#"esac 2>&1&&[[EOFesac;do<<"">~$HOMEx"indonesudo$("#,
             "cat <<''",
             r"x <<\",
+            "<<z$( <<------------------------------------------- $(",
+            "cat <<EOF",
+            "cat <<EOF\nno end line",
+            "echo a<<b",
         ] {
             assert!(super::super::collect::has_runaway_here_doc(text), "{text}");
             let _ = check(text);
         }
         for text in [
             "cat <<EOF\nx\nEOF",
-            "cat <<- 'END'\nEND",
+            "cat <<- 'END'\n\tEND",
+            "cat > f <<\"EOF\"\nline\nEOF\necho done",
             "cat <<< \"$(date)\"",
-            "echo a<<b",
         ] {
             assert!(!super::super::collect::has_runaway_here_doc(text), "{text}");
         }
