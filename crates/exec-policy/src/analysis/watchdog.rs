@@ -4,8 +4,8 @@
 //! outside. So text that could be slow is parsed on a worker thread: when
 //! the answer does not come within the budget, the analysis takes the
 //! token-level fallback and the worker is left to finish on its own (a new
-//! one takes its place). At most [`MAX_STUCK`] workers may be stuck at
-//! once; past that, such text is not parsed at all until one finishes.
+//! one takes its place). At most [`MAX_STUCK`] worker may be stuck at
+//! once; past that, such text is not parsed at all until it finishes.
 //! Short, plain commands (nearly every agent command) are parsed inline,
 //! at no extra cost.
 
@@ -22,8 +22,10 @@ use brush_parser::{Parser, ParserOptions};
 /// parses in about a millisecond per 10 KB here.
 const BUDGET: Duration = Duration::from_millis(500);
 
-/// Workers abandoned mid-parse at most at one time.
-const MAX_STUCK: usize = 4;
+/// Workers abandoned mid-parse at most at one time. One: a stuck worker
+/// spins a core until brush-parser gives up (which may be never), so a
+/// client sending such text can cost one core, not the machine.
+const MAX_STUCK: usize = 1;
 
 /// Grouping openers (outside quotes) above which a parse goes to a worker.
 const INLINE_OPENERS: usize = 12;
