@@ -30,45 +30,65 @@ const MAX_STUCK: usize = 1;
 /// Grouping openers (outside quotes) above which a parse goes to a worker.
 const INLINE_OPENERS: usize = 12;
 
-static STUCK: AtomicUsize = AtomicUsize::new(0);
-
 type Reply = Option<Program>;
 type Job = (String, ParserOptions, Sender<Reply>);
 
-static WORKER: Mutex<Option<Sender<Job>>> = Mutex::new(None);
+/// A parser worker and the count of those abandoned.
+struct Watchdog {
+    stuck: &'static AtomicUsize,
+    worker: Mutex<Option<Sender<Job>>>,
+    budget: Duration,
+}
+
+static GLOBAL_STUCK: AtomicUsize = AtomicUsize::new(0);
+static GLOBAL: Watchdog = Watchdog::new(&GLOBAL_STUCK, BUDGET);
 
 /// Parses `script`; `None` when it does not parse, panics, or runs out of time.
 pub(crate) fn parse(script: &str, options: &ParserOptions) -> Option<Program> {
     if openers(script) <= INLINE_OPENERS {
         return parse_inline(script, options);
     }
-    if STUCK.load(Ordering::Relaxed) >= MAX_STUCK {
-        return None;
-    }
-    let (reply, answer): (Sender<Reply>, Receiver<Reply>) = mpsc::channel();
-    {
-        let mut worker = WORKER.lock().unwrap_or_else(PoisonError::into_inner);
-        let job = (script.to_owned(), options.clone(), reply);
-        let sender = match worker.as_ref() {
-            Some(sender) => sender.clone(),
-            None => {
-                let sender = spawn_worker()?;
-                *worker = Some(sender.clone());
-                sender
-            }
-        };
-        if sender.send(job).is_err() {
-            *worker = None;
-            return None;
+    GLOBAL.parse(script, options)
+}
+
+impl Watchdog {
+    const fn new(stuck: &'static AtomicUsize, budget: Duration) -> Self {
+        Self {
+            stuck,
+            worker: Mutex::new(None),
+            budget,
         }
     }
-    match answer.recv_timeout(BUDGET) {
-        Ok(program) => program,
-        Err(_) => {
-            // The worker is busy for who knows how long: give later parses a new one.
-            STUCK.fetch_add(1, Ordering::Relaxed);
-            *WORKER.lock().unwrap_or_else(PoisonError::into_inner) = None;
-            None
+
+    fn parse(&self, script: &str, options: &ParserOptions) -> Option<Program> {
+        if self.stuck.load(Ordering::Relaxed) >= MAX_STUCK {
+            return None;
+        }
+        let (reply, answer): (Sender<Reply>, Receiver<Reply>) = mpsc::channel();
+        {
+            let mut worker = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
+            let job = (script.to_owned(), options.clone(), reply);
+            let sender = match worker.as_ref() {
+                Some(sender) => sender.clone(),
+                None => {
+                    let sender = spawn_worker(self.stuck)?;
+                    *worker = Some(sender.clone());
+                    sender
+                }
+            };
+            if sender.send(job).is_err() {
+                *worker = None;
+                return None;
+            }
+        }
+        match answer.recv_timeout(self.budget) {
+            Ok(program) => program,
+            Err(_) => {
+                // The worker is busy for who knows how long: later parses get a new one.
+                self.stuck.fetch_add(1, Ordering::Relaxed);
+                *self.worker.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                None
+            }
         }
     }
 }
@@ -82,7 +102,7 @@ fn parse_inline(script: &str, options: &ParserOptions) -> Option<Program> {
     .and_then(Result::ok)
 }
 
-fn spawn_worker() -> Option<Sender<Job>> {
+fn spawn_worker(stuck: &'static AtomicUsize) -> Option<Sender<Job>> {
     let (sender, jobs) = mpsc::channel::<Job>();
     std::thread::Builder::new()
         .name("policy-parser".into())
@@ -91,7 +111,7 @@ fn spawn_worker() -> Option<Sender<Job>> {
                 let program = parse_inline(&script, &options);
                 if reply.send(program).is_err() {
                     // Its caller gave up: this worker was counted as stuck.
-                    STUCK.fetch_sub(1, Ordering::Relaxed);
+                    stuck.fetch_sub(1, Ordering::Relaxed);
                     return;
                 }
             }
@@ -134,8 +154,10 @@ mod tests {
     #[test]
     fn a_pathological_command_is_cut_off_by_the_budget() {
         let slow = "o[9$[(e.$['''' | ''(c`bb~!b`b(] $[''|~e$[:::.$[''|.''|'A'::$[$['':W(_$C[T(_,] .'']]:d ]~r(n[`nt wo~b`bbbTe['' ~: _)''[''ke[''$''| 'A'. :::::.$[ke$['' |~[T'A'..$[oke$[C[T(n[ e,] 'A'.'Z'](n[ )] )]]I]:d(_)]|~[Tn:(n,_)] 'A'.='Z'I";
+        // A watchdog of its own, so the global one is not left with a stuck worker.
+        let watchdog = Watchdog::new(Box::leak(Box::new(AtomicUsize::new(0))), BUDGET);
         let started = std::time::Instant::now();
-        let _ = parse(slow, &ParserOptions::default());
+        assert!(watchdog.parse(slow, &ParserOptions::default()).is_none());
         // Generous for a loaded machine; without the budget it is seconds to minutes.
         assert!(
             started.elapsed() < Duration::from_secs(3),
