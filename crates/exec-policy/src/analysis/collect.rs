@@ -1047,11 +1047,13 @@ pub(crate) fn has_deep_nesting(script: &str) -> bool {
     false
 }
 
-/// For each byte of `script`, whether it lies inside single or double
-/// quotes (or is escaped by a backslash).
+/// For each byte of `script`, whether it lies inside single quotes (or is
+/// escaped by a backslash). Double quotes do not count: a `$( ... )` inside
+/// them starts a fresh context where `<<` is an operator again (fuzzing
+/// found `"$( << $(` growing without bound).
 fn quoted_bytes(script: &str) -> Vec<bool> {
     let mut quoted = vec![false; script.len()];
-    let mut quote: Option<u8> = None;
+    let mut in_single = false;
     let mut escaped = false;
     for (index, byte) in script.bytes().enumerate() {
         if escaped {
@@ -1059,12 +1061,11 @@ fn quoted_bytes(script: &str) -> Vec<bool> {
             escaped = false;
             continue;
         }
-        match (quote, byte) {
-            (Some(b'\''), b'\'') | (Some(b'"'), b'"') => quote = None,
-            (Some(b'\''), _) => quoted[index] = true,
-            (_, b'\\') => escaped = true,
-            (None, b'\'' | b'"') => quote = Some(byte),
-            (Some(_), _) => quoted[index] = true,
+        match (in_single, byte) {
+            (true, b'\'') => in_single = false,
+            (true, _) => quoted[index] = true,
+            (false, b'\\') => escaped = true,
+            (false, b'\'') => in_single = true,
             _ => {}
         }
     }

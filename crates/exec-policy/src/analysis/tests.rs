@@ -222,6 +222,7 @@ mod properties {
             "cat <<EOF",
             "cat <<EOF\nno end line",
             "echo a<<b",
+            "x \"$( << $( \"",
         ] {
             assert!(super::super::collect::has_runaway_here_doc(text), "{text}");
             let _ = check(text);
