@@ -370,7 +370,7 @@ fn a_server_killed_with_sigkill_takes_each_shell_with_it() {
 }
 
 #[test]
-fn a_process_storm_under_the_sandbox_is_contained_and_the_server_answers() {
+fn the_server_answers_and_kills_during_a_process_storm_under_the_sandbox() {
     let dir = tempfile::tempdir().expect("temp dir");
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, "[processes]\nmax = 30\n").expect("write");

@@ -179,8 +179,7 @@ fn base_spec(
     spec
 }
 
-fn spill_pair(env: &ExecEnvironment, stem: &std::path::Path) -> (SpillFile, SpillFile) {
-    let _ = env;
+fn spill_pair(stem: &std::path::Path) -> (SpillFile, SpillFile) {
     (
         SpillFile {
             path: stem.with_extension("stdout"),
@@ -202,7 +201,7 @@ async fn start_background(
 ) -> ToolResult {
     let stem = env.next_path("background");
     let mut spec = base_spec(env, command.to_owned(), cwd, vars);
-    let (stdout, stderr) = spill_pair(env, &stem);
+    let (stdout, stderr) = spill_pair(&stem);
     spec.stdout_spill = Some(stdout);
     spec.stderr_spill = Some(stderr);
     spec.timeout = timeout;
@@ -235,7 +234,7 @@ async fn run_foreground(
     let state_files = StateFiles::new(&env.state_path(&stem));
     let mut spec = base_spec(env, wrap_command(command, &state_files), cwd, &given_env);
     spec.command = command.to_owned();
-    let (stdout_spill, stderr_spill) = spill_pair(env, &stem);
+    let (stdout_spill, stderr_spill) = spill_pair(&stem);
     spec.stdout_spill = Some(stdout_spill);
     spec.stderr_spill = Some(stderr_spill);
     spec.timeout = Some(timeout);
