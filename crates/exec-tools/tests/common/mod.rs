@@ -164,9 +164,11 @@ pub async fn gone(pid: u32) -> bool {
     false
 }
 
+/// Pids printed by the command, one per line (`echo $!`); numbers inside
+/// other lines (`[ended 1 background job(s)...]`) are not pids.
 pub fn pids_in(text: &str) -> Vec<u32> {
-    text.split_whitespace()
-        .filter_map(|word| word.parse().ok())
+    text.lines()
+        .filter_map(|line| line.trim().parse().ok())
         .collect()
 }
 
