@@ -1047,26 +1047,53 @@ pub(crate) fn has_deep_nesting(script: &str) -> bool {
     false
 }
 
-/// For each byte of `script`, whether it lies inside single quotes (or is
-/// escaped by a backslash). Double quotes do not count: a `$( ... )` inside
-/// them starts a fresh context where `<<` is an operator again (fuzzing
-/// found `"$( << $(` growing without bound).
+/// For each byte of `script`, whether it surely lies inside single quotes
+/// (or is escaped by a backslash) as bash would lex it.
+///
+/// Only the text before the first construct that changes what a `'` means
+/// is classified: a double quote (a `'` inside is literal, and `"$( ... )"`
+/// reopens a context where `<<` is an operator), a here-document (its body
+/// is literal text), a comment, `$'...'`, a backtick or a `$( )`. From there
+/// on every byte counts as unquoted, because a wrong "quoted" would hand a
+/// runaway here-document to the parser (fuzzing found `"['... << $(` grow
+/// without bound), while a wrong "unquoted" only costs the fallback.
 fn quoted_bytes(script: &str) -> Vec<bool> {
-    let mut quoted = vec![false; script.len()];
+    let bytes = script.as_bytes();
+    let mut quoted = vec![false; bytes.len()];
     let mut in_single = false;
-    let mut escaped = false;
-    for (index, byte) in script.bytes().enumerate() {
-        if escaped {
-            quoted[index] = true;
-            escaped = false;
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        if in_single {
+            if byte == b'\'' {
+                in_single = false;
+            } else {
+                quoted[index] = true;
+            }
+            index += 1;
             continue;
         }
-        match (in_single, byte) {
-            (true, b'\'') => in_single = false,
-            (true, _) => quoted[index] = true,
-            (false, b'\\') => escaped = true,
-            (false, b'\'') => in_single = true,
-            _ => {}
+        let next = bytes.get(index + 1).copied();
+        match byte {
+            b'\\' => {
+                if let Some(slot) = quoted.get_mut(index + 1) {
+                    *slot = true;
+                }
+                index += 2;
+            }
+            b'\'' => {
+                in_single = true;
+                index += 1;
+            }
+            b'"' | b'`' | b'#' => break,
+            b'$' if matches!(next, Some(b'\'' | b'(' | b'{')) => break,
+            b'<' if next == Some(b'<') => {
+                if bytes.get(index + 2) != Some(&b'<') {
+                    break; // A here-document: its body is literal.
+                }
+                index += 3;
+            }
+            _ => index += 1,
         }
     }
     quoted

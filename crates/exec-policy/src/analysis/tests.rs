@@ -223,6 +223,13 @@ mod properties {
             "cat <<EOF\nno end line",
             "echo a<<b",
             "x \"$( << $( \"",
+            // A `'` inside double quotes, a comment or a here-document body
+            // opens nothing: what follows is not quoted.
+            "x \"['_$( << $( <`\"",
+            "# don't\ncat << $(",
+            "cat <<EOF\ndon't\nEOF\ncat << $(",
+            "echo $'\\'' << $( '",
+            "echo `'` << $( '",
         ] {
             assert!(super::super::collect::has_runaway_here_doc(text), "{text}");
             let _ = check(text);
@@ -232,9 +239,17 @@ mod properties {
             "cat <<- 'END'\n\tEND",
             "cat > f <<\"EOF\"\nline\nEOF\necho done",
             "cat <<< \"$(date)\"",
+            "python3 -c 'print(1 << 3)'",
+            "echo 'cat << $(' && echo \\<< x",
         ] {
             assert!(!super::super::collect::has_runaway_here_doc(text), "{text}");
         }
+        // The fuzzing find itself (bytes read lossily, as the target does).
+        let found = String::from_utf8_lossy(include_bytes!(
+            "../../../../fuzz/seeds/analyzer_bytes/regression-single-quote-inside-double-quotes"
+        ));
+        assert!(super::super::collect::has_runaway_here_doc(&found));
+        let _ = check(&found);
     }
 
     proptest! {
