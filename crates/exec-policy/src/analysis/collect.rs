@@ -11,7 +11,8 @@ use brush_parser::ast::{
 };
 
 use super::paths::{basename, join_path};
-use super::words::{Expansion, Word, expand, split_words};
+use super::watchdog::{ANALYSIS_BUDGET, Deadline};
+use super::words::{Expansion, Word, expand, split_words, substitutions_in};
 
 /// Nested scripts (`bash -c`, `eval`, substitutions) deeper than this are
 /// not parsed; the analysis falls back to token checks for them.
@@ -107,6 +108,8 @@ struct Scope {
 
 pub(crate) struct Collector<'a> {
     options: ParserOptions,
+    /// When parsing slow text stops for this analysis.
+    deadline: Deadline,
     home: &'a str,
     out: Collected,
 }
@@ -122,6 +125,7 @@ impl<'a> Collector<'a> {
     pub(crate) fn new(home: &'a str) -> Self {
         Self {
             options: ParserOptions::default(),
+            deadline: Deadline::after(ANALYSIS_BUDGET),
             home,
             out: Collected::default(),
         }
@@ -145,7 +149,7 @@ impl<'a> Collector<'a> {
             self.fallback(script, scope);
             return;
         }
-        match super::watchdog::parse(script, &self.options) {
+        match super::watchdog::parse(script, &self.options, self.deadline) {
             Some(program) => {
                 let offsets = top_level.then(|| char_offsets(script));
                 for list in &program.complete_commands {
@@ -302,7 +306,8 @@ impl<'a> Collector<'a> {
             scope,
             substitutions: Vec::new(),
         };
-        let word = expand(raw, &env.collector.options.clone(), &mut env);
+        let (options, deadline) = (env.collector.options.clone(), env.collector.deadline);
+        let word = expand(raw, &options, deadline, &mut env);
         let substitutions = std::mem::take(&mut env.substitutions);
         for script in substitutions {
             let mut inner = scope.clone();
@@ -832,36 +837,6 @@ fn char_offsets(text: &str) -> Vec<usize> {
         .map(|(i, _)| i)
         .chain(std::iter::once(text.len()))
         .collect()
-}
-
-/// `$(...)` and backtick bodies in a here-document, roughly.
-fn substitutions_in(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("$(") {
-        let after = &rest[start + 2..];
-        let mut depth = 1;
-        let mut end = None;
-        for (i, c) in after.char_indices() {
-            match c {
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = Some(i);
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let Some(end) = end else { break };
-        out.push(after[..end].to_owned());
-        rest = &after[end + 1..];
-    }
-    let parts: Vec<&str> = text.split('`').collect();
-    out.extend(parts.iter().skip(1).step_by(2).map(|s| (*s).to_owned()));
-    out
 }
 
 /// Splits unparseable text into command segments at shell operators and

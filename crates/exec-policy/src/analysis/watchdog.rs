@@ -10,17 +10,23 @@
 //! at no extra cost.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use brush_parser::ast::Program;
+use brush_parser::word::{self, WordPieceWithSource};
 use brush_parser::{Parser, ParserOptions};
 
-/// How long a parse may take before the fallback is used. Legitimate text
+/// How long one parse may take before the fallback is used. Legitimate text
 /// parses in about a millisecond per 10 KB here.
 const BUDGET: Duration = Duration::from_millis(500);
+
+/// How long all the parses of one analysis may take together: a command
+/// with many slow pieces (substitutions, `bash -c` bodies, words) must not
+/// add up their budgets. Past it, what is left takes the fallback.
+pub(crate) const ANALYSIS_BUDGET: Duration = Duration::from_secs(1);
 
 /// Workers abandoned mid-parse at most at one time. One: a stuck worker
 /// spins a core until brush-parser gives up (which may be never), so a
@@ -30,8 +36,28 @@ const MAX_STUCK: usize = 1;
 /// Grouping openers (outside quotes) above which a parse goes to a worker.
 const INLINE_OPENERS: usize = 12;
 
-type Reply = Option<Program>;
-type Job = (String, ParserOptions, Sender<Reply>);
+/// The moment an analysis stops parsing slow text.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline(Instant);
+
+impl Deadline {
+    /// A deadline `budget` from now.
+    pub(crate) fn after(budget: Duration) -> Self {
+        Self(Instant::now() + budget)
+    }
+
+    fn remaining(self) -> Duration {
+        self.0.saturating_duration_since(Instant::now())
+    }
+}
+
+/// A parse to run on the worker; `false` when its caller gave up on it.
+type Job = Box<dyn FnOnce() -> bool + Send>;
+
+/// A job's progress, settled by whichever of caller and worker comes last.
+const PENDING: u8 = 0;
+const DONE: u8 = 1;
+const ABANDONED: u8 = 2;
 
 /// A parser worker and the count of those abandoned.
 struct Watchdog {
@@ -44,11 +70,27 @@ static GLOBAL_STUCK: AtomicUsize = AtomicUsize::new(0);
 static GLOBAL: Watchdog = Watchdog::new(&GLOBAL_STUCK, BUDGET);
 
 /// Parses `script`; `None` when it does not parse, panics, or runs out of time.
-pub(crate) fn parse(script: &str, options: &ParserOptions) -> Option<Program> {
+pub(crate) fn parse(script: &str, options: &ParserOptions, deadline: Deadline) -> Option<Program> {
     if openers(script) <= INLINE_OPENERS {
         return parse_inline(script, options);
     }
-    GLOBAL.parse(script, options)
+    let (script, options) = (script.to_owned(), options.clone());
+    GLOBAL.run(deadline, move || parse_inline(&script, &options))
+}
+
+/// Parses one word into its pieces, under the same rules as [`parse`]:
+/// brush-parser's word grammar backtracks as badly as its script grammar
+/// (fuzzing: a 1.5 KB word of nested `$[`, `{`, backticks and quotes).
+pub(crate) fn parse_word(
+    raw: &str,
+    options: &ParserOptions,
+    deadline: Deadline,
+) -> Option<Vec<WordPieceWithSource>> {
+    if openers(raw) <= INLINE_OPENERS {
+        return parse_word_inline(raw, options);
+    }
+    let (raw, options) = (raw.to_owned(), options.clone());
+    GLOBAL.run(deadline, move || parse_word_inline(&raw, &options))
 }
 
 impl Watchdog {
@@ -60,14 +102,26 @@ impl Watchdog {
         }
     }
 
-    fn parse(&self, script: &str, options: &ParserOptions) -> Option<Program> {
-        if self.stuck.load(Ordering::Relaxed) >= MAX_STUCK {
+    /// Runs `work` on the worker and waits for it within the budget.
+    fn run<T: Send + 'static>(
+        &self,
+        deadline: Deadline,
+        work: impl FnOnce() -> Option<T> + Send + 'static,
+    ) -> Option<T> {
+        let budget = self.budget.min(deadline.remaining());
+        if budget.is_zero() || self.stuck.load(Ordering::Relaxed) >= MAX_STUCK {
             return None;
         }
-        let (reply, answer): (Sender<Reply>, Receiver<Reply>) = mpsc::channel();
+        let (reply, answer): (Sender<Option<T>>, Receiver<Option<T>>) = mpsc::channel();
+        let state = Arc::new(AtomicU8::new(PENDING));
+        let job_state = Arc::clone(&state);
+        let job: Job = Box::new(move || {
+            // The receiver may be gone already; the state says what to do.
+            let _ = reply.send(work());
+            job_state.swap(DONE, Ordering::AcqRel) != ABANDONED
+        });
         {
             let mut worker = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
-            let job = (script.to_owned(), options.clone(), reply);
             let sender = match worker.as_ref() {
                 Some(sender) => sender.clone(),
                 None => {
@@ -81,15 +135,20 @@ impl Watchdog {
                 return None;
             }
         }
-        match answer.recv_timeout(self.budget) {
-            Ok(program) => program,
-            Err(_) => {
-                // The worker is busy for who knows how long: later parses get a new one.
-                self.stuck.fetch_add(1, Ordering::Relaxed);
-                *self.worker.lock().unwrap_or_else(PoisonError::into_inner) = None;
-                None
-            }
+        if let Ok(parsed) = answer.recv_timeout(budget) {
+            return parsed;
         }
+        // Counted before the state changes, so the worker's release (which
+        // needs to see ABANDONED) can never come first and underflow.
+        self.stuck.fetch_add(1, Ordering::AcqRel);
+        if state.swap(ABANDONED, Ordering::AcqRel) == DONE {
+            // It finished just now: not stuck after all.
+            self.stuck.fetch_sub(1, Ordering::AcqRel);
+            return answer.try_recv().ok().flatten();
+        }
+        // The worker is busy for who knows how long: later parses get a new one.
+        *self.worker.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        None
     }
 }
 
@@ -102,16 +161,25 @@ fn parse_inline(script: &str, options: &ParserOptions) -> Option<Program> {
     .and_then(Result::ok)
 }
 
+fn parse_word_inline(raw: &str, options: &ParserOptions) -> Option<Vec<WordPieceWithSource>> {
+    // The word grammar unwraps number parses (`~99999999999999999999`,
+    // `{1..99999999999999999999}` panic; found by fuzzing): a panic is a
+    // word we cannot expand, never a crash.
+    catch_unwind(AssertUnwindSafe(|| word::parse(raw, options)))
+        .ok()
+        .and_then(Result::ok)
+}
+
 fn spawn_worker(stuck: &'static AtomicUsize) -> Option<Sender<Job>> {
     let (sender, jobs) = mpsc::channel::<Job>();
     std::thread::Builder::new()
         .name("policy-parser".into())
         .spawn(move || {
-            for (script, options, reply) in jobs {
-                let program = parse_inline(&script, &options);
-                if reply.send(program).is_err() {
-                    // Its caller gave up: this worker was counted as stuck.
-                    stuck.fetch_sub(1, Ordering::Relaxed);
+            for job in jobs {
+                if !job() {
+                    // Its caller gave up and counted this worker as stuck;
+                    // a new worker has taken its place.
+                    stuck.fetch_sub(1, Ordering::AcqRel);
                     return;
                 }
             }
@@ -143,10 +211,12 @@ mod tests {
         assert_eq!(openers("git status"), 0);
         assert_eq!(openers("echo '((((' $(date)"), 1);
         let options = ParserOptions::default();
-        assert!(parse("ls -la && echo ok", &options).is_some());
+        let deadline = Deadline::after(Duration::from_secs(60));
+        assert!(parse("ls -la && echo ok", &options, deadline).is_some());
         let busy = format!("echo {}", "$(a) ".repeat(40));
         assert!(openers(&busy) > INLINE_OPENERS);
-        assert!(parse(&busy, &options).is_some());
+        assert!(parse(&busy, &options, deadline).is_some());
+        assert!(parse_word(&"$(a)".repeat(40), &options, deadline).is_some());
     }
 
     /// Found by fuzzing (`tool_arguments`): brush-parser took 6 s on a 1.8 KB
@@ -157,12 +227,51 @@ mod tests {
         // A watchdog of its own, so the global one is not left with a stuck worker.
         let watchdog = Watchdog::new(Box::leak(Box::new(AtomicUsize::new(0))), BUDGET);
         let started = std::time::Instant::now();
-        assert!(watchdog.parse(slow, &ParserOptions::default()).is_none());
+        let (slow, options) = (slow.to_owned(), ParserOptions::default());
+        let deadline = Deadline::after(Duration::from_secs(60));
+        assert!(
+            watchdog
+                .run(deadline, move || parse_inline(&slow, &options))
+                .is_none()
+        );
         // Generous for a loaded machine; without the budget it is seconds to minutes.
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "{:?}",
             started.elapsed()
         );
+    }
+
+    /// A worker that was given up on is counted as stuck only until it
+    /// finishes; then parsing on a worker works again.
+    #[test]
+    fn an_abandoned_worker_is_released_when_it_finishes() {
+        let stuck: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let watchdog = Watchdog::new(stuck, Duration::from_millis(20));
+        let deadline = Deadline::after(Duration::from_secs(60));
+        let slow = watchdog.run(deadline, || {
+            std::thread::sleep(Duration::from_millis(300));
+            Some(1)
+        });
+        assert_eq!(slow, None);
+        assert_eq!(stuck.load(Ordering::Acquire), 1);
+        // While it is stuck, nothing else goes to a worker.
+        assert_eq!(watchdog.run(deadline, || Some(2)), None);
+        let released = Instant::now() + Duration::from_secs(10);
+        while stuck.load(Ordering::Acquire) != 0 && Instant::now() < released {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(stuck.load(Ordering::Acquire), 0);
+        assert_eq!(watchdog.run(deadline, || Some(3)), Some(3));
+    }
+
+    /// Once an analysis has used its budget, slow text is not parsed at all.
+    #[test]
+    fn a_spent_deadline_sends_nothing_to_the_worker() {
+        let stuck: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+        let watchdog = Watchdog::new(stuck, BUDGET);
+        let spent = Deadline::after(Duration::ZERO);
+        assert_eq!(watchdog.run(spent, || Some(1)), None);
+        assert_eq!(stuck.load(Ordering::Acquire), 0);
     }
 }

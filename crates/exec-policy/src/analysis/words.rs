@@ -2,8 +2,9 @@
 //! the raw text always, and whether unquoted glob characters remain.
 
 use brush_parser::ParserOptions;
-use brush_parser::word::{self, Parameter, ParameterExpr, TildeExpr, WordPiece};
+use brush_parser::word::{Parameter, ParameterExpr, TildeExpr, WordPiece};
 
+use super::watchdog::{self, Deadline};
 use crate::glob::has_glob;
 
 /// One shell word after quote removal and the expansions the analysis can
@@ -58,7 +59,12 @@ fn is_plain(raw: &str) -> bool {
 }
 
 /// Expands `raw` as far as is statically possible.
-pub(crate) fn expand(raw: &str, options: &ParserOptions, env: &mut dyn Expansion) -> Word {
+pub(crate) fn expand(
+    raw: &str,
+    options: &ParserOptions,
+    deadline: Deadline,
+    env: &mut dyn Expansion,
+) -> Word {
     if is_plain(raw) {
         return Word {
             text: Some(raw.to_owned()),
@@ -68,20 +74,20 @@ pub(crate) fn expand(raw: &str, options: &ParserOptions, env: &mut dyn Expansion
         };
     }
     let mut out = Expanded::default();
-    // brush-parser's word grammar unwraps number parses (`~99999999999999999999`,
-    // `{1..99999999999999999999}` panic; found by fuzzing): a panic is a
-    // word we cannot expand, never a crash.
-    let parsed =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| word::parse(raw, options)))
-            .ok()
-            .and_then(Result::ok);
-    match parsed {
+    match watchdog::parse_word(raw, options, deadline) {
         Some(pieces) => {
             for piece in pieces {
                 push_piece(&piece.piece, false, &mut out, env);
             }
         }
-        None => out.dynamic = true,
+        None => {
+            // Unparsed (a parser panic or out of time): the value is
+            // unknown, and whatever might be a substitution is checked.
+            out.dynamic = true;
+            for script in substitutions_in(raw) {
+                env.substitution(&script);
+            }
+        }
     }
     Word {
         text: (!out.dynamic).then_some(out.text),
@@ -89,6 +95,42 @@ pub(crate) fn expand(raw: &str, options: &ParserOptions, env: &mut dyn Expansion
         glob: out.glob,
         span: None,
     }
+}
+
+/// `$(...)` and backtick bodies in `text`, roughly: for text the parser
+/// could not read (a here-document body, an unparsed word). An unclosed
+/// `$(` takes the rest of the text, so nothing escapes the check; each
+/// body is disjoint, so the total is never more than the text.
+pub(crate) fn substitutions_in(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("$(") {
+        let after = &rest[start + 2..];
+        let mut depth = 1;
+        let mut end = None;
+        for (i, c) in after.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(end) = end else {
+            out.push(after.to_owned());
+            break;
+        };
+        out.push(after[..end].to_owned());
+        rest = &after[end + 1..];
+    }
+    let parts: Vec<&str> = text.split('`').collect();
+    out.extend(parts.iter().skip(1).step_by(2).map(|s| (*s).to_owned()));
+    out
 }
 
 #[derive(Default)]
@@ -284,8 +326,36 @@ mod tests {
         fn substitution(&mut self, _script: &str) {}
     }
 
+    fn later() -> Deadline {
+        Deadline::after(std::time::Duration::from_secs(60))
+    }
+
+    /// A word left unparsed (here: out of time) has no known value, and
+    /// every substitution in it, closed or not, is still handed over.
+    #[test]
+    fn an_unparsed_word_still_reports_its_substitutions() {
+        struct Recording(Vec<String>);
+        impl Expansion for Recording {
+            fn variable(&self, _name: &str) -> Option<String> {
+                None
+            }
+            fn home(&self) -> String {
+                "/home/agent".to_owned()
+            }
+            fn substitution(&mut self, script: &str) {
+                self.0.push(script.to_owned());
+            }
+        }
+        let raw = format!("{}$(rm -rf /)`id`$(curl x", "{".repeat(20));
+        let spent = Deadline::after(std::time::Duration::ZERO);
+        let mut env = Recording(Vec::new());
+        let word = expand(&raw, &ParserOptions::default(), spent, &mut env);
+        assert_eq!(word.text, None);
+        assert_eq!(env.0, ["rm -rf /", "curl x", "id"]);
+    }
+
     fn value(raw: &str) -> Option<String> {
-        expand(raw, &ParserOptions::default(), &mut Env).text
+        expand(raw, &ParserOptions::default(), later(), &mut Env).text
     }
 
     #[test]
@@ -311,9 +381,9 @@ mod tests {
     #[test]
     fn quoted_globs_are_not_globs() {
         let options = ParserOptions::default();
-        assert!(expand("/*", &options, &mut Env).glob);
-        assert!(!expand("'/*'", &options, &mut Env).glob);
-        assert!(!expand("\"/*\"", &options, &mut Env).glob);
+        assert!(expand("/*", &options, later(), &mut Env).glob);
+        assert!(!expand("'/*'", &options, later(), &mut Env).glob);
+        assert!(!expand("\"/*\"", &options, later(), &mut Env).glob);
     }
 
     #[test]
