@@ -1032,7 +1032,7 @@ pub(crate) fn has_deep_nesting(script: &str) -> bool {
 /// on every byte counts as unquoted, because a wrong "quoted" would hand a
 /// runaway here-document to the parser (fuzzing found `"['... << $(` grow
 /// without bound), while a wrong "unquoted" only costs the fallback.
-fn quoted_bytes(script: &str) -> Vec<bool> {
+pub(crate) fn quoted_bytes(script: &str) -> Vec<bool> {
     let bytes = script.as_bytes();
     let mut quoted = vec![false; bytes.len()];
     let mut in_single = false;
