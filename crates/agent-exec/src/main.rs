@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use exec_policy::Policy;
+use exec_policy::{EnvRules, Policy};
 use exec_tools::ExecEnvironment;
 use tool_core::{DefinitionFormat, ExecutionContext, ToolExecutor, ToolRegistry};
 
@@ -26,7 +26,8 @@ const EXIT_REFUSED: u8 = 2;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    match run(cli) {
+    let mut stdout = std::io::stdout().lock();
+    match run(cli, &mut stdout, reexec::hide_secrets) {
         Ok(code) => code,
         Err(error) => {
             report(&format!("agent-exec: {error:#}"));
@@ -46,24 +47,28 @@ fn init_logging() {
         .try_init();
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// How the server's own secrets are kept from the commands it runs (the
+/// binary re-executes itself, see `reexec.rs`); the scrubbed pairs come back.
+type HideSecrets = fn(&EnvRules) -> Vec<(String, String)>;
+
+/// One front door: `schema` and `run` print to `out`; `mcp` serves on stdio.
+fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Schema(args) => {
             let registry =
                 exec_tools::execution_registry().context("building the tool registry")?;
             let text = schema_text(&registry, args.format.into())?;
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(text.as_bytes())
+            out.write_all(text.as_bytes())
                 .context("writing to stdout")?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(args) => {
-            let (setup, env, executor) = prepare(&args.common, args.coauthor.as_deref())?;
+            let (setup, env, executor) =
+                prepare(&args.common, args.coauthor.as_deref(), hide_secrets)?;
             let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), setup.dry_run);
             let runtime = runtime()?;
             let served = runtime.block_on(async {
-                let served = mcp::serve(bridge).await;
+                let served = mcp::serve(bridge, rmcp::transport::stdio()).await;
                 env.shutdown().await;
                 served
             });
@@ -75,11 +80,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => {
-            let (setup, env, executor) = prepare(&args.common, None)?;
+            let (setup, env, executor) = prepare(&args.common, None, hide_secrets)?;
             let context = ExecutionContext::new(setup.cwd.clone()).with_dry_run(setup.dry_run);
             let runtime = runtime()?;
             let code = runtime.block_on(async {
-                let code = run_command::run(&executor, context, &args.command, args.timeout).await;
+                let code =
+                    run_command::run(&executor, context, &args.command, args.timeout, out).await;
                 env.shutdown().await;
                 code
             });
@@ -94,12 +100,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn prepare(
     common: &CommonArgs,
     coauthor: Option<&str>,
+    hide_secrets: HideSecrets,
 ) -> anyhow::Result<(setup::Setup, Arc<ExecEnvironment>, ToolExecutor)> {
     let policy = match &common.policy {
         Some(path) => Policy::load(path).map_err(|error| anyhow::anyhow!("--policy: {error}"))?,
         None => Policy::default(),
     };
-    let secrets = reexec::hide_secrets(&policy.env);
+    let secrets = hide_secrets(&policy.env);
     let setup = setup::setup(common, &policy, coauthor, secrets)?;
     let env = Arc::new(ExecEnvironment::new(setup.config.clone()));
     let mut registry = ToolRegistry::new();
@@ -133,4 +140,146 @@ fn report(line: &str) {
     let mut stderr = std::io::stderr().lock();
     // Nothing sensible remains to do if stderr itself is gone.
     let _ = writeln!(stderr, "{line}");
+}
+
+/// The front doors in-process, so coverage sees them (black-box tests of the
+/// same paths, through the built binary, are in `tests/blackbox/`).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tests must never re-execute the test process: nothing is hidden.
+    pub(crate) fn no_secrets(_rules: &EnvRules) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    pub(crate) fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("agent-exec").chain(args.iter().copied()))
+            .expect("the arguments parse")
+    }
+
+    fn front_door(args: &[&str]) -> (anyhow::Result<ExitCode>, String) {
+        let mut out = Vec::new();
+        let code = run(cli(args), &mut out, no_secrets);
+        (code, String::from_utf8(out).expect("utf-8 output"))
+    }
+
+    fn exit(code: u8) -> ExitCode {
+        ExitCode::from(code)
+    }
+
+    #[test]
+    fn schema_prints_three_tools_in_each_format() {
+        for format in ["mcp", "openai", "anthropic"] {
+            let (code, out) = front_door(&["schema", "--format", format]);
+            assert_eq!(code.expect("prints"), ExitCode::SUCCESS);
+            let tools: Vec<serde_json::Value> = serde_json::from_str(&out).expect("JSON");
+            assert_eq!(tools.len(), 3, "{format}");
+            assert!(out.ends_with("]\n"));
+        }
+    }
+
+    #[test]
+    fn run_prints_the_output_and_exits_with_the_commands_code() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cwd = dir.path().to_str().expect("utf-8");
+        let (code, out) = front_door(&["run", "--cwd", cwd, "--", "echo", "hi;", "exit", "3"]);
+        assert_eq!(code.expect("runs"), exit(3));
+        assert_eq!(out, "Command failed with exit code 3\nhi\n");
+        let (code, out) = front_door(&["run", "--cwd", cwd, "--", "printf", "no-newline"]);
+        assert_eq!(code.expect("runs"), ExitCode::SUCCESS);
+        assert_eq!(out, "no-newline\n");
+    }
+
+    #[test]
+    fn run_exits_124_on_timeout_and_2_when_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cwd = dir.path().to_str().expect("utf-8");
+        let (code, out) = front_door(&["run", "--cwd", cwd, "--timeout", "1000", "--", "sleep 30"]);
+        assert_eq!(code.expect("runs"), exit(124));
+        assert!(out.starts_with("Command timed out after 1000ms"), "{out}");
+        // The check runs before a dry run: nothing could run either way.
+        let (code, out) = front_door(&["run", "--cwd", cwd, "--dry-run", "--", "rm", "-rf", "/"]);
+        assert_eq!(code.expect("refuses"), exit(EXIT_REFUSED));
+        assert_eq!(out, "", "a refusal goes to stderr");
+        let (code, out) = front_door(&["run", "--cwd", cwd, "--dry-run", "--", "echo", "hi"]);
+        assert_eq!(code.expect("dry run"), ExitCode::SUCCESS);
+        assert!(out.contains("echo hi"), "{out}");
+    }
+
+    #[test]
+    fn bad_start_up_values_are_errors_before_anything_runs() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let inside = dir.path().join("inside");
+        std::fs::create_dir(&inside).expect("mkdir");
+        let other = tempfile::tempdir().expect("temp dir");
+        let (cwd, root) = (
+            inside.to_str().expect("utf-8"),
+            other.path().to_str().expect("utf-8"),
+        );
+        let missing = dir.path().join("missing");
+        let missing = missing.to_str().expect("utf-8");
+        for (args, expected) in [
+            (vec!["run", "--cwd", missing, "--", "true"], "--cwd"),
+            (
+                vec!["run", "--cwd", cwd, "--root", root, "--", "true"],
+                "outside every --root",
+            ),
+            (
+                vec!["run", "--cwd", cwd, "--root", missing, "--", "true"],
+                "--root",
+            ),
+            (
+                vec!["run", "--cwd", cwd, "--policy", missing, "--", "true"],
+                "--policy",
+            ),
+            (
+                vec!["mcp", "--cwd", cwd, "--coauthor", "nobody"],
+                "--coauthor",
+            ),
+        ] {
+            let (code, out) = front_door(&args);
+            let error = code.expect_err("refused").to_string();
+            assert!(error.contains(expected), "{args:?}: {error}");
+            assert_eq!(out, "");
+        }
+    }
+
+    #[test]
+    fn a_policy_file_adds_its_rules() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(&policy, "[deny]\nregex = ['terraform\\s+destroy']\n")
+            .expect("write policy");
+        let cwd = dir.path().to_str().expect("utf-8");
+        let policy = policy.to_str().expect("utf-8");
+        let args = ["run", "--cwd", cwd, "--policy", policy, "--dry-run", "--"];
+        let (code, _) = front_door(&[&args[..], &["terraform", "destroy"]].concat());
+        assert_eq!(code.expect("refuses"), exit(EXIT_REFUSED));
+        let (code, _) = front_door(&[&args[..], &["terraform", "plan"]].concat());
+        assert_eq!(code.expect("dry run"), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn workspace_write_confines_writes_to_the_roots() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cwd = dir.path().to_str().expect("utf-8");
+        let sandbox = [
+            "run",
+            "--cwd",
+            cwd,
+            "--sandbox",
+            "workspace-write",
+            "--network",
+            "deny",
+            "--",
+        ];
+        let (code, _) = front_door(&[&sandbox[..], &["touch inside"]].concat());
+        assert_eq!(code.expect("runs"), ExitCode::SUCCESS);
+        assert!(dir.path().join("inside").exists());
+        let read_only = ["run", "--cwd", cwd, "--sandbox", "read-only", "--"];
+        let (code, _) = front_door(&[&read_only[..], &["touch refused"]].concat());
+        assert_ne!(code.expect("runs"), ExitCode::SUCCESS);
+        assert!(!dir.path().join("refused").exists());
+    }
 }

@@ -1,6 +1,6 @@
 //! `agent-exec run -- COMMAND...`: one Bash call through the full pipeline.
 
-use std::io::Write as _;
+use std::io::Write;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
@@ -13,11 +13,13 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 /// Runs `words` (joined with spaces, as ssh does) and returns the exit code
 /// the contract gives: the command's own, 124 on timeout, 2 when refused.
+/// The result goes to `out` (stdout); a refusal to stderr.
 pub(crate) async fn run(
     executor: &ToolExecutor,
     context: ExecutionContext,
     words: &[String],
     timeout: Option<u64>,
+    out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let token = CancellationToken::new();
     let context = context.with_cancellation(token.clone());
@@ -45,10 +47,9 @@ pub(crate) async fn run(
         _ => crate::EXIT_REFUSED,
     };
     if ran {
-        let mut stdout = std::io::stdout().lock();
-        stdout.write_all(result.text().as_bytes())?;
+        out.write_all(result.text().as_bytes())?;
         if !result.text().ends_with('\n') && !result.text().is_empty() {
-            stdout.write_all(b"\n")?;
+            out.write_all(b"\n")?;
         }
     } else {
         crate::report(result.text());
