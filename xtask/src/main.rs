@@ -1,5 +1,6 @@
 //! Project automation: `cargo xtask codegen [--check]`,
-//! `cargo xtask check-layers` and `cargo xtask bench [--quick]`.
+//! `cargo xtask check-layers`, `cargo xtask bench [--quick]` and
+//! `cargo xtask coverage [--report FILE]`.
 
 #![allow(
     clippy::print_stdout,
@@ -9,6 +10,7 @@
 
 mod bench;
 mod codegen;
+mod coverage;
 mod layers;
 
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 
-const USAGE: &str = "usage: cargo xtask <codegen [--check] | check-layers | bench [--quick]>";
+const USAGE: &str = "usage: cargo xtask <codegen [--check] | check-layers | bench [--quick] | coverage [--report FILE]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -36,6 +38,10 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         ["codegen", "--check"] => codegen::run(&workspace_root(), true),
         ["bench"] => bench::run(&workspace_root(), false),
         ["bench", "--quick"] => bench::run(&workspace_root(), true),
+        ["coverage"] => coverage::run(&workspace_root(), None),
+        ["coverage", "--report", report] => {
+            coverage::run(&workspace_root(), Some(Path::new(report)))
+        }
         ["check-layers"] => {
             let report = layers::check_workspace(&workspace_root()).context("checking layers")?;
             println!("{report}");
