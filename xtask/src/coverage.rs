@@ -71,6 +71,7 @@ fn measure(root: &Path) -> anyhow::Result<PathBuf> {
         "--lib",
         "--bins",
         "--skip-clean",
+        "--locked",
         "--timeout",
         "600",
         "--out",
@@ -129,6 +130,9 @@ impl Table {
                 .collect();
             let covered = file["covered"].as_u64().context("`covered`")?;
             let coverable = file["coverable"].as_u64().context("`coverable`")?;
+            if coverable == 0 {
+                continue; // Build-script output and the like: nothing to count.
+            }
             let relative = path.strip_prefix(root).unwrap_or(&path);
             let name = crate_of(relative);
             let entry = table.crates.entry(name).or_default();
@@ -235,7 +239,9 @@ mod tests {
             ("/repo/crates/tool-core/src/a.rs", 9, 10),
             ("/repo/crates/tool-core/src/b/c.rs", 10, 10),
             ("/repo/crates/exec-policy/src/lib.rs", 45, 50),
+            ("/repo/target/debug/build/out.rs", 0, 0),
         ]);
+        assert!(!table.crates.contains_key("target"));
         assert_eq!(table.crates["tool-core"], (19, 20));
         assert_eq!(table.totals(), (64, 70));
         let text = table.render();

@@ -72,6 +72,11 @@ mod tests {
                 "name": "Bash", "arguments": {"command": "echo in-process"}}}),
             json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
                 "name": "KillShell", "arguments": {"shell_id": "shell_00000000"}}}),
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+                "name": "Nope", "arguments": {}}}),
+            json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+                "name": "Bash", "_meta": {"progressToken": "p5"},
+                "arguments": {"command": "echo early; sleep 2.5; echo late"}}}),
         ];
         for message in messages {
             write
@@ -81,7 +86,8 @@ mod tests {
         }
         let mut lines = BufReader::new(read).lines();
         let mut answers = std::collections::HashMap::new();
-        while answers.len() < 4 {
+        let mut progress = Vec::new();
+        while answers.len() < 6 {
             let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
                 .await
                 .expect("an answer in time")
@@ -90,6 +96,8 @@ mod tests {
             let message: Value = serde_json::from_str(&line).expect("JSON");
             if let Some(id) = message["id"].as_u64() {
                 answers.insert(id, message);
+            } else if message["method"] == "notifications/progress" {
+                progress.push(message);
             }
         }
         assert_eq!(
@@ -103,6 +111,20 @@ mod tests {
             answers[&2]
         );
         assert_eq!(answers[&3]["result"]["isError"], true);
+        assert_eq!(answers[&4]["error"]["code"], -32602);
+        // Progress for the long call: its token, and the output so far.
+        assert!(!progress.is_empty(), "no progress for a 2.5 s call");
+        assert!(
+            progress
+                .iter()
+                .all(|note| note["params"]["progressToken"] == "p5")
+        );
+        assert!(
+            progress.iter().any(|note| note["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("early"))),
+            "{progress:?}"
+        );
         write.shutdown().await.expect("close");
         drop(write);
         tokio::time::timeout(Duration::from_secs(30), serving)
