@@ -26,7 +26,9 @@ const EXIT_REFUSED: u8 = 2;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let mut stdout = std::io::stdout().lock();
+    // Not `stdout().lock()`: held across `mcp`, the lock would block the
+    // stdio transport's writer thread for good (a deadlock on every reply).
+    let mut stdout = std::io::stdout();
     match run(cli, &mut stdout, reexec::hide_secrets) {
         Ok(code) => code,
         Err(error) => {
