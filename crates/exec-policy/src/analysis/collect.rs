@@ -704,7 +704,8 @@ fn unwrap_step(program: &str, words: &[Word]) -> Step {
     }
 }
 
-/// Counts the option words after a wrapper's name (and its fixed operands).
+/// Counts the option words after a wrapper's name (and its fixed operands),
+/// at most `rest.len()`.
 fn skip_options(program: &str, rest: &[Word]) -> usize {
     let mut i = 0;
     while i < rest.len() {
@@ -733,11 +734,14 @@ fn skip_options(program: &str, rest: &[Word]) -> usize {
             i += 1;
         }
     }
-    // Fixed operands before the wrapped command.
-    match program {
+    // Fixed operands before the wrapped command. Never past the end: an
+    // option missing its value (`xargs -I`) must not make callers slice out
+    // of range (fuzzing: `analyzer_grammar` panicked on it).
+    let skipped = match program {
         "timeout" | "chroot" | "flock" | "taskset" => i + 1,
         _ => i,
-    }
+    };
+    skipped.min(rest.len())
 }
 
 fn wrapper_step(program: &str, words: &[Word]) -> Step {

@@ -204,6 +204,40 @@ mod properties {
         }
     }
 
+    /// A wrapper whose last option lacks its value (`xargs -I`) sliced past
+    /// the end of the words (found by `analyzer_grammar` in CI's fuzz run).
+    #[test]
+    fn wrapper_options_missing_their_value_do_not_panic() {
+        for wrapper in [
+            "xargs -I",
+            "xargs -n",
+            "xargs -P",
+            "watch -n",
+            "timeout",
+            "timeout -s",
+            "timeout -k 5",
+            "env -u",
+            "nice -n",
+            "sudo -u",
+            "chroot",
+            "flock -w",
+            "taskset -c",
+            "stdbuf -o",
+            "ionice -c",
+            "doas -u",
+        ] {
+            assert!(check(wrapper).is_allowed(), "{wrapper}");
+        }
+        // Given the value, the wrapped command is still found.
+        for blocked in [
+            "xargs -I x rm -rf /",
+            "timeout 5 rm -rf /",
+            "env -u X rm -rf /",
+        ] {
+            assert!(!check(blocked).is_allowed(), "{blocked}");
+        }
+    }
+
     /// brush-parser 0.4.0 loops forever, allocating, on these: they must
     /// reach the fallback, not the parser (regression: a proptest run was
     /// OOM-killed at 24 GB).
