@@ -1,5 +1,6 @@
 //! Any bytes as a command: the analysis never panics or hangs, is
-//! deterministic, and a refusal always names its rule and says `blocked`.
+//! deterministic where the parser answered (a parse out of time falls back
+//! depending on load), and a refusal always names its rule and says `blocked`.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -17,6 +18,13 @@ fn analyzer() -> &'static Analyzer {
     })
 }
 
+fn fell_back(decision: &Decision) -> bool {
+    match decision {
+        Decision::Allow { fallback } => *fallback,
+        Decision::Deny(denial) => denial.fallback,
+    }
+}
+
 fuzz_target!(
     // brush-parser panics on some inputs; the analyser catches those
     // (`catch_unwind`) and falls back, so the fuzzer's abort-on-any-panic
@@ -27,7 +35,11 @@ fuzz_target!(
     let command = String::from_utf8_lossy(data);
     let first = analyzer().check(&command);
     let second = analyzer().check(&command);
-    assert_eq!(first.is_allowed(), second.is_allowed(), "not deterministic: {command:?}");
+    // Deterministic wherever the parser answered; a parse that ran out of
+    // its time budget falls back depending on the machine's load.
+    if !fell_back(&first) && !fell_back(&second) {
+        assert_eq!(first, second, "not deterministic: {command:?}");
+    }
     if let Decision::Deny(denial) = first {
         assert!(!denial.rule_id.is_empty());
         let message = denial.message();

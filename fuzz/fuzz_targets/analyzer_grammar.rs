@@ -1,13 +1,14 @@
 //! Commands built from a grammar of words, quotes, operators and wrappers.
 //! Beyond never panicking: whatever the command, the same text quoted as
 //! one argument of `echo` is harmless and must be allowed; and analysis is
-//! deterministic.
+//! deterministic where the parser answered (a parse out of time falls back
+//! depending on load).
 #![no_main]
 
 use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
-use exec_policy::{Analyzer, AnalyzerConfig};
+use exec_policy::{Analyzer, AnalyzerConfig, Decision};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Arbitrary)]
@@ -120,6 +121,13 @@ fn render(pieces: &[Piece], depth: usize, out: &mut String) {
     }
 }
 
+fn fell_back(decision: &Decision) -> bool {
+    match decision {
+        Decision::Allow { fallback } => *fallback,
+        Decision::Deny(denial) => denial.fallback,
+    }
+}
+
 fn analyzer() -> &'static Analyzer {
     static ANALYZER: OnceLock<Analyzer> = OnceLock::new();
     ANALYZER.get_or_init(|| Analyzer::new(AnalyzerConfig::default()))
@@ -135,7 +143,13 @@ fuzz_target!(
     let mut command = String::new();
     render(&pieces, 0, &mut command);
     let decision = analyzer().check(&command);
-    assert_eq!(decision.is_allowed(), analyzer().check(&command).is_allowed());
+    let again = analyzer().check(&command);
+    // Deterministic wherever the parser answered. Where a parse ran out of
+    // its time budget the fallback takes over, and whether it does depends
+    // on the machine's load, so two checks may differ there.
+    if !fell_back(&decision) && !fell_back(&again) {
+        assert_eq!(decision, again, "{command:?}");
+    }
     let echoed = format!("echo {}", shell_runtime::quote(&command));
     assert!(
         analyzer().check(&echoed).is_allowed(),

@@ -168,6 +168,19 @@ impl<'a> Collector<'a> {
             let (words, redirects) = split_redirects(words);
             self.simple(words, redirects, scope, Place::default(), Vec::new());
         }
+        // The token split keeps double-quoted text whole, but a `$( )` or
+        // backtick inside it still runs: `echo "$(rm -rf /)"` followed by a
+        // line that sends the text here was allowed (fuzzing found the
+        // decision flip). Each body is analysed as a command of its own;
+        // bodies are strictly shorter, so this ends, and the depth limit
+        // bounds the recursion.
+        if scope.depth <= MAX_DEPTH {
+            for inner in code_substitutions(script) {
+                let mut inner_scope = scope.clone();
+                inner_scope.depth += 1;
+                self.script(&inner, &mut inner_scope, false);
+            }
+        }
     }
 
     fn list(
@@ -924,6 +937,24 @@ fn split_redirects(words: Vec<Word>) -> (Vec<Word>, Vec<Redirect>) {
         redirects.push(Redirect { kind, target });
     }
     (args, redirects)
+}
+
+/// The `$( )` and backtick bodies of `text` outside surely single-quoted
+/// text (which holds no code): for text the parser did not read.
+pub(crate) fn code_substitutions(text: &str) -> Vec<String> {
+    // Only ASCII bytes are blanked, so the text stays UTF-8.
+    let bytes: Vec<u8> = text
+        .bytes()
+        .zip(quoted_bytes(text))
+        .map(|(byte, quoted)| {
+            if quoted && byte.is_ascii() {
+                b' '
+            } else {
+                byte
+            }
+        })
+        .collect();
+    substitutions_in(&String::from_utf8_lossy(&bytes))
 }
 
 /// True when a here-document's delimiter word is missing or starts like a

@@ -204,6 +204,23 @@ mod properties {
         }
     }
 
+    /// Text that takes the token-level fallback (here: a here-document
+    /// with no delimiter on a later line) still has every substitution
+    /// checked, also inside double quotes; single-quoted text is not code.
+    #[test]
+    fn the_fallback_checks_substitutions_inside_double_quotes() {
+        for text in [
+            "echo \"$(rm -rf /)\"\ncat <<",
+            "echo \"`rm -rf /`\" <<",
+            "echo \"x $(echo \"$(shred /dev/sda)\")\" <<",
+        ] {
+            let decision = check(text);
+            assert!(!decision.is_allowed(), "{text}: {decision:?}");
+        }
+        let decision = check("echo '$(rm -rf /)' <<");
+        assert!(decision.is_allowed(), "{decision:?}");
+    }
+
     /// A wrapper whose last option lacks its value (`xargs -I`) sliced past
     /// the end of the words (found by `analyzer_grammar` in CI's fuzz run).
     #[test]

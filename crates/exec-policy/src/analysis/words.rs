@@ -4,6 +4,7 @@
 use brush_parser::ParserOptions;
 use brush_parser::word::{Parameter, ParameterExpr, TildeExpr, WordPiece};
 
+use super::collect::code_substitutions;
 use super::watchdog::{self, Deadline};
 use crate::glob::has_glob;
 
@@ -84,7 +85,7 @@ pub(crate) fn expand(
             // Unparsed (a parser panic or out of time): the value is
             // unknown, and whatever might be a substitution is checked.
             out.dynamic = true;
-            for script in substitutions_in(raw) {
+            for script in code_substitutions(raw) {
                 env.substitution(&script);
             }
         }
@@ -352,6 +353,11 @@ mod tests {
         let word = expand(&raw, &ParserOptions::default(), spent, &mut env);
         assert_eq!(word.text, None);
         assert_eq!(env.0, ["rm -rf /", "curl x", "id"]);
+        // Single-quoted text is not code, parsed or not.
+        let quoted = format!("'$(rm -rf /)'{}", "{".repeat(20));
+        let mut env = Recording(Vec::new());
+        expand(&quoted, &ParserOptions::default(), spent, &mut env);
+        assert!(env.0.is_empty(), "{:?}", env.0);
     }
 
     fn value(raw: &str) -> Option<String> {
