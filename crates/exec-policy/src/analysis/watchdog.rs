@@ -272,17 +272,19 @@ mod tests {
     #[test]
     fn an_abandoned_worker_is_released_when_it_finishes() {
         let stuck: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
-        let watchdog = Watchdog::new(stuck, Duration::from_millis(20));
+        // Generous: a fresh worker must answer within it even under ptrace
+        // (coverage) on a loaded machine; the slow job outlasts it surely.
+        let watchdog = Watchdog::new(stuck, Duration::from_secs(2));
         let deadline = Deadline::after(Duration::from_secs(60));
         let slow = watchdog.run(deadline, || {
-            std::thread::sleep(Duration::from_millis(300));
+            std::thread::sleep(Duration::from_secs(5));
             Some(1)
         });
         assert_eq!(slow, None);
         assert_eq!(stuck.load(Ordering::Acquire), 1);
         // While it is stuck, nothing else goes to a worker.
         assert_eq!(watchdog.run(deadline, || Some(2)), None);
-        let released = Instant::now() + Duration::from_secs(10);
+        let released = Instant::now() + Duration::from_secs(30);
         while stuck.load(Ordering::Acquire) != 0 && Instant::now() < released {
             std::thread::sleep(Duration::from_millis(10));
         }
