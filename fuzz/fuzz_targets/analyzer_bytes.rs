@@ -18,13 +18,6 @@ fn analyzer() -> &'static Analyzer {
     })
 }
 
-fn fell_back(decision: &Decision) -> bool {
-    match decision {
-        Decision::Allow { fallback } => *fallback,
-        Decision::Deny(denial) => denial.fallback,
-    }
-}
-
 fuzz_target!(
     // brush-parser panics on some inputs; the analyser catches those
     // (`catch_unwind`) and falls back, so the fuzzer's abort-on-any-panic
@@ -37,7 +30,7 @@ fuzz_target!(
     let second = analyzer().check(&command);
     // Deterministic wherever the parser answered; a parse that ran out of
     // its time budget falls back depending on the machine's load.
-    if !fell_back(&first) && !fell_back(&second) {
+    if !first.used_fallback() && !second.used_fallback() {
         assert_eq!(first, second, "not deterministic: {command:?}");
     }
     if let Decision::Deny(denial) = first {

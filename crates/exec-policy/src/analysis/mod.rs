@@ -96,6 +96,15 @@ impl Decision {
     pub fn is_allowed(&self) -> bool {
         matches!(self, Self::Allow { .. })
     }
+
+    /// Whether part of the command could not be parsed (syntax error,
+    /// parser panic or time budget spent) and was checked token by token.
+    pub fn used_fallback(&self) -> bool {
+        match self {
+            Self::Allow { fallback } => *fallback,
+            Self::Deny(denial) => denial.fallback,
+        }
+    }
 }
 
 /// Where a `git commit` sits in the command as given.

@@ -92,6 +92,7 @@ fn policy_patterns_apply_per_simple_command_and_allow_exempts() {
 #[test]
 fn unparseable_input_falls_back_and_says_so() {
     let decision = check("rm -rf / 'unterminated");
+    assert!(decision.used_fallback());
     let Decision::Deny(denial) = decision else {
         panic!("allowed")
     };
@@ -101,7 +102,10 @@ fn unparseable_input_falls_back_and_says_so() {
         check("echo 'unterminated"),
         Decision::Allow { fallback: true }
     );
+    assert!(check("echo 'unterminated").used_fallback());
     assert_eq!(check("echo fine"), Decision::Allow { fallback: false });
+    assert!(!check("echo fine").used_fallback());
+    assert!(!check("rm -rf /").used_fallback());
 }
 
 mod properties {
