@@ -70,16 +70,12 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
             let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), setup.dry_run);
             let runtime = runtime()?;
             let served = runtime.block_on(async {
-                // Pipes (how clients start MCP servers) are read and written
-                // on the reactor; anything else falls back to blocking stdio,
-                // whose every read and write is a hop to another thread.
-                let served = mcp::serve(bridge, rmcp::transport::stdio_pipes()).await;
+                let served = mcp::serve(bridge, rmcp::transport::stdio()).await;
                 env.shutdown().await;
                 served
             });
-            // On the blocking fallback the stdin reader sits in a read that
-            // only the client can end; every shell is gone already, so do
-            // not wait for it.
+            // The stdin reader sits in a blocking read that only the client
+            // can end; every shell is gone already, so do not wait for it.
             runtime.shutdown_background();
             drop(setup);
             served?;
