@@ -169,23 +169,6 @@ pub(crate) fn wait_blocking(pid: i32) {
     let _ = waitpid(Pid::from_raw(pid), None);
 }
 
-/// Whether the calling thread is the process's main thread, the one thread
-/// that lives exactly as long as the process.
-pub(crate) fn on_main_thread() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        thread_local! {
-            static MAIN: bool =
-                nix::unistd::gettid().as_raw().cast_unsigned() == std::process::id();
-        }
-        MAIN.with(|main| *main)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
-    }
-}
-
 /// This process's session id.
 pub(crate) fn own_session() -> i32 {
     nix::unistd::getsid(None).map_or(0, Pid::as_raw)

@@ -1,16 +1,11 @@
 //! The one place a process is started: on Linux with `clone(CLONE_VM |
 //! CLONE_VFORK)` (see `vfork.rs`), elsewhere with `std::process::Command`.
 //!
-//! Every spawn happens on a thread that lives as long as the process. The
-//! shell asks the kernel for SIGKILL when its parent dies
-//! (`PR_SET_PDEATHSIG`), and the kernel means the parent *thread*: forking
-//! from a tokio worker or blocking-pool thread would kill the shell when
-//! that thread retires. So spawns go to one long-lived spawner thread,
-//! except when the caller is the main thread (`block_on` in `main`, a
-//! current-thread runtime, `agent-exec run`), which ends only with the
-//! process: there the shell starts inline, without two thread hand-offs.
-//! The price is that the main thread is suspended until the child has
-//! called `execve` (well under a millisecond), as any blocking call would.
+//! Every spawn happens on one long-lived thread. The shell asks the kernel
+//! for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`), and the kernel
+//! means the parent *thread*: forking from a tokio worker or blocking-pool
+//! thread would kill the shell when that thread retires. The spawner thread
+//! lives as long as the process.
 
 use std::future::Future;
 use std::io;
@@ -95,14 +90,19 @@ fn spawner() -> Result<&'static mpsc::Sender<Job>, SpawnError> {
 pub(crate) async fn spawn(spec: &SpawnSpec, tag: &str) -> Result<Spawned, SpawnError> {
     check_cwd(spec)?;
     let prepared = prepare(spec, tag)?;
-    if crate::sys::on_main_thread() {
-        return start_recorded(prepared).map_err(|error| SpawnError::from_io(error, &spec.program));
-    }
     let handle = tokio::runtime::Handle::current();
     let (reply, answer) = oneshot::channel();
     let job: Job = Box::new(move || {
         let _runtime = handle.enter();
-        let _ = reply.send(start_recorded(prepared));
+        // The lock spans fork to record, so the reaper cannot take a shell
+        // that exits at once for an orphan.
+        let mut shells = live_shells();
+        let result = start(prepared);
+        if let Ok(spawned) = &result {
+            shells.push(spawned.pid);
+        }
+        drop(shells);
+        let _ = reply.send(result);
     });
     spawner()?
         .send(job)
@@ -111,17 +111,6 @@ pub(crate) async fn spawn(spec: &SpawnSpec, tag: &str) -> Result<Spawned, SpawnE
         .await
         .map_err(|_| SpawnError::Io(io::Error::other("the spawner thread dropped a request")))?;
     result.map_err(|error| SpawnError::from_io(error, &spec.program))
-}
-
-/// Starts the shell and records it as live. The lock spans fork to record,
-/// so the reaper cannot take a shell that exits at once for an orphan.
-fn start_recorded(prepared: Prepared) -> io::Result<Spawned> {
-    let mut shells = live_shells();
-    let result = start(prepared);
-    if let Ok(spawned) = &result {
-        shells.push(spawned.pid);
-    }
-    result
 }
 
 #[cfg(target_os = "linux")]
