@@ -66,6 +66,9 @@ pub(crate) fn run(root: &Path, quick: bool) -> anyhow::Result<()> {
             "xtask bench: {} ({} --bench {})",
             suite.title, suite.package, suite.bench
         );
+        // The capture benchmarks leave gigabytes of dirty pages (spill files)
+        // whose write-back would land in the next suite's timings.
+        flush_writes();
         let rows = run_suite(root, suite, quick, &samples)?;
         eprintln!(
             "xtask bench: {} took {:.0?}",
@@ -99,6 +102,17 @@ pub(crate) fn run(root: &Path, quick: bool) -> anyhow::Result<()> {
         missed.len()
     );
     Ok(())
+}
+
+/// Writes dirty pages back (`sync`) so one suite's I/O is not timed in the next.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "xtask runs sync(1), as a developer would"
+)]
+fn flush_writes() {
+    if let Err(error) = std::process::Command::new("sync").status() {
+        eprintln!("xtask bench: sync failed ({error}); timings may include write-back");
+    }
 }
 
 #[expect(
