@@ -8,7 +8,7 @@
 use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
-use exec_policy::{Analyzer, AnalyzerConfig, Decision};
+use exec_policy::{Analyzer, AnalyzerConfig};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Arbitrary)]
