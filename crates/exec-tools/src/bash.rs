@@ -1,6 +1,5 @@
 //! The `Bash` tool: one command, in the foreground or the background.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +13,7 @@ use tool_core::{ExecutionContext, ProgressUpdate, Tool, ToolCategory, ToolResult
 
 use crate::environment::{DEFAULT_TIMEOUT, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
 use crate::render::{Rendered, render_streams};
-use crate::session::{ShellSession, StateFiles, parse_export_p, wrap_command};
+use crate::session::{ShellSession, StateFiles, Vars, wrap_command};
 
 /// Grace between SIGINT (or SIGTERM) and SIGKILL when a call is cancelled.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
@@ -163,17 +162,15 @@ fn add_coauthor(env: &ExecEnvironment, command: &str, coauthor: &str) -> String 
     out
 }
 
-fn base_spec(
-    env: &ExecEnvironment,
-    command: String,
-    cwd: PathBuf,
-    vars: &BTreeMap<String, String>,
-) -> SpawnSpec {
+fn base_spec(env: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars) -> SpawnSpec {
     let mut vars = vars.clone();
     if let Some(tmpdir) = &env.config.tmpdir {
-        vars.insert("TMPDIR".to_owned(), tmpdir.to_string_lossy().into_owned());
+        vars.insert("TMPDIR".to_owned(), tmpdir.clone().into_os_string());
     }
     let mut spec = SpawnSpec::shell(command, cwd).with_env(vars);
+    // bash is found with the server's PATH, so no value a command exports
+    // (PATH included) can stop later calls from starting.
+    spec.program.clone_from(&env.shell_program);
     spec.replacements.clone_from(&env.replacements);
     spec.confinement.clone_from(&env.config.confinement);
     spec
@@ -196,7 +193,7 @@ async fn start_background(
     env: &ExecEnvironment,
     command: &str,
     cwd: PathBuf,
-    vars: &BTreeMap<String, String>,
+    vars: &Vars,
     timeout: Option<Duration>,
 ) -> ToolResult {
     let stem = env.next_path("background");
@@ -227,7 +224,7 @@ async fn run_foreground(
     session: &ShellSession,
     command: &str,
     cwd: PathBuf,
-    given_env: BTreeMap<String, String>,
+    given_env: Vars,
     timeout: Duration,
 ) -> ToolResult {
     let stem = env.next_path("bash");
@@ -260,10 +257,8 @@ async fn run_foreground(
             shell.ended_jobs()
         ));
     }
-    if request.is_none()
-        && let Some(note) = absorb_state(env, session, &state_files, &given_env)
-    {
-        notes.push(note);
+    if request.is_none() {
+        notes.extend(absorb_state(env, session, &state_files, &given_env));
     }
     state_files.remove();
 
@@ -366,28 +361,38 @@ fn last_lines(text: &str, max: usize) -> String {
         .to_owned()
 }
 
-/// Reads the state files; updates the session; returns a note when the
-/// working directory was not kept.
+/// Reads the state file and updates the session; returns the lines the
+/// answer carries: a working directory not kept, start-up variables not
+/// carried, or a state that could not be read (the session keeps the last
+/// good state then).
 fn absorb_state(
     env: &ExecEnvironment,
     session: &ShellSession,
     files: &StateFiles,
-    given_env: &BTreeMap<String, String>,
-) -> Option<String> {
-    let (cwd, exports) = files.read()?;
-    let ended = parse_export_p(&exports);
+    given_env: &Vars,
+) -> Vec<String> {
+    let ended = match files.read() {
+        Ok(ended) => ended,
+        Err(error) => return vec![error.note().to_owned()],
+    };
+    let mut notes = Vec::new();
     let mut state = session.lock();
-    state.absorb_exports(given_env, &ended);
-    let path = PathBuf::from(&cwd);
-    let inside = exec_policy::canonical_dir(&path)
+    let refused = state.absorb_exports(given_env, &ended.exports);
+    if !refused.is_empty() {
+        notes.push(format!(
+            "[not carried over to later calls: {} (start-up variables would run before every later command)]",
+            refused.join(", ")
+        ));
+    }
+    let inside = exec_policy::canonical_dir(&ended.cwd)
         .is_ok_and(|canonical| is_within_roots(&canonical, &env.config.roots));
     if inside {
-        state.cwd = Some(path);
-        None
+        state.cwd = Some(ended.cwd);
     } else {
-        Some(format!(
+        notes.push(format!(
             "[cwd not kept: {} is outside the allowed roots]",
-            env.redact(&cwd)
-        ))
+            env.redact(&ended.cwd.to_string_lossy())
+        ));
     }
+    notes
 }

@@ -125,6 +125,8 @@ pub struct ExecEnvironment {
     pub(crate) manager: ShellManager,
     /// `(secret value, [REDACTED:NAME])`, longest first.
     pub(crate) replacements: Vec<(String, String)>,
+    /// bash's absolute path, found once in the server's own `PATH`.
+    pub(crate) shell_program: PathBuf,
     /// Output files kept for the model, oldest first.
     files: Mutex<VecDeque<PathBuf>>,
     counter: AtomicU64,
@@ -145,6 +147,7 @@ impl ExecEnvironment {
             analyzer: Analyzer::new(config.analyzer.clone()),
             manager: ShellManager::new(),
             replacements,
+            shell_program: find_program("bash", config.env.vars.get("PATH").map(String::as_str)),
             config,
             files: Mutex::new(VecDeque::new()),
             counter: AtomicU64::new(0),
@@ -226,6 +229,21 @@ impl ExecEnvironment {
     pub(crate) fn base_env(&self) -> &BTreeMap<String, String> {
         &self.config.env.vars
     }
+}
+
+/// `name`'s path in the first `PATH` directory that has it as an
+/// executable file, or `name` itself for the spawn to look up.
+fn find_program(name: &str, path: Option<&str>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = path.unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 #[cfg(test)]

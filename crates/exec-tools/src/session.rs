@@ -1,17 +1,57 @@
 //! The persistent session: `cd` and `export` carry over from one foreground
 //! call to the next without a long-lived shell. Each command runs in a fresh
-//! `bash -c` whose EXIT trap writes `$PWD` and `export -p` to a state file;
-//! the next call starts from there. A command that hangs or is killed
-//! leaves the session as it was.
+//! `bash -c` that saves `$PWD` and every exported variable to a state file
+//! when it ends; the next call starts from there. A command that hangs or is
+//! killed leaves the session as it was, and so does a state file that did
+//! not come out whole.
+//!
+//! The state file is NUL-separated raw bytes written by bash builtins only
+//! (`printf`, and parameter expansion to list the exported names), so no
+//! value (newlines, quotes, invalid UTF-8, any locale) can be misread and no
+//! process is started to write it.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use shell_runtime::quote;
 
 /// Variables bash manages itself, or that we set per command: never carried.
-const NOT_CARRIED: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_", shell_runtime::SHELL_TAG_VAR];
+const NOT_CARRIED: &[&str] = &[
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+    "UID",
+    "EUID",
+    "PPID",
+    "TMPDIR",
+    shell_runtime::SHELL_TAG_VAR,
+];
+
+/// Variables that change how every later shell (or every program) starts:
+/// carrying them over would run code, unchecked, before every later call.
+/// They are not carried, and the answer says so.
+pub(crate) const STARTUP_VARIABLES: &[&str] = &[
+    "BASH_ENV",
+    "ENV",
+    "PROMPT_COMMAND",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "LD_PRELOAD",
+    "LD_AUDIT",
+];
+
+/// The last entry of a state file that came out whole. It has no `=`, so
+/// no variable entry can be mistaken for it.
+const END_MARK: &[u8] = b"agent-exec-state-end";
+
+/// Whether the session may carry `name` over from one call to the next.
+fn is_carried(name: &str) -> bool {
+    !NOT_CARRIED.contains(&name) && !name.starts_with("BASH") && !STARTUP_VARIABLES.contains(&name)
+}
 
 /// What the session remembers between calls.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -19,7 +59,7 @@ pub(crate) struct SessionState {
     /// The working directory left by the last foreground call.
     pub(crate) cwd: Option<PathBuf>,
     /// Variables set (`Some`) or unset (`None`) relative to the base environment.
-    pub(crate) env: BTreeMap<String, Option<String>>,
+    pub(crate) env: BTreeMap<String, Option<OsString>>,
 }
 
 /// The session slot kept in the execution context.
@@ -32,10 +72,17 @@ impl ShellSession {
     }
 }
 
+/// A command's environment: variable names (always valid shell names or
+/// names from the server's own environment) to raw values.
+pub(crate) type Vars = BTreeMap<String, OsString>;
+
 impl SessionState {
     /// The environment of the next command: `base` with the session's changes.
-    pub(crate) fn environment(&self, base: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-        let mut env = base.clone();
+    pub(crate) fn environment(&self, base: &BTreeMap<String, String>) -> Vars {
+        let mut env: Vars = base
+            .iter()
+            .map(|(name, value)| (name.clone(), OsString::from(value)))
+            .collect();
         for (name, value) in &self.env {
             match value {
                 Some(value) => env.insert(name.clone(), value.clone()),
@@ -46,28 +93,68 @@ impl SessionState {
     }
 
     /// Folds the exported variables a command ended with into the session.
-    pub(crate) fn absorb_exports(
-        &mut self,
-        given: &BTreeMap<String, String>,
-        ended: &BTreeMap<String, String>,
-    ) {
+    /// Returns the start-up variables the command changed, which are not
+    /// carried.
+    pub(crate) fn absorb_exports(&mut self, given: &Vars, ended: &Vars) -> Vec<String> {
+        let mut refused = Vec::new();
         for (name, value) in ended {
-            if NOT_CARRIED.contains(&name.as_str()) {
+            if given.get(name) == Some(value) {
                 continue;
             }
-            if given.get(name) != Some(value) {
+            if is_carried(name) {
                 self.env.insert(name.clone(), Some(value.clone()));
+            } else if STARTUP_VARIABLES.contains(&name.as_str()) {
+                refused.push(name.clone());
             }
         }
         for name in given.keys() {
-            if !ended.contains_key(name) && !NOT_CARRIED.contains(&name.as_str()) {
+            if ended.contains_key(name) {
+                continue;
+            }
+            if is_carried(name) {
                 self.env.insert(name.clone(), None);
+            } else if STARTUP_VARIABLES.contains(&name.as_str()) {
+                refused.push(name.clone());
+            }
+        }
+        refused
+    }
+}
+
+/// The state a command ended with, read back from its state file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EndState {
+    /// `$PWD` when the shell ended.
+    pub(crate) cwd: PathBuf,
+    /// Every exported variable that had a value.
+    pub(crate) exports: Vars,
+}
+
+/// Why the state of a call could not be read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CaptureError {
+    /// No state file: the shell ended without saving (`exec`, a signal,
+    /// its own `EXIT` trap replaced ours and then `exit` ran).
+    Missing,
+    /// The file is cut short or malformed (the disk is full, say).
+    Incomplete,
+}
+
+impl CaptureError {
+    /// The one line an answer carries.
+    pub(crate) fn note(self) -> &'static str {
+        match self {
+            Self::Missing => {
+                "[cd/export not kept: the shell ended before saving its state (exec, a signal, or an EXIT trap of its own); later calls keep the previous state]"
+            }
+            Self::Incomplete => {
+                "[cd/export not kept: the state file could not be written whole (is the disk full?); later calls keep the previous state]"
             }
         }
     }
 }
 
-/// One call's state file: `$PWD`, a NUL, then `export -p`.
+/// One call's state file.
 #[derive(Debug, Clone)]
 pub(crate) struct StateFiles {
     pub(crate) path: PathBuf,
@@ -80,11 +167,10 @@ impl StateFiles {
         }
     }
 
-    /// The working directory and the `export -p` text, if the trap ran.
-    pub(crate) fn read(&self) -> Option<(String, String)> {
-        let text = std::fs::read_to_string(&self.path).ok()?;
-        let (cwd, exports) = text.split_once('\0')?;
-        Some((cwd.to_owned(), exports.to_owned()))
+    /// The state the shell saved when it ended.
+    pub(crate) fn read(&self) -> Result<EndState, CaptureError> {
+        let bytes = std::fs::read(&self.path).map_err(|_| CaptureError::Missing)?;
+        parse_state(&bytes).ok_or(CaptureError::Incomplete)
     }
 
     pub(crate) fn remove(&self) {
@@ -92,99 +178,171 @@ impl StateFiles {
     }
 }
 
-/// The script that runs `command` and saves the shell's state when it exits,
-/// however it exits (`exit N`, `set -e`, the end of the script). The command
-/// goes through `eval` as one quoted word, so its syntax errors cannot touch
-/// the trap and its line numbers start at 1.
+/// Parses a state file: `$PWD`, then `NAME=VALUE` entries, then
+/// [`END_MARK`], each ended by a NUL. Anything else is `None`.
+pub(crate) fn parse_state(bytes: &[u8]) -> Option<EndState> {
+    let body = bytes.strip_suffix(b"\0")?;
+    let mut entries = body.split(|&byte| byte == 0);
+    let cwd = entries.next()?;
+    let mut exports = Vars::new();
+    let mut ended = false;
+    for entry in entries {
+        if ended {
+            return None;
+        }
+        if entry == END_MARK {
+            ended = true;
+            continue;
+        }
+        let equals = entry.iter().position(|&byte| byte == b'=')?;
+        let name = std::str::from_utf8(&entry[..equals]).ok()?;
+        if !is_shell_name(name) {
+            return None;
+        }
+        exports.insert(
+            name.to_owned(),
+            OsString::from_vec(entry[equals + 1..].to_vec()),
+        );
+    }
+    ended.then(|| EndState {
+        cwd: PathBuf::from(OsStr::from_bytes(cwd)),
+        exports,
+    })
+}
+
+/// A name bash accepts for a variable.
+pub(crate) fn is_shell_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first == '_' || first.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// The script that runs `command` and saves the shell's state when it
+/// ends, however it ends (`exit N`, `set -e`, the end of the script). The
+/// command goes through `eval` as one quoted word, so its syntax errors
+/// cannot touch the wrapper and its line numbers start at 1. The state is
+/// saved after `eval` returns as well as from the `EXIT` trap, so a command
+/// that installs an `EXIT` trap of its own keeps its state when it ends
+/// normally.
 pub(crate) fn wrap_command(command: &str, files: &StateFiles) -> String {
+    // "${!A@}" ... "${!_@}": the names of all variables, by first letter,
+    // without starting a process (`compgen -e` would need a subshell).
+    let mut prefixes = String::new();
+    for first in ('A'..='Z').chain('a'..='z').chain(std::iter::once('_')) {
+        prefixes.push_str(" \"${!");
+        prefixes.push(first);
+        prefixes.push_str("@}\"");
+    }
     format!(
-        "__agent_exec_save() {{ {{ {{ builtin printf '%s\\0' \"$PWD\"; builtin export -p; }} > {state}; }} 2>/dev/null; }}\n\
+        "__agent_exec_save() {{ \
+            [[ -n ${{__agent_exec_saved-}} ]] && return; __agent_exec_saved=1; builtin set +eu; \
+            {{ {{ builtin local __n; \
+               builtin printf '%s\\0' \"$PWD\"; \
+               for __n in{prefixes}; do \
+                 [[ ${{!__n@a}} == *x* && ${{!__n@a}} != *[aA]* && -n ${{!__n+set}} ]] && \
+                   builtin printf '%s=%s\\0' \"$__n\" \"${{!__n}}\"; \
+               done; \
+               builtin printf '{end}\\0'; \
+            }} > {state}; }} 2>/dev/null; }}\n\
          trap __agent_exec_save EXIT\n\
-         eval {command}",
+         eval {command}\n\
+         {{ __agent_exec_status=$?; __agent_exec_save; builtin exit $__agent_exec_status; }} 2>/dev/null",
+        end = String::from_utf8_lossy(END_MARK),
         state = quote(&files.path.to_string_lossy()),
         command = quote(command),
     )
-}
-
-/// Parses the output of bash's `export -p`: `declare -x NAME="VALUE"` lines,
-/// values with `\"`, `\\`, `\$` and `` \` `` escaped and newlines literal.
-/// Variables exported without a value are left out.
-pub(crate) fn parse_export_p(text: &str) -> BTreeMap<String, String> {
-    let mut vars = BTreeMap::new();
-    let mut rest = text;
-    while let Some(after) = rest.strip_prefix("declare -") {
-        // Flags such as `x` or `rx`, then a space.
-        let Some(space) = after.find(' ') else { break };
-        let line = &after[space + 1..];
-        let name_end = line.find(['=', '\n']).unwrap_or(line.len());
-        let name = &line[..name_end];
-        if line[name_end..].starts_with("=\"") {
-            let mut value = String::new();
-            let mut chars = line[name_end + 2..].char_indices();
-            let mut end = None;
-            while let Some((at, c)) = chars.next() {
-                match c {
-                    '\\' => {
-                        if let Some((_, next)) = chars.next() {
-                            if !matches!(next, '"' | '\\' | '$' | '`') {
-                                value.push('\\');
-                            }
-                            value.push(next);
-                        }
-                    }
-                    '"' => {
-                        end = Some(name_end + 2 + at + 1);
-                        break;
-                    }
-                    other => value.push(other),
-                }
-            }
-            let Some(end) = end else { break };
-            vars.insert(name.to_owned(), value);
-            rest = line[end..].strip_prefix('\n').unwrap_or(&line[end..]);
-        } else {
-            rest = line[name_end..].strip_prefix('\n').unwrap_or("");
-        }
-    }
-    vars
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn os(value: &str) -> OsString {
+        OsString::from(value)
+    }
+
     #[test]
-    fn export_p_round_trips_odd_values() {
-        let text = "declare -x A=\"1\"\ndeclare -x B=\"two words\"\ndeclare -x C\ndeclare -rx D=\"q\\\"uote \\$x \\\\ \\` é\nnext\"\ndeclare -x E=\"\"\n";
-        let vars = parse_export_p(text);
-        assert_eq!(vars.get("A").map(String::as_str), Some("1"));
-        assert_eq!(vars.get("B").map(String::as_str), Some("two words"));
-        assert!(!vars.contains_key("C"));
+    fn state_files_round_trip_any_bytes() {
+        let mut bytes = b"/w/d\xffir\0A=1\0B=two\nlines\0C=\0D=a=b\xfe\0".to_vec();
+        bytes.extend_from_slice(END_MARK);
+        bytes.push(0);
+        let state = parse_state(&bytes).expect("whole");
+        assert_eq!(state.cwd, PathBuf::from(OsStr::from_bytes(b"/w/d\xffir")));
+        assert_eq!(state.exports.get("A"), Some(&os("1")));
+        assert_eq!(state.exports.get("B"), Some(&os("two\nlines")));
+        assert_eq!(state.exports.get("C"), Some(&os("")));
         assert_eq!(
-            vars.get("D").map(String::as_str),
-            Some("q\"uote $x \\ ` é\nnext")
+            state.exports.get("D"),
+            Some(&OsString::from_vec(b"a=b\xfe".to_vec()))
         );
-        assert_eq!(vars.get("E").map(String::as_str), Some(""));
+    }
+
+    #[test]
+    fn a_state_file_cut_short_or_malformed_is_refused() {
+        let mut whole = b"/w\0A=1\0".to_vec();
+        whole.extend_from_slice(END_MARK);
+        whole.push(0);
+        assert!(parse_state(&whole).is_some());
+        for cut in 0..whole.len() {
+            assert_eq!(parse_state(&whole[..cut]), None, "cut at {cut}");
+        }
+        for bad in [
+            &b"/w\0not a name=1\0agent-exec-state-end\0"[..],
+            b"/w\0noequals\0agent-exec-state-end\0",
+            b"/w\0agent-exec-state-end\0A=1\0",
+        ] {
+            assert_eq!(parse_state(bad), None);
+        }
     }
 
     #[test]
     fn exports_and_unsets_are_carried_but_bash_own_are_not() {
-        let given = BTreeMap::from([
+        let given = Vars::from([("KEEP".to_owned(), os("1")), ("GONE".to_owned(), os("x"))]);
+        let ended = Vars::from([
+            ("KEEP".to_owned(), os("1")),
+            ("NEW".to_owned(), os("v")),
+            ("PWD".to_owned(), os("/x")),
+            ("BASH_XTRACEFD".to_owned(), os("3")),
+        ]);
+        let mut state = SessionState::default();
+        assert!(state.absorb_exports(&given, &ended).is_empty());
+        assert_eq!(state.env.get("NEW"), Some(&Some(os("v"))));
+        assert_eq!(state.env.get("GONE"), Some(&None));
+        assert!(!state.env.contains_key("KEEP") && !state.env.contains_key("PWD"));
+        assert!(!state.env.contains_key("BASH_XTRACEFD"));
+        let base = BTreeMap::from([
             ("KEEP".to_owned(), "1".to_owned()),
             ("GONE".to_owned(), "x".to_owned()),
         ]);
-        let ended = BTreeMap::from([
-            ("KEEP".to_owned(), "1".to_owned()),
-            ("NEW".to_owned(), "v".to_owned()),
-            ("PWD".to_owned(), "/x".to_owned()),
+        let next = state.environment(&base);
+        assert_eq!(next.get("NEW"), Some(&os("v")));
+        assert!(!next.contains_key("GONE"));
+    }
+
+    #[test]
+    fn startup_variables_are_named_and_not_carried() {
+        let given = Vars::from([("LD_PRELOAD".to_owned(), os("/lib/x.so"))]);
+        let ended = Vars::from([
+            ("BASH_ENV".to_owned(), os("./x.sh")),
+            ("PROMPT_COMMAND".to_owned(), os("echo hi")),
+            ("OK".to_owned(), os("1")),
         ]);
         let mut state = SessionState::default();
-        state.absorb_exports(&given, &ended);
-        assert_eq!(state.env.get("NEW"), Some(&Some("v".to_owned())));
-        assert_eq!(state.env.get("GONE"), Some(&None));
-        assert!(!state.env.contains_key("KEEP") && !state.env.contains_key("PWD"));
-        let next = state.environment(&given);
-        assert_eq!(next.get("NEW").map(String::as_str), Some("v"));
-        assert!(!next.contains_key("GONE"));
+        let refused = state.absorb_exports(&given, &ended);
+        assert_eq!(refused, ["BASH_ENV", "PROMPT_COMMAND", "LD_PRELOAD"]);
+        assert_eq!(state.env.len(), 1);
+        assert_eq!(state.env.get("OK"), Some(&Some(os("1"))));
+    }
+
+    #[test]
+    fn shell_names() {
+        for good in ["A", "_", "_x1", "abc_DEF9"] {
+            assert!(is_shell_name(good), "{good}");
+        }
+        for bad in ["", "1A", "A-B", "A.B", "é"] {
+            assert!(!is_shell_name(bad), "{bad}");
+        }
     }
 }
