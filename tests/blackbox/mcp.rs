@@ -409,3 +409,37 @@ fn the_server_answers_and_kills_during_a_process_storm_under_the_sandbox() {
     assert_eq!(text(&after), "fine\n");
     assert!(server.close().success());
 }
+
+#[test]
+fn background_after_hands_a_long_foreground_command_to_the_background() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--background-after",
+        "500",
+    ]);
+    let slow = server.call(
+        "Bash",
+        json!({ "command": "echo started; while [ ! -e go ]; do sleep 0.05; done; echo done" }),
+    );
+    assert_eq!(slow["isError"], false, "{slow}");
+    assert_eq!(slow["structuredContent"]["status"], "running");
+    let id = slow["structuredContent"]["bash_id"]
+        .as_str()
+        .expect("bash_id")
+        .to_owned();
+    assert_eq!(
+        text(&slow),
+        format!("started\n[still running after 500 ms: continues as background shell {id}]")
+    );
+    std::fs::write(dir.path().join("go"), "").expect("release the command");
+    let read = server.call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }));
+    assert!(
+        text(&read).starts_with("Status: completed"),
+        "{}",
+        text(&read)
+    );
+    assert!(text(&read).ends_with("\n\ndone\n"), "{}", text(&read));
+    assert!(server.close().success());
+}

@@ -53,6 +53,10 @@ pub(crate) struct McpArgs {
     /// Add a `Co-authored-by` trailer to `git commit`s, e.g. "Name <email>".
     #[arg(long, value_name = "NAME <EMAIL>")]
     pub(crate) coauthor: Option<String>,
+    /// A foreground command still running after MS milliseconds goes on as
+    /// a background shell (for clients that cut long calls); default: off.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) background_after: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -65,8 +65,12 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(args) => {
-            let (setup, env, executor) =
-                prepare(&args.common, args.coauthor.as_deref(), hide_secrets)?;
+            let (setup, env, executor) = prepare(
+                &args.common,
+                args.coauthor.as_deref(),
+                args.background_after.map(std::time::Duration::from_millis),
+                hide_secrets,
+            )?;
             let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), setup.dry_run);
             let runtime = runtime()?;
             let served = runtime.block_on(async {
@@ -82,7 +86,7 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => {
-            let (setup, env, executor) = prepare(&args.common, None, hide_secrets)?;
+            let (setup, env, executor) = prepare(&args.common, None, None, hide_secrets)?;
             let context = ExecutionContext::new(setup.cwd.clone()).with_dry_run(setup.dry_run);
             let runtime = runtime()?;
             let code = runtime.block_on(async {
@@ -102,6 +106,7 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
 fn prepare(
     common: &CommonArgs,
     coauthor: Option<&str>,
+    background_after: Option<std::time::Duration>,
     hide_secrets: HideSecrets,
 ) -> anyhow::Result<(setup::Setup, Arc<ExecEnvironment>, ToolExecutor)> {
     let policy = match &common.policy {
@@ -110,7 +115,9 @@ fn prepare(
     };
     let secrets = hide_secrets(&policy.env);
     let setup = setup::setup(common, &policy, coauthor, secrets)?;
-    let env = Arc::new(ExecEnvironment::new(setup.config.clone()));
+    let mut config = setup.config.clone();
+    config.background_after = background_after;
+    let env = Arc::new(ExecEnvironment::new(config));
     let mut registry = ToolRegistry::new();
     exec_tools::register_execution_tools(&mut registry, &env)
         .context("building the tool registry")?;

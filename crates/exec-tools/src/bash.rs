@@ -244,7 +244,9 @@ async fn run_foreground(
             return ToolResult::fail(format!("Cannot start the command: {error}"));
         }
     };
-    wait_reporting(env, &shell, context, timeout).await;
+    if let Waited::Backgrounded(id) = wait_reporting(env, &shell, context, timeout).await {
+        return backgrounded_answer(env, &shell, &id, &stem);
+    }
 
     let exit = shell.exit();
     let request = shell.end_request();
@@ -308,25 +310,49 @@ async fn run_foreground(
         )
 }
 
+/// How a foreground wait ended.
+enum Waited {
+    /// The shell ended (by itself, by its timeout, or interrupted).
+    Ended,
+    /// It outlived `--background-after` and is now tracked under this id.
+    Backgrounded(String),
+}
+
 /// Waits for the shell, reporting recent output to the progress sink at
-/// least once a second, and interrupting it when the call is cancelled.
+/// least once a second, interrupting it when the call is cancelled, and
+/// handing it to the background after `background_after` when there is
+/// room among the tracked shells.
 async fn wait_reporting(
     env: &ExecEnvironment,
     shell: &Arc<ShellProcess>,
     context: &ExecutionContext,
     timeout: Duration,
-) {
+) -> Waited {
     let started = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.tick().await;
     let mut cursor = shell_runtime::ReadCursor::default();
     let reporting = context.progress().is_active();
+    let background_after = env.config.background_after;
+    let hand_over = tokio::time::sleep(background_after.unwrap_or(Duration::MAX / 4));
+    tokio::pin!(hand_over);
+    let mut may_hand_over = background_after.is_some();
     loop {
         tokio::select! {
-            _ = shell.wait() => return,
+            _ = shell.wait() => return Waited::Ended,
             () = context.cancellation().cancelled() => {
                 shell.interrupt(INTERRUPT_GRACE).await;
-                return;
+                return Waited::Ended;
+            }
+            () = &mut hand_over, if may_hand_over => {
+                may_hand_over = false;
+                // An ended shell is answered as usual (`wait` fires next);
+                // with 256 shells already running it stays in the foreground.
+                if shell.is_running()
+                    && let Ok(id) = env.manager.adopt(shell)
+                {
+                    return Waited::Backgrounded(id);
+                }
             }
             _ = ticker.tick(), if reporting => {
                 let recent = shell.read_since(&mut cursor);
@@ -345,6 +371,39 @@ async fn wait_reporting(
             }
         }
     }
+}
+
+/// The answer of a foreground command handed to the background: the output
+/// so far (read, so BashOutput goes on from there), then where it went.
+/// Its spill files stay for BashOutput, and its `cd`/`export` do not carry
+/// over.
+fn backgrounded_answer(
+    env: &ExecEnvironment,
+    shell: &ShellProcess,
+    id: &str,
+    stem: &std::path::Path,
+) -> ToolResult {
+    env.keep_files(&[
+        &stem.with_extension("stdout"),
+        &stem.with_extension("stderr"),
+    ]);
+    let after = env
+        .config
+        .background_after
+        .map_or(0, |after| after.as_millis());
+    let so_far = shell.read_unseen();
+    let body = crate::render::join_streams(
+        &crate::render::clean(env, &so_far.stdout.render()),
+        &crate::render::clean(env, &so_far.stderr.render()),
+    );
+    let note = format!("[still running after {after} ms: continues as background shell {id}]");
+    let Rendered {
+        text, truncated, ..
+    } = crate::render::layout(None, &body, &[note], MAX_OUTPUT_CHARS, || None);
+    ToolResult::ok(text)
+        .with_meta("bash_id", id)
+        .with_meta("status", ShellStatus::Running.as_str())
+        .with_meta("truncated", truncated)
 }
 
 /// The end of `text`, at most `max` characters, starting at a line if it can.

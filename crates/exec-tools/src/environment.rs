@@ -49,6 +49,10 @@ pub struct ExecConfig {
     pub confinement: Option<Arc<Confinement>>,
     /// `TMPDIR` for commands (the sandbox's private temp dir), if set.
     pub tmpdir: Option<PathBuf>,
+    /// A foreground command still running after this long goes on as a
+    /// background shell (for clients whose call timeout is shorter than a
+    /// command); `None` waits until the command ends.
+    pub background_after: Option<Duration>,
 }
 
 /// Turns the policy's sandbox request into a confinement shell-runtime
@@ -101,6 +105,7 @@ impl ExecConfig {
             description_note: None,
             confinement: None,
             tmpdir: None,
+            background_after: None,
         }
     }
 

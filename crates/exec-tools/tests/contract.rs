@@ -357,3 +357,65 @@ async fn ansi_codes_and_progress_redraws_are_cleaned() {
         .await;
     assert_eq!(result.text(), "green\n100%\n");
 }
+
+/// A world whose foreground commands go to the background after 300 ms.
+fn backgrounding_world() -> World {
+    World::with(|mut config| {
+        config.background_after = Some(Duration::from_millis(300));
+        config
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_command_outliving_background_after_goes_on_as_a_background_shell() {
+    let world = backgrounding_world();
+    let quick = world.bash("echo quick").await;
+    assert_eq!(quick.text(), "quick\n");
+    assert_eq!(meta(&quick, "exit_code"), 0);
+
+    let slow = world
+        .bash("echo early; while [ ! -e go ]; do sleep 0.05; done; echo late; exit 3")
+        .await;
+    assert!(slow.success, "{}", slow.text());
+    let id = meta(&slow, "bash_id").as_str().expect("bash_id").to_owned();
+    assert_eq!(meta(&slow, "status"), "running");
+    assert_eq!(
+        slow.text(),
+        format!("early\n[still running after 300 ms: continues as background shell {id}]")
+    );
+    std::fs::write(world.root().join("go"), "").expect("release the command");
+    let read = world
+        .call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }))
+        .await;
+    assert!(
+        read.text().starts_with("Status: failed, Exit code: 3"),
+        "{}",
+        read.text()
+    );
+    assert!(read.text().ends_with("\n\nlate\n"), "{}", read.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backgrounded_command_keeps_its_timeout_and_carries_no_state() {
+    let world = backgrounding_world();
+    std::fs::create_dir(world.root().join("sub")).expect("mkdir");
+    let slow = world
+        .call(
+            "Bash",
+            json!({ "command": "cd sub; export AWAY=1; sleep 30", "timeout": 1500 }),
+        )
+        .await;
+    let id = meta(&slow, "bash_id").as_str().expect("bash_id").to_owned();
+    let read = world
+        .call("BashOutput", json!({ "bash_id": id, "wait_ms": 20000 }))
+        .await;
+    assert!(
+        read.text().starts_with("Status: timeout"),
+        "{}",
+        read.text()
+    );
+    assert_eq!(
+        world.bash("pwd; echo \"[${AWAY-}]\"").await.text(),
+        format!("{}\n[]\n", world.root().display())
+    );
+}

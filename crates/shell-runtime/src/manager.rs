@@ -102,19 +102,17 @@ impl ShellManager {
         self.make_room()?;
         let shell = ShellProcess::spawn(spec).await?;
         let mut tracked = self.lock();
-        let id = loop {
-            let id = new_id();
-            if !tracked.shells.iter().any(|(known, _)| *known == id) {
-                break id;
-            }
-        };
+        let id = Self::fresh_id(&tracked);
         tracked.shells.push((id.clone(), Arc::clone(&shell)));
         Ok((id, shell))
     }
 
     fn make_room(&self) -> Result<(), ManagerError> {
-        let mut tracked = self.lock();
-        while tracked.shells.len() >= self.limit {
+        Self::make_room_in(&mut self.lock(), self.limit)
+    }
+
+    fn make_room_in(tracked: &mut Tracked, limit: usize) -> Result<(), ManagerError> {
+        while tracked.shells.len() >= limit {
             let oldest_finished = tracked
                 .shells
                 .iter()
@@ -141,6 +139,26 @@ impl ShellManager {
         tracked.next_foreground += 1;
         tracked.foreground.insert(key, Arc::downgrade(&shell));
         Ok(shell)
+    }
+
+    /// Tracks a running foreground shell under a new id, so it goes on as
+    /// a background shell (its caller stops waiting for it). Refused, and
+    /// the shell left as it was, when every tracked shell is running.
+    pub fn adopt(&self, shell: &Arc<ShellProcess>) -> Result<ShellId, ManagerError> {
+        let mut tracked = self.lock();
+        Self::make_room_in(&mut tracked, self.limit)?;
+        let id = Self::fresh_id(&tracked);
+        tracked.shells.push((id.clone(), Arc::clone(shell)));
+        Ok(id)
+    }
+
+    fn fresh_id(tracked: &Tracked) -> ShellId {
+        loop {
+            let id = new_id();
+            if !tracked.shells.iter().any(|(known, _)| *known == id) {
+                return id;
+            }
+        }
     }
 
     /// The shell with this id.
@@ -265,7 +283,27 @@ fn new_id() -> ShellId {
 
 #[cfg(test)]
 mod tests {
-    use super::new_id;
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn adopting_a_foreground_shell_respects_the_limit() {
+        let dir = std::env::temp_dir();
+        let spec = || {
+            SpawnSpec::shell("sleep 30", &dir)
+                .with_env(std::env::vars_os().filter(|(name, _)| name == "PATH"))
+        };
+        let manager = ShellManager::with_limit(1);
+        let first = manager.spawn_foreground(spec()).await.expect("spawns");
+        let id = manager.adopt(&first).expect("room for one");
+        assert!(manager.get(&id).is_some());
+        let second = manager.spawn_foreground(spec()).await.expect("spawns");
+        assert!(matches!(
+            manager.adopt(&second),
+            Err(ManagerError::TooManyShells(1))
+        ));
+        manager.shutdown(Duration::ZERO).await;
+        assert!(!first.is_running() && !second.is_running());
+    }
 
     #[test]
     fn ids_are_shell_and_eight_hex_digits() {
