@@ -374,8 +374,8 @@ async fn wait_reporting(
 }
 
 /// The answer of a foreground command handed to the background: the output
-/// so far (read, so BashOutput goes on from there), then where it went.
-/// Its spill files stay for BashOutput, and its `cd`/`export` do not carry
+/// so far (read, so `BashOutput` goes on from there), then where it went.
+/// Its spill files stay for `BashOutput`, and its `cd`/`export` do not carry
 /// over.
 fn backgrounded_answer(
     env: &ExecEnvironment,
