@@ -57,7 +57,7 @@ mod tests {
             unreachable!("parsed as mcp");
         };
         let (setup, env, executor) =
-            crate::prepare(&args.common, None, no_secrets).expect("prepares");
+            crate::prepare(&args.common, None, None, no_secrets).expect("prepares");
         let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), false);
         let (client, server) = tokio::io::duplex(1 << 20);
         let serving = tokio::spawn(serve(bridge, server));
