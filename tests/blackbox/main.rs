@@ -20,6 +20,8 @@ mod schema;
 
 use std::process::{Command, Output};
 
+pub(crate) use test_support::alive;
+
 /// Runs the binary with `args` and waits for it.
 pub(crate) fn agent_exec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agent-exec"))
@@ -36,12 +38,4 @@ pub(crate) fn stdout(output: &Output) -> String {
 /// Stderr as text.
 pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
-}
-
-/// True while `pid` is a live process (not gone, not a zombie).
-pub(crate) fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-        !state.starts_with('Z')
-    })
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::alive;
+use test_support::{read_pid_blocking as read_pid, wait_gone};
 
 /// A running server and the lines it writes.
 struct Server {
@@ -135,28 +136,6 @@ fn text(result: &Value) -> String {
         .to_owned()
 }
 
-fn wait_gone(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while alive(pid) {
-        assert!(Instant::now() < deadline, "{pid} is still running");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn read_pid(path: &std::path::Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "no pid in {}", path.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn lists_exactly_the_three_tools_and_answers_calls() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -231,7 +210,7 @@ fn cancellation_ends_the_tree_and_sends_no_response() {
         "notifications/cancelled",
         json!({ "requestId": id, "reason": "test" }),
     );
-    wait_gone(pid);
+    assert!(wait_gone(pid), "{pid} is still running");
     let ping = server.start_request("ping", json!({}));
     let mut seen = Vec::new();
     server.response(ping, &mut seen);
@@ -261,7 +240,7 @@ fn stdin_eof_ends_every_shell_and_removes_the_temp_dir() {
     let temp_dirs_before = own_temp_dirs(server_pid);
     assert_eq!(temp_dirs_before.len(), 1, "{temp_dirs_before:?}");
     assert!(server.close().success());
-    wait_gone(pid);
+    assert!(wait_gone(pid), "{pid} is still running");
     assert!(
         !temp_dirs_before[0].exists(),
         "the temp dir outlived the server"
@@ -285,7 +264,7 @@ fn sigterm_ends_every_shell_and_exits_zero() {
     nix_kill(server.child.id() as i32);
     let status = wait_exit(&mut server.child);
     assert_eq!(status.code(), Some(0));
-    wait_gone(pid);
+    assert!(wait_gone(pid), "{pid} is still running");
 }
 
 fn nix_kill(pid: i32) {
@@ -361,12 +340,12 @@ fn a_server_killed_with_sigkill_takes_each_shell_with_it() {
     wait_exit(&mut server.child);
     // The parent-death signal ends the shell even though the server had no
     // chance to clean up.
-    wait_gone(shell);
+    assert!(wait_gone(shell), "{shell} is still running");
     // Its background job is out of reach without a cgroup: end it here.
     let _ = Command::new("kill")
         .args(["-KILL", &job.to_string()])
         .status();
-    wait_gone(job);
+    assert!(wait_gone(job), "{job} is still running");
 }
 
 #[test]

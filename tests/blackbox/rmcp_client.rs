@@ -14,7 +14,7 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 
-use crate::alive;
+use test_support::{gone, read_pid};
 
 #[derive(Clone, Default)]
 struct Client {
@@ -66,28 +66,6 @@ fn text(result: &CallToolResult) -> String {
         .and_then(|block| block.as_text())
         .map(|text| text.text.clone())
         .unwrap_or_default()
-}
-
-async fn wait_gone(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while alive(pid) {
-        assert!(Instant::now() < deadline, "{pid} is still running");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn read_pid(path: &std::path::Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "no pid in {}", path.display());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,7 +150,7 @@ async fn the_rmcp_client_runs_the_whole_workflow() {
         .expect("sent");
     let pid = read_pid(&pid_file).await;
     handle.cancel(Some("test".into())).await.expect("cancelled");
-    wait_gone(pid).await;
+    assert!(gone(pid).await, "{pid} is still running");
 
     // A background shell left running ends with the server.
     let pid_file = dir.path().join("bg-pid");
@@ -187,6 +165,6 @@ async fn the_rmcp_client_runs_the_whole_workflow() {
     .await;
     let pid = read_pid(&pid_file).await;
     client.cancel().await.expect("closed");
-    wait_gone(pid).await;
-    wait_gone(server_pid).await;
+    assert!(gone(pid).await, "{pid} is still running");
+    assert!(gone(server_pid).await, "{server_pid} is still running");
 }

@@ -140,37 +140,7 @@ pub(crate) fn ensure_file_contents(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use async_trait::async_trait;
-    use schemars::JsonSchema;
-    use serde::Deserialize;
-    use tool_core::{ExecutionContext, Tool, ToolCategory, ToolResult};
-
-    #[derive(Deserialize, JsonSchema)]
-    #[serde(deny_unknown_fields)]
-    struct EchoParams {
-        /// Text to say back.
-        #[allow(dead_code, reason = "only the schema is used")]
-        text: String,
-    }
-
-    struct Echo;
-
-    #[async_trait]
-    impl Tool for Echo {
-        type Params = EchoParams;
-        fn name(&self) -> &str {
-            "Echo"
-        }
-        fn description(&self) -> String {
-            "Says it back.".into()
-        }
-        fn category(&self) -> ToolCategory {
-            ToolCategory::Other
-        }
-        async fn execute(&self, _: &ExecutionContext, _: EchoParams) -> ToolResult {
-            ToolResult::ok("")
-        }
-    }
+    use test_support::Echo;
 
     fn registry() -> ToolRegistry {
         let mut registry = ToolRegistry::new();
@@ -191,7 +161,7 @@ mod tests {
         assert_eq!(outcome.written, ["Echo.json"]);
         let text = fs::read_to_string(dir.join("Echo.json")).unwrap();
         assert!(
-            text.starts_with("{\n  \"description\": \"Says it back.\",\n  \"inputSchema\""),
+            text.starts_with("{\n  \"description\": \"Says the text back.\",\n  \"inputSchema\""),
             "{text}"
         );
         assert!(text.ends_with("}\n"));
@@ -209,7 +179,7 @@ mod tests {
         let path = dir.join("Echo.json");
         let edited = fs::read_to_string(&path)
             .unwrap()
-            .replace("Says it back.", "Edited by hand.");
+            .replace("Says the text back.", "Edited by hand.");
         fs::write(&path, edited).unwrap();
         let error = generate_schemas(&dir, &registry(), true)
             .unwrap_err()
@@ -223,7 +193,7 @@ mod tests {
             "{error}"
         );
         assert!(
-            error.contains("+  \"description\": \"Says it back.\","),
+            error.contains("+  \"description\": \"Says the text back.\","),
             "{error}"
         );
         // Regenerating repairs it.

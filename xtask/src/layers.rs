@@ -15,12 +15,18 @@ use cargo_metadata::{DependencyKind, MetadataCommand, PackageId};
 /// Every workspace member and its level; a crate depends only on lower levels.
 const LEVELS: &[(&str, u8)] = &[
     ("tool-core", 0),
+    ("test-support", 1),
     ("exec-policy", 1),
     ("shell-runtime", 1),
     ("exec-tools", 2),
     ("agent-exec", 3),
     ("xtask", 4),
 ];
+
+/// Dev-only members: any member may use them as a dev-dependency (tests
+/// and benchmarks), none as a normal or build dependency. They sit on the
+/// level of what they themselves depend on.
+const DEV_ONLY: &[&str] = &["test-support"];
 
 /// Edges the levels would allow but the design rules out, with the reason.
 const FORBIDDEN_EDGES: &[(&str, &str, &str)] = &[(
@@ -85,6 +91,15 @@ pub(crate) fn check(graph: &Graph) -> Vec<Violation> {
         };
         for edge in edges {
             let to = &edge.to;
+            if DEV_ONLY.contains(&to.as_str()) {
+                if edge.kind != "dev" {
+                    violations.push(Violation(format!(
+                        "{from} -> {to}: {} dependency on a dev-only crate (tests and benchmarks only)",
+                        edge.kind
+                    )));
+                }
+                continue;
+            }
             let Some(to_level) = level(to) else { continue };
             if to_level >= from_level {
                 let direction = if to_level == from_level {
@@ -244,6 +259,34 @@ mod tests {
     }
 
     #[test]
+    fn test_support_is_a_dev_dependency_only() {
+        let mut graph = good_graph();
+        graph
+            .members
+            .insert("test-support".into(), vec![edge("tool-core", "normal")]);
+        for member in ["tool-core", "shell-runtime", "xtask"] {
+            graph
+                .members
+                .get_mut(member)
+                .unwrap()
+                .push(edge("test-support", "dev"));
+        }
+        assert_eq!(check(&graph), []);
+        graph
+            .members
+            .get_mut("exec-policy")
+            .unwrap()
+            .push(edge("test-support", "normal"));
+        assert_eq!(
+            check(&graph),
+            [Violation(
+                "exec-policy -> test-support: normal dependency on a dev-only crate (tests and benchmarks only)"
+                    .into()
+            )]
+        );
+    }
+
+    #[test]
     fn sideways_edge_is_caught_and_named() {
         let mut graph = good_graph();
         graph
@@ -330,6 +373,6 @@ mod tests {
     #[test]
     fn this_workspace_passes() {
         let report = check_workspace(&crate::workspace_root()).unwrap();
-        assert!(report.starts_with("check-layers: 6 crates"), "{report}");
+        assert!(report.starts_with("check-layers: 7 crates"), "{report}");
     }
 }

@@ -17,6 +17,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+use test_support::percentile;
 
 use serde_json::{Value, json};
 
@@ -116,11 +117,6 @@ fn save_samples(name: &str, samples: &[Duration]) {
         std::fs::write(std::path::Path::new(&dir).join(format!("{name}.txt")), text)
             .expect("samples written");
     }
-}
-
-fn percentile(samples: &mut [Duration], pct: usize) -> Duration {
-    samples.sort();
-    samples[(samples.len() * pct / 100).min(samples.len() - 1)]
 }
 
 fn bash(command: &str) -> Value {

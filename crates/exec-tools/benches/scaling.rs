@@ -14,16 +14,12 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use test_support::percentile;
 
 use exec_tools::{ExecConfig, ExecEnvironment, register_execution_tools};
 use serde_json::json;
 use shell_runtime::{ShellProcess, SpawnSpec, Stream};
 use tool_core::{ExecutionContext, ToolRegistry};
-
-fn percentile(samples: &mut [Duration], pct: usize) -> Duration {
-    samples.sort();
-    samples[(samples.len() * pct / 100).min(samples.len() - 1)]
-}
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

@@ -15,6 +15,7 @@
 
 use std::io::Write;
 use std::time::{Duration, Instant};
+use test_support::percentile;
 
 use shell_runtime::{ShellProcess, SpawnSpec};
 
@@ -33,11 +34,6 @@ fn save_samples(name: &str, samples: &[Duration]) {
         std::fs::write(std::path::Path::new(&dir).join(format!("{name}.txt")), text)
             .expect("samples written");
     }
-}
-
-fn percentile(samples: &mut [Duration], pct: usize) -> Duration {
-    samples.sort();
-    samples[(samples.len() * pct / 100).min(samples.len() - 1)]
 }
 
 #[expect(

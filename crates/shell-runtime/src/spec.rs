@@ -18,7 +18,8 @@ pub struct SpillFile {
 /// Everything needed to start one shell.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
-    /// The program, `bash` unless told otherwise; looked up in the `PATH` of `env`.
+    /// The program, `bash` unless told otherwise; looked up in the `PATH` of
+    /// `env` unless it is a path. Its file name is `argv[0]`.
     pub program: PathBuf,
     /// Its arguments; [`SpawnSpec::shell`] makes them `-c COMMAND`.
     pub args: Vec<OsString>,

@@ -1,12 +1,11 @@
 //! Black-box tests of the process side: trees, timeouts, leftovers, zombies.
 #![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests")]
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{alive, gone, pids_in, spec};
+use common::{alive, gone, numbers_in, pids_in, read_pid, spec};
 use shell_runtime::{
     BufferLimits, EndRequest, ShellProcess, ShellStatus, SpawnError, SpawnSpec, SpillFile, Stream,
 };
@@ -62,7 +61,7 @@ async fn kill_ends_a_double_forked_setsid_child() {
         file = shell_runtime::quote(pid_file.to_str().expect("utf-8 path"))
     );
     let shell = ShellProcess::spawn(spec(&command)).await.expect("spawns");
-    let escaped = read_pid_file(&pid_file).await;
+    let escaped = read_pid(&pid_file).await;
     assert!(alive(escaped));
     assert!(shell.terminate(Duration::from_secs(2)).await);
     assert_eq!(shell.status(), ShellStatus::Killed);
@@ -70,24 +69,6 @@ async fn kill_ends_a_double_forked_setsid_child() {
         gone(escaped).await,
         "the setsid child {escaped} survived the kill"
     );
-}
-
-async fn read_pid_file(path: &Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| text.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no pid written to {}",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,7 +102,7 @@ async fn escaped_leftovers_are_ended_too() {
     );
     let shell = run(&command).await;
     assert_eq!(stdout(&shell), "started\n");
-    let escaped = read_pid_file(&pid_file).await;
+    let escaped = read_pid(&pid_file).await;
     assert!(
         gone(escaped).await,
         "the escaped sleep {escaped} was left running"
@@ -166,7 +147,7 @@ async fn no_zombies_after_a_hundred_commands() {
         .flatten()
     {
         let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-        for pid in pids_in(&children) {
+        for pid in numbers_in(&children) {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             if stat
                 .rsplit(')')

@@ -26,6 +26,3 @@ pub use tool_result::ToolResult;
 
 /// Re-exported so that tools and hosts share one cancellation type.
 pub use tokio_util::sync::CancellationToken;
-
-#[cfg(test)]
-mod tests;

@@ -3,6 +3,7 @@
     clippy::expect_used,
     clippy::unwrap_used,
     dead_code,
+    unused_imports,
     unreachable_pub,
     reason = "test helpers shared by several test crates"
 )]
@@ -125,52 +126,7 @@ pub fn meta_str(result: &ToolResult, key: &str) -> String {
     meta(result, key).as_str().unwrap_or_default().to_owned()
 }
 
-/// True while `pid` is a live process (not gone, not a zombie, not reused).
-pub fn alive(pid: u32) -> bool {
-    // pid_max may be small (32768 here): a pid can be reused within seconds
-    // under a parallel test run, so a process that started after this
-    // moment is not the one asked about.
-    let now_ticks = std::fs::read_to_string("/proc/uptime")
-        .ok()
-        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(u64::MAX, |seconds| (seconds * 100.0) as u64 + 1);
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        let zombie = fields
-            .first()
-            .is_some_and(|state| state.starts_with('Z') || state.starts_with('X'));
-        let started: u64 = fields
-            .get(19)
-            .and_then(|ticks| ticks.parse().ok())
-            .unwrap_or(0);
-        !zombie && started <= now_ticks
-    })
-}
-
-/// Polls until `pid` is gone (5 s at most).
-pub async fn gone(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
-
-/// Pids printed by the command, one per line (`echo $!`); numbers inside
-/// other lines (`[ended 1 background job(s)...]`) are not pids.
-pub fn pids_in(text: &str) -> Vec<u32> {
-    text.lines()
-        .filter_map(|line| line.trim().parse().ok())
-        .collect()
-}
+pub use test_support::{alive, gone, pids_in};
 
 pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write");

@@ -139,10 +139,7 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
         "the program path",
     )?;
     // `$0` stays the name the spec gave (`bash`), not the resolved path.
-    let mut argv = vec![c_string(
-        spec.program.as_os_str().as_bytes(),
-        "the program name",
-    )?];
+    let mut argv = vec![c_string(program_name(spec).as_bytes(), "the program name")?];
     for arg in &spec.args {
         argv.push(c_string(arg.as_bytes(), "an argument")?);
     }
@@ -315,11 +312,17 @@ fn build_command(spec: &SpawnSpec, tag: &str) -> std::process::Command {
 #[cfg(all(unix, not(target_os = "linux")))]
 fn set_arg0(command: &mut std::process::Command, spec: &SpawnSpec) {
     use std::os::unix::process::CommandExt;
-    command.arg0(&spec.program);
+    command.arg0(program_name(spec));
 }
 
 #[cfg(not(unix))]
 fn set_arg0(_command: &mut std::process::Command, _spec: &SpawnSpec) {}
+
+/// `argv[0]`: the program's file name, so `$0` and bash's messages read
+/// `bash` whether the spec names `bash` or `/usr/bin/bash`.
+fn program_name(spec: &SpawnSpec) -> &std::ffi::OsStr {
+    spec.program.file_name().unwrap_or(spec.program.as_os_str())
+}
 
 /// The program's absolute path, looked up once in the `PATH` of the spec's
 /// environment. Left to the child, the lookup is an `execve` per `PATH`

@@ -1,4 +1,5 @@
 //! Behaviour across modules: typed tools behind the registry and executor.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,47 +10,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::*;
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct EchoParams {
-    /// Text to say back.
-    #[schemars(length(min = 1))]
-    text: String,
-    /// Milliseconds to wait first.
-    #[schemars(range(min = 0, max = 1000))]
-    delay_ms: Option<u64>,
-}
-
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    type Params = EchoParams;
-
-    fn name(&self) -> &str {
-        "Echo"
-    }
-
-    fn description(&self) -> String {
-        "Says the text back.".into()
-    }
-
-    fn category(&self) -> ToolCategory {
-        ToolCategory::Other
-    }
-
-    async fn execute(&self, context: &ExecutionContext, params: EchoParams) -> ToolResult {
-        if let Some(delay) = params.delay_ms {
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-        }
-        if context.dry_run() {
-            return ToolResult::ok(format!("would say {}", params.text)).with_meta("dry_run", true);
-        }
-        ToolResult::ok(params.text)
-    }
-}
+use test_support::Echo;
+use tool_core::*;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct NoParams {}
