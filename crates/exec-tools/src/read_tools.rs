@@ -11,7 +11,7 @@ use shell_runtime::{KILL_GRACE, KillOutcome, ShellProcess, ShellStatus, Stream};
 use tool_core::{ExecutionContext, Tool, ToolCategory, ToolResult};
 
 use crate::environment::{ExecEnvironment, MAX_OUTPUT_CHARS};
-use crate::render::{clean, join_streams, layout};
+use crate::render::{Body, clean, layout};
 
 /// Arguments of `BashOutput`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -133,10 +133,12 @@ impl Tool for BashOutputTool {
                 .await;
         }
         let new = shell.read_unseen();
-        let stdout = keep_matching(&clean(env, &new.stdout.render()), filter.as_ref());
-        let stderr = keep_matching(&clean(env, &new.stderr.render()), filter.as_ref());
+        let shape = |text: &str| keep_matching(&clean(env, text), filter.as_ref());
         let header = status_line(&shell);
-        let body = join_streams(&stdout, &stderr);
+        let body = Body::join(
+            Body::from_slice(&new.stdout, shape),
+            Body::from_slice(&new.stderr, shape),
+        );
         let prefix = format!("{header}\n");
         let rendered = layout(Some(&prefix), &body, &[], MAX_OUTPUT_CHARS, || {
             let spills: Vec<String> = [Stream::Stdout, Stream::Stderr]

@@ -1,12 +1,13 @@
 //! Turning captured streams into the answer text a model reads.
 
 use std::io::{Read, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use shell_runtime::{OutputSlice, ShellProcess, Stream, collapse_carriage_returns};
 
 use crate::environment::{ExecEnvironment, OUTPUT_FILE_CAP};
-use crate::text::{head_and_tail, strip_ansi};
+use crate::text::{Cut, assemble, plan_cut, strip_ansi};
 
 /// An answer text and what became of its output.
 #[derive(Debug)]
@@ -30,16 +31,94 @@ pub(crate) fn clean(env: &ExecEnvironment, text: &str) -> String {
     }
 }
 
-/// stdout, then `\n[stderr]\n` and stderr when there is any.
-pub(crate) fn join_streams(stdout: &str, stderr: &str) -> String {
-    if stderr.is_empty() {
-        return stdout.to_owned();
+/// The output part of an answer, and what in it is not output: the lines
+/// that stand for what a buffer dropped and the `[stderr]` separator, so
+/// that a truncation line can count exactly the output it leaves out.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Body {
+    text: String,
+    /// Byte ranges of `text` that are notices, not output; in order.
+    notices: Vec<Range<usize>>,
+    /// Characters of output the buffers dropped: never in `text`.
+    dropped_chars: u64,
+}
+
+impl Body {
+    /// One stream's new output. `shape` turns each run of its text into what
+    /// is shown (clean-ups, a filter); a gap becomes one
+    /// `[... N bytes dropped ...]` line, which no filter removes.
+    pub(crate) fn from_slice(slice: &OutputSlice, shape: impl Fn(&str) -> String) -> Self {
+        let mut body = Self {
+            text: shape(&slice.before_gap),
+            ..Self::default()
+        };
+        if slice.dropped > 0 {
+            let start = body.text.len();
+            if !body.text.is_empty() && !body.text.ends_with('\n') {
+                body.text.push('\n');
+            }
+            body.text
+                .push_str(&format!("[... {} bytes dropped ...]\n", slice.dropped));
+            body.notices.push(start..body.text.len());
+            body.dropped_chars = slice.dropped_chars;
+        }
+        body.text.push_str(&shape(&slice.after_gap));
+        body
     }
-    let mut body = String::with_capacity(stdout.len() + stderr.len() + 10);
-    body.push_str(stdout);
-    body.push_str("\n[stderr]\n");
-    body.push_str(stderr);
-    body
+
+    /// stdout, then `\n[stderr]\n` and stderr when there is any.
+    pub(crate) fn join(stdout: Self, stderr: Self) -> Self {
+        if stderr.text.is_empty() {
+            return stdout;
+        }
+        let mut body = stdout;
+        let separator = body.text.len();
+        body.text.push_str("\n[stderr]\n");
+        body.notices.push(separator..body.text.len());
+        let offset = body.text.len();
+        body.text.push_str(&stderr.text);
+        body.notices.extend(
+            stderr
+                .notices
+                .into_iter()
+                .map(|range| range.start + offset..range.end + offset),
+        );
+        body.dropped_chars += stderr.dropped_chars;
+        body
+    }
+
+    /// The text as shown when it fits.
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Moves the ends of `cut` out of any notice (a notice is shown whole or
+    /// not at all) and returns it with the characters of output it leaves
+    /// out, counting what the buffers dropped.
+    fn omitted_output(&self, cut: Cut) -> (Cut, u64) {
+        let (mut head_end, mut tail_start) = (cut.head_end, cut.tail_start);
+        for notice in &self.notices {
+            if notice.start < head_end && head_end < notice.end {
+                head_end = notice.start;
+            }
+            if notice.start < tail_start && tail_start < notice.end {
+                tail_start = notice.end;
+            }
+        }
+        let cut = if (head_end, tail_start) == (cut.head_end, cut.tail_start) {
+            cut
+        } else {
+            Cut::new(&self.text, head_end, tail_start)
+        };
+        let notices_left_out: usize = self
+            .notices
+            .iter()
+            .filter(|notice| cut.head_end <= notice.start && notice.end <= cut.tail_start)
+            .map(|notice| self.text[notice.clone()].chars().count())
+            .sum();
+        let omitted = (cut.omitted - notices_left_out) as u64 + self.dropped_chars;
+        (cut, omitted)
+    }
 }
 
 /// Lays out `prefix`, the output and `notes`, keeping the whole within
@@ -55,7 +134,11 @@ pub(crate) fn render_streams(
     budget: usize,
     spill: Option<(&ShellProcess, &Path)>,
 ) -> Rendered {
-    let body = join_streams(&clean(env, &stdout.render()), &clean(env, &stderr.render()));
+    let shape = |text: &str| clean(env, text);
+    let body = Body::join(
+        Body::from_slice(stdout, shape),
+        Body::from_slice(stderr, shape),
+    );
     let rendered = layout(prefix, &body, notes, budget, || {
         spill.and_then(|(shell, stem)| combine_spills(env, shell, stem))
     });
@@ -66,10 +149,14 @@ pub(crate) fn render_streams(
 }
 
 /// The layout shared by `Bash` and `BashOutput`. `output_file` is asked for
-/// only when the text must be cut.
+/// only when the text must be cut. The truncation line counts every
+/// character of output the answer does not show: what the head-and-tail cut
+/// leaves out and what the buffers dropped before (notices such as the
+/// `[stderr]` line are not output). Characters cut are counted after the
+/// clean-ups, characters dropped as they came.
 pub(crate) fn layout(
     prefix: Option<&str>,
-    body: &str,
+    body: &Body,
     notes: &[String],
     budget: usize,
     output_file: impl FnOnce() -> Option<PathBuf>,
@@ -81,17 +168,18 @@ pub(crate) fn layout(
             .sum::<usize>();
     let room = budget.saturating_sub(fixed + 1);
     let mut file = None;
-    let (body, truncated) = if body.chars().count() > room {
-        file = output_file();
-        let place = file
-            .as_ref()
-            .map(|path| format!("; full output in {}", path.display()))
-            .unwrap_or_default();
-        head_and_tail(body, room, |omitted| {
-            format!("[Output truncated: {omitted} characters omitted{place}]")
-        })
-    } else {
-        (body.to_owned(), false)
+    let (body, truncated) = match plan_cut(body.text(), room) {
+        None => (body.text().to_owned(), false),
+        Some(cut) => {
+            let (cut, omitted) = body.omitted_output(cut);
+            file = output_file();
+            let place = file
+                .as_ref()
+                .map(|path| format!("; full output in {}", path.display()))
+                .unwrap_or_default();
+            let marker = format!("[Output truncated: {omitted} characters omitted{place}]");
+            (assemble(body.text(), cut, &marker), true)
+        }
     };
     let mut text = String::new();
     if let Some(prefix) = prefix {
@@ -156,9 +244,32 @@ fn remove_spills(shell: &ShellProcess) {
 mod tests {
     use super::*;
 
+    fn plain(text: &str) -> Body {
+        Body::from_slice(
+            &OutputSlice {
+                before_gap: text.to_owned(),
+                ..OutputSlice::default()
+            },
+            str::to_owned,
+        )
+    }
+
+    /// The count in the truncation line of `text`.
+    fn omitted_in(text: &str) -> u64 {
+        let marker = text
+            .lines()
+            .find(|line| line.starts_with("[Output truncated: "))
+            .expect("a truncation line");
+        marker["[Output truncated: ".len()..]
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect("a count")
+    }
+
     #[test]
     fn the_whole_answer_fits_the_budget() {
-        let body = "x".repeat(50_000);
+        let body = plain(&"x".repeat(50_000));
         let notes = vec!["[ended 1 background job(s) left by the command]".to_owned()];
         let rendered = layout(
             Some("Command failed with exit code 1"),
@@ -190,7 +301,51 @@ mod tests {
 
     #[test]
     fn stderr_follows_a_marker() {
-        assert_eq!(join_streams("out\n", "err\n"), "out\n\n[stderr]\nerr\n");
-        assert_eq!(join_streams("out\n", ""), "out\n");
+        assert_eq!(
+            Body::join(plain("out\n"), plain("err\n")).text(),
+            "out\n\n[stderr]\nerr\n"
+        );
+        assert_eq!(Body::join(plain("out\n"), plain("")).text(), "out\n");
+    }
+
+    #[test]
+    fn the_count_includes_what_the_buffer_dropped_and_no_notice() {
+        let slice = OutputSlice {
+            before_gap: "a\n".repeat(100),
+            dropped: 5000,
+            dropped_chars: 2000,
+            after_gap: "é\n".repeat(100),
+        };
+        let body = Body::join(
+            Body::from_slice(&slice, str::to_owned),
+            plain(&"e\n".repeat(100)),
+        );
+        assert!(body.text().contains("\n[... 5000 bytes dropped ...]\né\n"));
+        let rendered = layout(None, &body, &[], 101, || None);
+        assert!(rendered.truncated);
+        // 40 characters of head and 60 of tail are shown, of 600 + 2000.
+        assert_eq!(omitted_in(&rendered.text), 600 + 2000 - 100);
+        assert!(!rendered.text.contains("bytes dropped"));
+        assert!(!rendered.text.contains("[stderr]"));
+    }
+
+    #[test]
+    fn a_notice_is_shown_whole_or_not_at_all() {
+        // The head would end inside the gap line.
+        let slice = OutputSlice {
+            before_gap: "ab".to_owned(),
+            dropped: 7,
+            dropped_chars: 7,
+            after_gap: "x".repeat(100),
+        };
+        let body = Body::from_slice(&slice, str::to_owned);
+        let rendered = layout(None, &body, &[], 31, || None);
+        assert!(
+            rendered.text.starts_with("ab\n[Output truncated: "),
+            "{}",
+            rendered.text
+        );
+        // "ab" and 27 characters of tail are shown, of 2 + 7 + 100.
+        assert_eq!(omitted_in(&rendered.text), 109 - 2 - 27);
     }
 }

@@ -50,14 +50,26 @@ pub struct OutputBuffer {
     dropped: u64,
 }
 
-/// What a reader gets: the text it had not seen, and how many bytes of it
-/// were dropped before it could be read.
+/// A place in a stream: how many bytes and characters come before it. A
+/// reader keeps the one its last read returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamPosition {
+    /// Bytes before this place.
+    pub bytes: u64,
+    /// Characters (Unicode scalar values) before this place.
+    pub chars: u64,
+}
+
+/// What a reader gets: the text it had not seen, and how much of it was
+/// dropped before it could be read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutputSlice {
     /// Text before the gap (from the head), or all of it when nothing was dropped.
     pub before_gap: String,
     /// Bytes the reader never saw because the buffer overflowed.
     pub dropped: u64,
+    /// The same gap counted in characters.
+    pub dropped_chars: u64,
     /// Text after the gap (from the tail).
     pub after_gap: String,
 }
@@ -177,21 +189,29 @@ impl OutputBuffer {
         self.limits
     }
 
+    /// Where the stream ends now: where the next read starts.
+    pub fn end(&self) -> StreamPosition {
+        StreamPosition {
+            bytes: self.total_bytes,
+            chars: self.total_chars,
+        }
+    }
+
     /// Everything kept, with the gap between head and tail.
     pub fn snapshot(&self) -> OutputSlice {
-        self.read_from(0)
+        self.read_from(StreamPosition::default())
     }
 
-    /// The text after stream offset `cursor` (a value an earlier read
-    /// returned, or 0), and the offset to read from next time.
-    pub fn read_since(&self, cursor: u64) -> (OutputSlice, u64) {
-        (self.read_from(cursor), self.total_bytes)
+    /// The text after `from` (a position an earlier read returned, or the
+    /// default, the start), and the position to read from next time.
+    pub fn read_since(&self, from: StreamPosition) -> (OutputSlice, StreamPosition) {
+        (self.read_from(from), self.end())
     }
 
-    fn read_from(&self, cursor: u64) -> OutputSlice {
+    fn read_from(&self, from: StreamPosition) -> OutputSlice {
         let head_len = self.head.len() as u64;
         let tail_start = self.total_bytes - self.tail.len() as u64;
-        let cursor = cursor.min(self.total_bytes);
+        let cursor = from.bytes.min(self.total_bytes);
         let before_gap = if cursor < head_len {
             // Cursors are only ever 0 or a former total, so this is a char boundary.
             self.head
@@ -203,11 +223,22 @@ impl OutputBuffer {
         };
         let gap_from = cursor.max(head_len);
         let dropped = tail_start.saturating_sub(gap_from);
-        let from = to_index(cursor.max(tail_start) - tail_start);
-        let after_gap = self.tail_text(from);
+        let start = to_index(cursor.max(tail_start) - tail_start);
+        let after_gap = self.tail_text(start);
+        // Counted here, not as bytes leave the ring, so that capture pays
+        // nothing for it: whatever of the stream after `from` is not in the
+        // two texts was dropped.
+        let dropped_chars = if dropped == 0 {
+            0
+        } else {
+            let unread = self.total_chars.saturating_sub(from.chars);
+            let kept = (before_gap.chars().count() + after_gap.chars().count()) as u64;
+            unread.saturating_sub(kept)
+        };
         OutputSlice {
             before_gap,
             dropped,
+            dropped_chars,
             after_gap,
         }
     }
@@ -301,7 +332,7 @@ mod tests {
     fn cursor_reads_only_new_text_and_reports_what_it_missed() {
         let mut buffer = OutputBuffer::new(limits(4, 4));
         buffer.push("ab");
-        let (first, cursor) = buffer.read_since(0);
+        let (first, cursor) = buffer.read_since(StreamPosition::default());
         assert_eq!(first.render(), "ab");
         let (nothing, cursor) = buffer.read_since(cursor);
         assert!(nothing.is_empty());
@@ -319,7 +350,7 @@ mod tests {
     fn a_reader_past_the_head_gets_the_newest_text() {
         let mut buffer = OutputBuffer::new(limits(2, 3));
         buffer.push("ab");
-        let (_, cursor) = buffer.read_since(0);
+        let (_, cursor) = buffer.read_since(StreamPosition::default());
         buffer.push("0123456789");
         let (slice, _) = buffer.read_since(cursor);
         assert_eq!(slice.before_gap, "");
@@ -336,6 +367,29 @@ mod tests {
         assert_eq!(snapshot.after_gap, "éé");
         assert_eq!(buffer.total_chars(), 5);
         assert_invariants(&buffer);
+    }
+
+    #[test]
+    fn dropped_characters_are_counted_not_bytes() {
+        let mut buffer = OutputBuffer::new(limits(4, 4));
+        buffer.push("ab");
+        let (_, cursor) = buffer.read_since(StreamPosition::default());
+        // 2 + 10 characters, 2 + 30 bytes: the ring keeps the last "€".
+        buffer.push("cd€€€€€€€€€€");
+        let (slice, next) = buffer.read_since(cursor);
+        assert_eq!(slice.before_gap, "cd");
+        assert_eq!(slice.after_gap, "€");
+        assert_eq!(slice.dropped, 27);
+        assert_eq!(slice.dropped_chars, 9);
+        assert_eq!(
+            next,
+            StreamPosition {
+                bytes: 34,
+                chars: 14
+            }
+        );
+        let whole = buffer.snapshot();
+        assert_eq!((whole.dropped, whole.dropped_chars), (27, 9));
     }
 
     fn text_strategy() -> impl Strategy<Value = Vec<String>> {
@@ -366,12 +420,48 @@ mod tests {
         }
 
         #[test]
+        fn every_read_counts_the_characters_it_missed(
+            pieces in text_strategy(),
+            reads in proptest::collection::vec(any::<bool>(), 0..30),
+            head in 0usize..24,
+            tail in 0usize..24,
+        ) {
+            let mut buffer = OutputBuffer::new(limits(head, tail));
+            let mut whole = String::new();
+            let mut cursor = StreamPosition::default();
+            let check = |buffer: &OutputBuffer, whole: &str, cursor: &mut StreamPosition| {
+                let unread = &whole[to_index(cursor.bytes)..];
+                let (slice, next) = buffer.read_since(*cursor);
+                let shown = slice.before_gap.chars().count() + slice.after_gap.chars().count();
+                prop_assert_eq!(
+                    slice.dropped_chars,
+                    (unread.chars().count() - shown) as u64
+                );
+                prop_assert_eq!(
+                    slice.dropped,
+                    (unread.len() - slice.before_gap.len() - slice.after_gap.len()) as u64
+                );
+                prop_assert_eq!(next.chars, whole.chars().count() as u64);
+                *cursor = next;
+                Ok(())
+            };
+            for (index, piece) in pieces.iter().enumerate() {
+                buffer.push(piece);
+                whole.push_str(piece);
+                if reads.get(index).copied().unwrap_or(false) {
+                    check(&buffer, &whole, &mut cursor)?;
+                }
+            }
+            check(&buffer, &whole, &mut cursor)?;
+        }
+
+        #[test]
         fn successive_reads_see_every_byte_once(
             pieces in text_strategy(),
             reads in proptest::collection::vec(any::<bool>(), 0..30),
         ) {
             let mut buffer = OutputBuffer::new(limits(16, 16));
-            let mut cursor = 0;
+            let mut cursor = StreamPosition::default();
             let mut seen = 0u64;
             for (index, piece) in pieces.iter().enumerate() {
                 buffer.push(piece);

@@ -32,7 +32,7 @@ mod status;
 mod sys;
 mod tree;
 
-pub use buffer::{BufferLimits, OutputBuffer, OutputSlice};
+pub use buffer::{BufferLimits, OutputBuffer, OutputSlice, StreamPosition};
 pub use carriage::collapse_carriage_returns;
 pub use decode::Utf8Decoder;
 pub use error::{ManagerError, SpawnError};

@@ -11,7 +11,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::buffer::{BufferLimits, OutputBuffer, OutputSlice};
+use crate::buffer::{BufferLimits, OutputBuffer, OutputSlice, StreamPosition};
 use crate::decode::Utf8Decoder;
 use crate::error::SpawnError;
 use crate::redact::StreamReplacer;
@@ -190,8 +190,8 @@ impl Capture {
 /// Where each consumer is in the two streams.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReadCursor {
-    stdout: u64,
-    stderr: u64,
+    stdout: StreamPosition,
+    stderr: StreamPosition,
 }
 
 /// New text of both streams since a cursor.
