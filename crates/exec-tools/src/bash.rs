@@ -392,10 +392,9 @@ fn backgrounded_answer(
         .background_after
         .map_or(0, |after| after.as_millis());
     let so_far = shell.read_unseen();
-    let body = crate::render::join_streams(
-        &crate::render::clean(env, &so_far.stdout.render()),
-        &crate::render::clean(env, &so_far.stderr.render()),
-    );
+    let body = crate::render::Body::from_streams(&so_far.stdout, &so_far.stderr, |text| {
+        crate::render::clean(env, text)
+    });
     let note = format!("[still running after {after} ms: continues as background shell {id}]");
     let Rendered {
         text, truncated, ..

@@ -135,10 +135,7 @@ impl Tool for BashOutputTool {
         let new = shell.read_unseen();
         let shape = |text: &str| keep_matching(&clean(env, text), filter.as_ref());
         let header = status_line(&shell);
-        let body = Body::join(
-            Body::from_slice(&new.stdout, shape),
-            Body::from_slice(&new.stderr, shape),
-        );
+        let body = Body::from_streams(&new.stdout, &new.stderr, shape);
         let prefix = format!("{header}\n");
         let rendered = layout(Some(&prefix), &body, &[], MAX_OUTPUT_CHARS, || {
             let spills: Vec<String> = [Stream::Stdout, Stream::Stderr]

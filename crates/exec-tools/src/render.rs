@@ -66,6 +66,18 @@ impl Body {
         body
     }
 
+    /// Both streams' new output, each shaped by `shape`, joined.
+    pub(crate) fn from_streams(
+        stdout: &OutputSlice,
+        stderr: &OutputSlice,
+        shape: impl Fn(&str) -> String,
+    ) -> Self {
+        Self::join(
+            Self::from_slice(stdout, &shape),
+            Self::from_slice(stderr, &shape),
+        )
+    }
+
     /// stdout, then `\n[stderr]\n` and stderr when there is any.
     pub(crate) fn join(stdout: Self, stderr: Self) -> Self {
         if stderr.text.is_empty() {
@@ -134,11 +146,7 @@ pub(crate) fn render_streams(
     budget: usize,
     spill: Option<(&ShellProcess, &Path)>,
 ) -> Rendered {
-    let shape = |text: &str| clean(env, text);
-    let body = Body::join(
-        Body::from_slice(stdout, shape),
-        Body::from_slice(stderr, shape),
-    );
+    let body = Body::from_streams(stdout, stderr, |text| clean(env, text));
     let rendered = layout(prefix, &body, notes, budget, || {
         spill.and_then(|(shell, stem)| combine_spills(env, shell, stem))
     });
