@@ -227,7 +227,7 @@ print("io_uring_setup", libc.syscall({}, 1, None), ctypes.get_errno())
     assert_eq!(output, format!("io_uring_setup -1 {}\n", libc::EACCES));
 }
 
-/// x32 system calls (bit 30 set in the number) share x86_64's architecture
+/// x32 system calls (bit 30 set in the number) share `x86_64`'s architecture
 /// value and would sidestep every rule. `getpid` under the x32 ABI is
 /// harmless: ENOSYS where the kernel has no x32, the pid where it has.
 #[cfg(target_arch = "x86_64")]
