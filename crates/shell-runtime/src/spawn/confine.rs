@@ -140,7 +140,9 @@ impl Confinement {
             filter: std::ptr::null_mut(),
         }; MAX_PROGRAMS];
         let mut seccomp_count = 0;
-        // `prepare` checked the count and each length.
+        // `prepare` checked the count and each length (and a zero length
+        // would make the kernel refuse the program: the child fails, it
+        // does not run unfiltered).
         for (slot, program) in seccomp.iter_mut().zip(&self.seccomp) {
             *slot = libc::sock_fprog {
                 len: u16::try_from(program.len()).unwrap_or(0),
@@ -319,7 +321,7 @@ fn landlock_ruleset(writable: &[PathBuf]) -> Result<OwnedFd, ConfineError> {
         return Err(ConfineError::NoLandlock(io::Error::last_os_error()));
     }
     let fd = RawFd::try_from(fd).map_err(|_| {
-        ConfineError::NoLandlock(io::Error::other(format!(
+        ConfineError::Io(io::Error::other(format!(
             "landlock_create_ruleset returned `{fd}`, not a descriptor"
         )))
     })?;
