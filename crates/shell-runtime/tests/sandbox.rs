@@ -144,3 +144,110 @@ async fn limits_apply_and_a_process_storm_is_capped() {
     let after = run_confined("echo alive", &confinement).await;
     assert_eq!(text(&after), "alive\n");
 }
+
+/// Runs `python3 SCRIPT` confined and returns its output. The script
+/// prints `NAME RESULT ERRNO` lines.
+async fn probe(script: &str, confinement: &Arc<Confinement>) -> String {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("probe.py");
+    std::fs::write(&path, script).expect("script written");
+    let shell = run_confined(&format!("python3 {}", path.display()), confinement).await;
+    text(&shell)
+}
+
+/// Only harmless calls: `delete_module` of a module that does not exist
+/// (ENOENT unfiltered), `ptrace(PTRACE_ATTACH)` of the probe's own `sleep`
+/// (0 unfiltered), ended by pid. `reboot` and the others are checked in
+/// `filter.rs` by running the compiled program, never for real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_syscalls_fail_with_eperm_in_every_sandbox() {
+    let inside = tempfile::tempdir().expect("inside");
+    let script = format!(
+        r#"import ctypes, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+child = subprocess.Popen(["sleep", "30"])
+try:
+    ctypes.set_errno(0)
+    print("ptrace", libc.ptrace(16, child.pid, None, None), ctypes.get_errno())
+finally:
+    child.kill()
+    child.wait()
+ctypes.set_errno(0)
+print("delete_module", libc.syscall({}, b"agent_exec_no_such_module", 0), ctypes.get_errno())
+"#,
+        libc::SYS_delete_module
+    );
+    for deny_network in [false, true] {
+        let confinement = Arc::new(
+            Confinement::prepare(&ConfinementSpec {
+                restrict_writes: true,
+                writable: vec![inside.path().to_path_buf()],
+                deny_network,
+                ..ConfinementSpec::default()
+            })
+            .expect("the sandbox is available"),
+        );
+        let output = probe(&script, &confinement).await;
+        let eperm = libc::EPERM;
+        assert_eq!(
+            output,
+            format!("ptrace -1 {eperm}\ndelete_module -1 {eperm}\n"),
+            "network deny: {deny_network}"
+        );
+        // Ordinary tools still run.
+        let tools = run_confined(
+            "ls / | head -1 >/dev/null && ps -o pid= -p $$ | wc -l",
+            &confinement,
+        )
+        .await;
+        assert_eq!(text(&tools), "1\n");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn io_uring_fails_with_eacces_under_network_deny() {
+    let confinement = Arc::new(
+        Confinement::prepare(&ConfinementSpec {
+            deny_network: true,
+            ..ConfinementSpec::default()
+        })
+        .expect("seccomp is available"),
+    );
+    // A null `params` pointer: EFAULT (or ENOSYS/EPERM where io_uring is
+    // off) unfiltered, never EACCES.
+    let script = format!(
+        r#"import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+ctypes.set_errno(0)
+print("io_uring_setup", libc.syscall({}, 1, None), ctypes.get_errno())
+"#,
+        libc::SYS_io_uring_setup
+    );
+    let output = probe(&script, &confinement).await;
+    assert_eq!(output, format!("io_uring_setup -1 {}\n", libc::EACCES));
+}
+
+/// x32 system calls (bit 30 set in the number) share `x86_64`'s architecture
+/// value and would sidestep every rule. `getpid` under the x32 ABI is
+/// harmless: ENOSYS where the kernel has no x32, the pid where it has.
+#[cfg(target_arch = "x86_64")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_x32_abi_fails_with_eacces_in_every_sandbox() {
+    let confinement = Arc::new(
+        Confinement::prepare(&ConfinementSpec {
+            no_core_dumps: true,
+            ..ConfinementSpec::default()
+        })
+        .expect("seccomp is available"),
+    );
+    let script = format!(
+        r#"import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+ctypes.set_errno(0)
+print("x32 getpid", libc.syscall({}, 0), ctypes.get_errno())
+"#,
+        0x4000_0000 | libc::SYS_getpid
+    );
+    let output = probe(&script, &confinement).await;
+    assert_eq!(output, format!("x32 getpid -1 {}\n", libc::EACCES));
+}

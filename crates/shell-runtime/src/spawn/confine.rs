@@ -1,8 +1,10 @@
 //! Linux confinement applied in the child before `execve`: a Landlock
-//! ruleset (where writes may go), a seccomp filter (no non-Unix sockets, no
-//! `io_uring`), resource limits, and a pids cgroup. Everything that can fail
-//! is prepared and checked here, before any command runs; the child only
-//! makes the final system calls, and fails rather than run less confined.
+//! ruleset (where writes may go), seccomp filters (`filter.rs`: no reboot,
+//! kexec, module loading or ptrace; with `--network deny` no non-Unix
+//! sockets and no `io_uring`), resource limits, and a pids cgroup.
+//! Everything that can fail is prepared and checked here, before any
+//! command runs; the child only makes the final system calls, and fails
+//! rather than run less confined.
 
 #![allow(
     unsafe_code,
@@ -15,6 +17,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::filter::{self, MAX_PROGRAMS};
 use crate::spec::ConfinementSpec;
 
 /// Why a confinement cannot be enforced on this machine.
@@ -32,7 +35,7 @@ pub enum ConfineError {
         source: io::Error,
     },
     /// seccomp filters are unavailable, or this architecture is not supported.
-    #[error("cannot filter network sockets (needed for --network deny): {0}")]
+    #[error("cannot install the sandbox's seccomp filter: {0}")]
     NoSeccomp(String),
     /// Another kernel refusal.
     #[error("cannot prepare the sandbox: {0}")]
@@ -67,7 +70,8 @@ struct PathBeneathAttr {
 #[derive(Debug)]
 pub struct Confinement {
     landlock: Option<OwnedFd>,
-    seccomp: Option<Vec<libc::sock_filter>>,
+    /// BPF programs, installed in this order; each fits a `sock_fprog`.
+    seccomp: Vec<Vec<libc::sock_filter>>,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     cgroup: Option<Cgroup>,
     /// Set when a process cap was asked for but no cgroup could be made.
@@ -97,11 +101,7 @@ impl Confinement {
         } else {
             None
         };
-        let seccomp = if spec.deny_network {
-            Some(network_filter()?)
-        } else {
-            None
-        };
+        let seccomp = seccomp_programs(spec.deny_network)?;
         let mut rlimits = Vec::new();
         if spec.no_core_dumps {
             rlimits.push((libc::RLIMIT_CORE, 0));
@@ -135,12 +135,25 @@ impl Confinement {
 
     /// What the child needs, as raw values it can use without allocating.
     pub(crate) fn plan(&self) -> ChildConfinement {
+        let mut seccomp = [libc::sock_fprog {
+            len: 0,
+            filter: std::ptr::null_mut(),
+        }; MAX_PROGRAMS];
+        let mut seccomp_count = 0;
+        // `prepare` checked the count and each length (and a zero length
+        // would make the kernel refuse the program: the child fails, it
+        // does not run unfiltered).
+        for (slot, program) in seccomp.iter_mut().zip(&self.seccomp) {
+            *slot = libc::sock_fprog {
+                len: u16::try_from(program.len()).unwrap_or(0),
+                filter: program.as_ptr().cast_mut(),
+            };
+            seccomp_count += 1;
+        }
         ChildConfinement {
             landlock: self.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd),
-            seccomp: self.seccomp.as_ref().map(|filter| libc::sock_fprog {
-                len: u16::try_from(filter.len()).unwrap_or(u16::MAX),
-                filter: filter.as_ptr().cast_mut(),
-            }),
+            seccomp,
+            seccomp_count,
             rlimits: self.rlimits.as_ptr(),
             rlimit_count: self.rlimits.len(),
             cgroup_procs: self
@@ -155,7 +168,8 @@ impl Confinement {
 /// a `Confinement` that outlives the spawn.
 pub(crate) struct ChildConfinement {
     landlock: RawFd,
-    seccomp: Option<libc::sock_fprog>,
+    seccomp: [libc::sock_fprog; MAX_PROGRAMS],
+    seccomp_count: usize,
     rlimits: *const (libc::__rlimit_resource_t, u64),
     rlimit_count: usize,
     cgroup_procs: *const libc::c_char,
@@ -168,65 +182,100 @@ impl ChildConfinement {
     /// # Safety
     /// Call only in the spawned child; the pointers must still be valid.
     pub(crate) unsafe fn enter_limits(&self) -> bool {
-        // SAFETY: raw syscalls on data prepared by the parent.
-        unsafe {
-            if !self.cgroup_procs.is_null() {
-                let fd = libc::open(self.cgroup_procs, libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return false;
-                }
-                // "0" means the writing process.
-                let written = libc::write(fd, b"0".as_ptr().cast::<c_void>(), 1);
-                libc::close(fd);
-                if written != 1 {
-                    return false;
-                }
+        if !self.cgroup_procs.is_null() {
+            // SAFETY: `cgroup_procs` is a C string in the parent's
+            // `Confinement`, which outlives the spawn.
+            let fd = unsafe { libc::open(self.cgroup_procs, libc::O_WRONLY | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return false;
             }
-            for index in 0..self.rlimit_count {
-                let (resource, value) = *self.rlimits.add(index);
-                let limit = libc::rlimit {
-                    rlim_cur: value,
-                    rlim_max: value,
-                };
-                if libc::setrlimit(resource, &raw const limit) != 0 {
-                    return false;
-                }
+            // "0" means the writing process.
+            // SAFETY: a one-byte static buffer and a descriptor we just opened.
+            let written = unsafe { libc::write(fd, b"0".as_ptr().cast::<c_void>(), 1) };
+            // SAFETY: `fd` is ours and closed once.
+            unsafe { libc::close(fd) };
+            if written != 1 {
+                return false;
+            }
+        }
+        for index in 0..self.rlimit_count {
+            // SAFETY: `rlimits` points to `rlimit_count` pairs in the
+            // parent's `Confinement`, which outlives the spawn.
+            let (resource, value) = unsafe { *self.rlimits.add(index) };
+            let limit = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            // SAFETY: `limit` is a valid rlimit on our stack.
+            if unsafe { libc::setrlimit(resource, &raw const limit) } != 0 {
+                return false;
             }
         }
         true
     }
 
-    /// In the child, last before `execve`: Landlock, then seccomp.
+    /// In the child, last before `execve`: Landlock, then the seccomp programs.
     ///
     /// # Safety
     /// Call only in the spawned child; the pointers must still be valid.
     pub(crate) unsafe fn restrict(&self) -> bool {
-        if self.landlock < 0 && self.seccomp.is_none() {
+        if self.landlock < 0 && self.seccomp_count == 0 {
             return true;
         }
-        // SAFETY: raw syscalls on data prepared by the parent.
-        unsafe {
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+        let (on, off): (libc::c_ulong, libc::c_ulong) = (1, 0);
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, on, off, off, off) } != 0 {
+            return false;
+        }
+        if self.landlock >= 0 {
+            // SAFETY: `landlock` is a ruleset descriptor the parent's
+            // `Confinement` keeps open; flags must be 0.
+            let result =
+                unsafe { libc::syscall(libc::SYS_landlock_restrict_self, self.landlock, 0u32) };
+            if result != 0 {
                 return false;
             }
-            if self.landlock >= 0
-                && libc::syscall(libc::SYS_landlock_restrict_self, self.landlock, 0) != 0
-            {
-                return false;
-            }
-            if let Some(program) = &self.seccomp
-                && libc::syscall(
+        }
+        for program in self.seccomp.iter().take(self.seccomp_count) {
+            // SAFETY: `program` describes a BPF program in the parent's
+            // `Confinement`, which outlives the spawn; the kernel copies it.
+            let result = unsafe {
+                libc::syscall(
                     libc::SYS_seccomp,
-                    1, // SECCOMP_SET_MODE_FILTER
-                    0,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0u32,
                     std::ptr::from_ref(program),
-                ) != 0
-            {
+                )
+            };
+            if result != 0 {
                 return false;
             }
         }
         true
     }
+}
+
+/// Compiles the seccomp programs (`filter.rs`) once seccomp is known to work.
+fn seccomp_programs(deny_network: bool) -> Result<Vec<Vec<libc::sock_filter>>, ConfineError> {
+    // SAFETY: PR_GET_SECCOMP takes no arguments.
+    if unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) } < 0 {
+        return Err(ConfineError::NoSeccomp(
+            io::Error::last_os_error().to_string(),
+        ));
+    }
+    let programs = filter::programs(deny_network).map_err(ConfineError::NoSeccomp)?;
+    if programs.len() > MAX_PROGRAMS
+        || programs
+            .iter()
+            .any(|program| program.is_empty() || u16::try_from(program.len()).is_err())
+    {
+        return Err(ConfineError::NoSeccomp(format!(
+            "{} programs of {:?} instructions do not fit",
+            programs.len(),
+            programs.iter().map(Vec::len).collect::<Vec<_>>()
+        )));
+    }
+    Ok(programs)
 }
 
 fn landlock_abi() -> io::Result<i64> {
@@ -271,8 +320,13 @@ fn landlock_ruleset(writable: &[PathBuf]) -> Result<OwnedFd, ConfineError> {
     if fd < 0 {
         return Err(ConfineError::NoLandlock(io::Error::last_os_error()));
     }
+    let fd = RawFd::try_from(fd).map_err(|_| {
+        ConfineError::Io(io::Error::other(format!(
+            "landlock_create_ruleset returned `{fd}`, not a descriptor"
+        )))
+    })?;
     // SAFETY: the syscall returned a new descriptor (close-on-exec) we own.
-    let ruleset = unsafe { OwnedFd::from_raw_fd(i32::try_from(fd).unwrap_or(-1)) };
+    let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
     for path in writable {
         add_rule(&ruleset, path, handled, true)?;
     }
@@ -331,53 +385,6 @@ fn add_rule(
         });
     }
     Ok(())
-}
-
-/// A BPF program: non-Unix `socket` calls and `io_uring` fail with EACCES;
-/// a foreign architecture or the x32 ABI is refused outright.
-fn network_filter() -> Result<Vec<libc::sock_filter>, ConfineError> {
-    // SAFETY: PR_GET_SECCOMP takes no arguments.
-    if unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) } < 0 {
-        return Err(ConfineError::NoSeccomp(
-            io::Error::last_os_error().to_string(),
-        ));
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
-        const LD_ABS: u16 = 0x20;
-        const JEQ: u16 = 0x15;
-        const JGE: u16 = 0x35;
-        const RET: u16 = 0x06;
-        const ALLOW: u32 = 0x7fff_0000;
-        const KILL_PROCESS: u32 = 0x8000_0000;
-        let deny = 0x0005_0000 | u32::try_from(libc::EACCES).unwrap_or(13);
-        let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
-        let nr = |value: libc::c_long| u32::try_from(value).unwrap_or(u32::MAX);
-        Ok(vec![
-            op(LD_ABS, 0, 0, 4),
-            op(JEQ, 1, 0, ARCH),
-            op(RET, 0, 0, KILL_PROCESS),
-            op(LD_ABS, 0, 0, 0),
-            op(JGE, 7, 0, 0x4000_0000),
-            op(JEQ, 4, 0, nr(libc::SYS_socket)),
-            op(JEQ, 5, 0, nr(libc::SYS_io_uring_setup)),
-            op(JEQ, 4, 0, nr(libc::SYS_io_uring_enter)),
-            op(JEQ, 3, 0, nr(libc::SYS_io_uring_register)),
-            op(RET, 0, 0, ALLOW),
-            op(LD_ABS, 0, 0, 16),
-            op(JEQ, 1, 0, u32::try_from(libc::AF_UNIX).unwrap_or(1)),
-            op(RET, 0, 0, deny),
-            op(RET, 0, 0, ALLOW),
-        ])
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        Err(ConfineError::NoSeccomp(format!(
-            "the socket filter is written for x86_64, not {}",
-            std::env::consts::ARCH
-        )))
-    }
 }
 
 /// Finds the pids controller, makes `agent-exec-<pid>` below our own

@@ -23,6 +23,28 @@ use crate::tree::{SHELL_TAG_VAR, live_shells};
 
 #[cfg(target_os = "linux")]
 pub(crate) mod confine;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod filter;
+#[cfg(all(
+    target_os = "linux",
+    not(any(target_arch = "x86_64", target_arch = "aarch64"))
+))]
+mod filter {
+    //! The seccomp rules name syscalls by libc's numbers for `x86_64` and
+    //! `aarch64`, the architectures they are checked on.
+
+    pub(crate) const MAX_PROGRAMS: usize = 3;
+
+    pub(crate) fn programs(_deny_network: bool) -> Result<Vec<Vec<libc::sock_filter>>, String> {
+        Err(format!(
+            "the filter is built for x86_64 and aarch64, not {}",
+            std::env::consts::ARCH
+        ))
+    }
+}
 #[cfg(target_os = "linux")]
 mod vfork;
 

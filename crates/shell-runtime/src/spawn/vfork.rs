@@ -178,69 +178,91 @@ fn read_full(fd: &OwnedFd, buffer: &mut [u8]) -> usize {
 }
 
 /// The child: raw syscalls only, then exec. On failure it reports errno
-/// on the report pipe and exits 127.
+/// on the report pipe and exits 127. Nothing here allocates, takes a lock
+/// or can panic (no indexing, no formatting).
 extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the parent's `ChildPlan`, alive while we run.
     let plan = unsafe { &*arg.cast::<ChildPlan>() };
-    // SAFETY: each call below is a plain syscall wrapper on valid arguments
-    // prepared by the parent; none allocates or takes a lock.
-    unsafe {
-        // Default dispositions: handlers point into the parent's code, and
-        // an ignored SIGPIPE (Rust ignores it) would survive exec.
-        for signal in 1..65 {
-            if signal != libc::SIGKILL && signal != libc::SIGSTOP {
-                libc::signal(signal, libc::SIG_DFL);
-            }
+    // Default dispositions: handlers point into the parent's code, and
+    // an ignored SIGPIPE (Rust ignores it) would survive exec.
+    for signal in 1..65 {
+        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+            // SAFETY: SIG_DFL installs no handler; an invalid number only fails.
+            unsafe { libc::signal(signal, libc::SIG_DFL) };
         }
-        // The sandbox's cgroup and limits first, so nothing below escapes them.
-        let confinement = plan.confinement.as_ref();
-        if let Some(confinement) = confinement
-            && !confinement.enter_limits()
-        {
-            fail(plan);
-        }
-        if libc::setsid() < 0 {
-            fail(plan);
-        }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-            fail(plan);
-        }
-        // The parent may have died before the request was made.
-        if libc::getppid() != plan.parent {
-            fail(plan);
-        }
-        if libc::dup2(plan.stdin, 0) < 0
-            || libc::dup2(plan.stdout, 1) < 0
-            || libc::dup2(plan.stderr, 2) < 0
-        {
-            fail(plan);
-        }
-        if libc::chdir(plan.cwd) != 0 {
-            fail(plan);
-        }
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&raw mut empty);
-        libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, std::ptr::null_mut());
-        // Landlock and seccomp last: after them, only execve remains.
-        if let Some(confinement) = confinement
-            && !confinement.restrict()
-        {
-            fail(plan);
-        }
-        libc::execve(plan.program, plan.argv, plan.envp);
-        fail(plan)
     }
+    // SAFETY: `confinement` is null or points to the parent's
+    // `ChildConfinement`, alive while we run.
+    let confinement = unsafe { plan.confinement.as_ref() };
+    // The sandbox's cgroup and limits first, so nothing below escapes them.
+    if let Some(confinement) = confinement {
+        // SAFETY: we are the spawned child; its pointers are the parent's, still valid.
+        if !unsafe { confinement.enter_limits() } {
+            // SAFETY: `plan` is valid; `fail` only writes and exits.
+            unsafe { fail(plan) };
+        }
+    }
+    // SAFETY: setsid takes no arguments.
+    if unsafe { libc::setsid() } < 0 {
+        // SAFETY: as above.
+        unsafe { fail(plan) };
+    }
+    let (kill, off): (libc::c_ulong, libc::c_ulong) = (libc::SIGKILL.unsigned_abs().into(), 0);
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, kill, off, off, off) } != 0 {
+        // SAFETY: as above.
+        unsafe { fail(plan) };
+    }
+    // The parent may have died before the request was made.
+    // SAFETY: getppid takes no arguments.
+    if unsafe { libc::getppid() } != plan.parent {
+        // SAFETY: as above.
+        unsafe { fail(plan) };
+    }
+    for (from, to) in [(plan.stdin, 0), (plan.stdout, 1), (plan.stderr, 2)] {
+        // SAFETY: `from` is a descriptor the parent keeps open until we exec.
+        if unsafe { libc::dup2(from, to) } < 0 {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
+    }
+    // SAFETY: `cwd` is a C string the parent keeps alive.
+    if unsafe { libc::chdir(plan.cwd) } != 0 {
+        // SAFETY: as above.
+        unsafe { fail(plan) };
+    }
+    let mut empty = unsafe_zeroed_sigset();
+    // SAFETY: `empty` is a valid sigset_t on our stack.
+    unsafe { libc::sigemptyset(&raw mut empty) };
+    // SAFETY: `empty` is initialised; a null old-set pointer is allowed.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, std::ptr::null_mut()) };
+    // Landlock and seccomp last: after them, only execve remains.
+    if let Some(confinement) = confinement {
+        // SAFETY: we are the spawned child; its pointers are the parent's, still valid.
+        if !unsafe { confinement.restrict() } {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
+    }
+    // SAFETY: program, argv and envp are C strings and null-terminated
+    // pointer arrays the parent keeps alive until we exec.
+    unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
+    // SAFETY: as above.
+    unsafe { fail(plan) }
 }
 
 /// Reports errno to the parent and exits without running any of its code.
+///
+/// # Safety
+/// Call only in the spawned child, with the parent's plan.
 unsafe fn fail(plan: &ChildPlan) -> ! {
-    // SAFETY: errno is readable; write and _exit are async-signal-safe.
-    unsafe {
-        let errno = *libc::__errno_location();
-        let bytes = errno.to_ne_bytes();
-        libc::write(plan.report, bytes.as_ptr().cast::<c_void>(), bytes.len());
-        libc::_exit(127)
-    }
+    // SAFETY: errno is thread-local and always readable.
+    let errno = unsafe { *libc::__errno_location() };
+    let bytes = errno.to_ne_bytes();
+    // SAFETY: a buffer on our stack and the report pipe the parent keeps open.
+    unsafe { libc::write(plan.report, bytes.as_ptr().cast::<c_void>(), bytes.len()) };
+    // SAFETY: _exit runs no destructors or handlers of the shared memory.
+    unsafe { libc::_exit(127) }
 }
 
 /// Registers a pidfd with the runtime's reactor, to learn when the process exits.
