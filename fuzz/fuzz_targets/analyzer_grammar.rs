@@ -114,7 +114,7 @@ fn render(pieces: &[Piece], depth: usize, out: &mut String) {
                 let mut script = String::new();
                 render(inner, depth + 1, &mut script);
                 out.push_str("bash -c ");
-                out.push_str(&shell_runtime::quote(&script));
+                out.push_str(&exec_tools::quote(&script));
             }
             _ => {}
         }
@@ -143,7 +143,7 @@ fuzz_target!(
     if !decision.used_fallback() && !again.used_fallback() {
         assert_eq!(decision, again, "{command:?}");
     }
-    let echoed = format!("echo {}", shell_runtime::quote(&command));
+    let echoed = format!("echo {}", exec_tools::quote(&command));
     assert!(
         analyzer().check(&echoed).is_allowed(),
         "text inside one echo argument was refused: {echoed:?}"

@@ -1,6 +1,16 @@
 //! Pure decisions for agent shell commands: dangerous-command analysis,
 //! environment scrubbing, working-directory rules and the sandbox request.
 //!
+//! ```
+//! use exec_policy::{Analyzer, AnalyzerConfig, Decision};
+//! let analyzer = Analyzer::new(AnalyzerConfig::default());
+//! assert!(analyzer.check("cargo test && rm -rf target").is_allowed());
+//! let Decision::Deny(denial) = analyzer.check("sudo rm -rf --no-preserve-root /") else {
+//!     panic!("a recursive delete of / is refused");
+//! };
+//! assert!(denial.message().contains("blocked"));
+//! ```
+//!
 //! **Architecture Invariant:** this crate starts no process and knows
 //! nothing of tokio. It reads only the policy file it is handed and
 //! filesystem metadata (to canonicalise working directories).

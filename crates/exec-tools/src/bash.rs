@@ -151,7 +151,7 @@ fn add_coauthor(env: &ExecEnvironment, command: &str, coauthor: &str) -> String 
     commits.sort_by_key(|commit| std::cmp::Reverse(commit.insert_at));
     let trailer = format!(
         " --trailer {}",
-        shell_runtime::quote(&format!("Co-authored-by: {coauthor}"))
+        crate::quote::quote(&format!("Co-authored-by: {coauthor}"))
     );
     let mut out = command.to_owned();
     for commit in commits {

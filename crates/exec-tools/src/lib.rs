@@ -4,9 +4,33 @@
 //! Hosts build an [`ExecEnvironment`] from an [`ExecConfig`], add the tools
 //! to a [`ToolRegistry`] with [`register_execution_tools`] and serve it
 //! however they like (MCP, an agent loop, a CLI).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use exec_tools::{ExecConfig, ExecEnvironment, register_execution_tools};
+//! use tool_core::{ExecutionContext, ToolExecutor, ToolRegistry};
+//!
+//! let project = std::env::current_dir()?;
+//! let config = ExecConfig::new(vec![project.clone()], std::env::temp_dir());
+//! let env = Arc::new(ExecEnvironment::new(config));
+//! let mut registry = ToolRegistry::new();
+//! register_execution_tools(&mut registry, &env)?;
+//! let executor = ToolExecutor::new(Arc::new(registry));
+//! let context = ExecutionContext::new(project);
+//! let call = serde_json::json!({ "command": "cd src && export MODE=fast" });
+//! executor.execute("Bash", &context, call).await?;
+//! let call = serde_json::json!({ "command": "pwd; echo $MODE" });
+//! let answer = executor.execute("Bash", &context, call).await?;
+//! println!("{}", answer.result.text()); // .../src, then fast
+//! env.shutdown().await;
+//! # Ok(()) }
+//! ```
 
 mod bash;
+mod carriage;
 mod environment;
+mod quote;
 mod read_tools;
 mod render;
 mod session;
@@ -22,7 +46,10 @@ pub use environment::{
     OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use read_tools::{BashOutputParams, BashOutputTool, KillShellParams, KillShellTool};
-pub use text::{head_and_tail, strip_ansi};
+
+/// Quoting for shell text; public only for the fuzz targets.
+#[doc(hidden)]
+pub use quote::quote;
 
 /// Adds `Bash`, `BashOutput` and `KillShell`, sharing `env`, to `registry`.
 pub fn register_execution_tools(

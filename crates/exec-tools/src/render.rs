@@ -4,7 +4,9 @@ use std::io::{Read, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use shell_runtime::{OutputSlice, ShellProcess, Stream, collapse_carriage_returns};
+use shell_runtime::{OutputSlice, ShellProcess, Stream};
+
+use crate::carriage::collapse_carriage_returns;
 
 use crate::environment::{ExecEnvironment, OUTPUT_FILE_CAP};
 use crate::text::{Cut, assemble, plan_cut, strip_ansi};

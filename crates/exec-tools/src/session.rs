@@ -16,7 +16,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use shell_runtime::quote;
+use crate::quote::quote;
 
 /// Variables bash manages itself, or that we set per command: never carried.
 const NOT_CARRIED: &[&str] = &[

@@ -2,7 +2,7 @@
 
 /// Removes ANSI escape sequences (CSI such as colours and cursor moves, OSC
 /// such as titles and links, and two-byte escapes).
-pub fn strip_ansi(text: &str) -> String {
+pub(crate) fn strip_ansi(text: &str) -> String {
     if !text.contains('\u{1b}') {
         return text.to_owned();
     }
@@ -145,8 +145,11 @@ pub(crate) fn assemble(text: &str, cut: Cut, marker: &str) -> String {
 /// Keeps the first and last characters of `text` so that it fits in
 /// `budget` characters (see [`plan_cut`]), with one line between them that
 /// `marker` writes from the number of characters left out. Returns the text
-/// and whether it was cut.
-pub fn head_and_tail(
+/// and whether it was cut. Answers use [`plan_cut`] directly (their marker
+/// also counts what buffers dropped); this is its plain form, kept for the
+/// truncation properties the tests check.
+#[cfg(test)]
+pub(crate) fn head_and_tail(
     text: &str,
     budget: usize,
     marker: impl Fn(usize) -> String,

@@ -12,6 +12,7 @@ use std::path::Path;
 
 use common::{World, meta};
 use proptest::prelude::*;
+use test_support::single_quoted;
 
 /// The test process's environment without any locale variable (the
 /// official TypeScript SDK and the MCP Inspector start servers so).
@@ -41,12 +42,8 @@ fn ansi_c(bytes: &[u8]) -> String {
 fn read_into(name: &str, file: &Path) -> String {
     format!(
         "IFS= read -r -d '' {name} < {} || true",
-        shell_quote(&file.to_string_lossy())
+        single_quoted(&file.to_string_lossy())
     )
-}
-
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 fn run<F: std::future::Future>(future: F) -> F::Output {
@@ -86,7 +83,7 @@ async fn non_ascii_values_and_directories_survive_without_a_utf8_locale() {
     let later = world
         .bash(&format!(
             "[ \"$N\" = 'café ☕' ] && [ \"$B\" = $'\\xff\\xfe' ] && [ \"$PWD\" = {} ] && cd .. && echo same",
-            shell_quote(&world.root().join("réper toire").to_string_lossy())
+            single_quoted(&world.root().join("réper toire").to_string_lossy())
         ))
         .await;
     assert_eq!(later.text(), "same\n");
@@ -310,8 +307,8 @@ proptest! {
                 .bash(&format!(
                     "{} && [ \"$PWD\" = {}/\"$D\" ] && [ . -ef {}/\"$D\" ] && echo same",
                     read_into("D", &name_file),
-                    shell_quote(&world.root().to_string_lossy()),
-                    shell_quote(&world.root().to_string_lossy()),
+                    single_quoted(&world.root().to_string_lossy()),
+                    single_quoted(&world.root().to_string_lossy()),
                 ))
                 .await;
             prop_assert_eq!(later.text(), "same\n");

@@ -229,7 +229,7 @@ fn write_big_file(bytes: u64) -> tempfile::NamedTempFile {
 
 fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
     let file = write_big_file(bytes);
-    let path = shell_runtime::quote(file.path().to_str().expect("utf-8 temp path"));
+    let path = test_support::single_quoted(&file.path().to_string_lossy());
     let size = std::fs::metadata(file.path()).expect("size").len();
     // Warm the page cache.
     bare_bash(&format!("cat {path} > /dev/null"));

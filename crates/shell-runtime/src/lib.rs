@@ -19,12 +19,10 @@
 //! elsewhere only the process group is reached.
 
 mod buffer;
-mod carriage;
 mod decode;
 mod error;
 mod manager;
 mod process;
-mod quote;
 mod redact;
 mod spawn;
 mod spec;
@@ -33,12 +31,10 @@ mod sys;
 mod tree;
 
 pub use buffer::{BufferLimits, OutputBuffer, OutputSlice, StreamPosition};
-pub use carriage::collapse_carriage_returns;
 pub use decode::Utf8Decoder;
 pub use error::{ManagerError, SpawnError};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
 pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, Stream};
-pub use quote::quote;
 pub use redact::{StreamReplacer, replace_all};
 pub use spawn::confine::{ConfineError, Confinement};
 pub use spec::{ConfinementSpec, SpawnSpec, SpillFile};

@@ -1,7 +1,7 @@
 //! Tracks shells by id, bounds how many are kept, ends them all on shutdown.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::ManagerError;
@@ -36,8 +36,7 @@ struct Tracked {
     next_foreground: u64,
 }
 
-/// Shells by id. Make one per server or test, or use the process-wide
-/// [`ShellManager::global`]. Every tree it started is ended on
+/// Shells by id; make one per server or test. Every tree it started is ended on
 /// [`shutdown`](Self::shutdown) and, without grace, on drop.
 pub struct ShellManager {
     tracked: Mutex<Tracked>,
@@ -71,21 +70,6 @@ impl ShellManager {
             tracked: Mutex::new(Tracked::default()),
             limit: limit.max(1),
         }
-    }
-
-    /// The process-wide manager.
-    pub fn global() -> &'static Self {
-        static GLOBAL: OnceLock<ShellManager> = OnceLock::new();
-        GLOBAL.get_or_init(Self::new)
-    }
-
-    /// Ends every tree of the global manager and forgets its shells (for tests).
-    pub async fn reset() {
-        let global = Self::global();
-        global.shutdown(Duration::ZERO).await;
-        let mut tracked = global.lock();
-        tracked.shells.clear();
-        tracked.foreground.clear();
     }
 
     fn lock(&self) -> MutexGuard<'_, Tracked> {

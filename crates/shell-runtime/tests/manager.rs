@@ -152,18 +152,6 @@ async fn shutdown_and_drop_end_every_tree() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_global_manager_can_be_reset() {
-    let (id, shell) = ShellManager::global()
-        .spawn(spec("sleep 1000"))
-        .await
-        .expect("spawns");
-    assert!(ShellManager::global().get(&id).is_some());
-    ShellManager::reset().await;
-    assert!(ShellManager::global().get(&id).is_none());
-    assert_eq!(shell.status(), ShellStatus::Killed);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_shells_complete_and_read_back() {
     let manager = std::sync::Arc::new(ShellManager::new());
     let mut tasks = tokio::task::JoinSet::new();
@@ -253,16 +241,6 @@ async fn kill_all_shells() {
             .iter()
             .all(|(_, shell)| shell.status() == ShellStatus::Killed)
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shell_manager_is_singleton() {
-    let (id, _) = ShellManager::global()
-        .spawn(spec("true"))
-        .await
-        .expect("spawns");
-    assert!(std::ptr::eq(ShellManager::global(), ShellManager::global()));
-    assert!(ShellManager::global().get(&id).is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

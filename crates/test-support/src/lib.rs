@@ -20,6 +20,12 @@ pub use stub::{Echo, EchoParams};
 
 use std::time::Duration;
 
+/// `text` in single quotes, as bash reads it back literally (tests splice
+/// paths into commands with it).
+pub fn single_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 /// The `pct` percentile of `samples` (sorted in place), nearest rank.
 ///
 /// # Panics

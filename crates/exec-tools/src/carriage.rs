@@ -4,7 +4,7 @@
 /// part a terminal would show once a progress bar has finished redrawing.
 /// `\r\n` line endings become `\n`; a line that ends in `\r` with no newline
 /// yet keeps its last drawing.
-pub fn collapse_carriage_returns(text: &str) -> String {
+pub(crate) fn collapse_carriage_returns(text: &str) -> String {
     if !text.contains('\r') {
         return text.to_owned();
     }
