@@ -21,8 +21,7 @@ const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// The note for a command that read the empty stdin and then failed or
 /// printed nothing.
-pub(crate) const EMPTY_STDIN_NOTE: &str =
-    "[stdin is empty: pass input with a here-doc, a file, or tty: true]";
+const EMPTY_STDIN_NOTE: &str = "[stdin is empty: pass input with a here-doc, a file, or tty: true]";
 
 /// Arguments of `Bash`.
 #[derive(Debug, Deserialize, JsonSchema)]
