@@ -169,6 +169,49 @@ fn lists_exactly_the_three_tools_and_answers_calls() {
 }
 
 #[test]
+fn refusals_name_their_rule_and_policy_rules_see_the_program() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[deny]\nregex = [\"curl\"]\n").expect("write");
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ]);
+    let builtin = server.call("Bash", json!({ "command": "rm -rf /" }));
+    assert_eq!(builtin["isError"], true);
+    assert!(text(&builtin).contains("dangerous"), "{}", text(&builtin));
+    assert_eq!(builtin["structuredContent"]["status"], "blocked");
+    assert_eq!(builtin["structuredContent"]["decision"], "deny");
+    assert_eq!(
+        builtin["structuredContent"]["rule"],
+        "recursive-delete-protected"
+    );
+
+    let user = server.call("Bash", json!({ "command": "command /usr/bin/curl x" }));
+    assert_eq!(user["isError"], true);
+    assert!(
+        text(&user).contains("blocked by the policy file") && !text(&user).contains("dangerous"),
+        "{}",
+        text(&user)
+    );
+    assert_eq!(user["structuredContent"]["status"], "blocked");
+    assert_eq!(user["structuredContent"]["decision"], "deny");
+    assert_eq!(user["structuredContent"]["rule"], "policy.deny[0]");
+
+    let echoed = server.call("Bash", json!({ "command": "echo curl" }));
+    assert_eq!(text(&echoed), "curl\n");
+
+    let read = server.call("Bash", json!({ "command": "read x" }));
+    assert_eq!(
+        text(&read),
+        "Command failed with exit code 1\n[stdin is empty: pass input with a here-doc, a file, or tty: true]"
+    );
+    assert!(server.close().success());
+}
+
+#[test]
 fn progress_notifications_carry_recent_output() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);

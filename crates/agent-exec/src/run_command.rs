@@ -38,7 +38,8 @@ pub(crate) async fn run(
     let metadata = result.metadata_value();
     let status = metadata.get("status").and_then(Value::as_str);
     let exit_code = metadata.get("exit_code").and_then(Value::as_i64);
-    let ran = exit_code.is_some() || status.is_some() || result.success;
+    let ran =
+        status != Some("blocked") && (exit_code.is_some() || status.is_some() || result.success);
     let code = match (status, exit_code) {
         (Some("timeout"), _) => EXIT_TIMEOUT,
         (Some("killed"), _) => EXIT_INTERRUPTED,

@@ -22,7 +22,10 @@ mod policy_file;
 mod sandbox;
 mod workdir;
 
-pub use analysis::{Analyzer, AnalyzerConfig, Decision, Denial, FORK_BOMB, GitCommit, RULES, Rule};
+pub use analysis::{
+    Analysis, Analyzer, AnalyzerConfig, CommandFacts, Decision, Denial, FORK_BOMB, GitCommit,
+    RULES, Rule, RuleSource,
+};
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };

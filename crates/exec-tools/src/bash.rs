@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use exec_policy::{Decision, is_within_roots};
+use exec_policy::{CommandFacts, Decision, Denial, is_within_roots};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use shell_runtime::{EndRequest, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream};
@@ -17,6 +17,10 @@ use crate::session::{ShellSession, StateFiles, Vars, wrap_command};
 
 /// Grace between SIGINT (or SIGTERM) and SIGKILL when a call is cancelled.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
+
+/// The note for a command that read the empty stdin and then failed or
+/// printed nothing.
+const EMPTY_STDIN_NOTE: &str = "[stdin is empty: pass input with a here-doc, a file, or tty: true]";
 
 /// Arguments of `Bash`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -105,8 +109,9 @@ impl Tool for BashTool {
             return meta(ToolResult::fail(message));
         }
 
-        if let Decision::Deny(denial) = env.analyzer.check(&params.command) {
-            return meta(ToolResult::fail(env.redact(&denial.message())));
+        let analysis = env.analyzer.analyze(&params.command);
+        if let Decision::Deny(denial) = &analysis.decision {
+            return meta(refusal(env, denial));
         }
 
         let command = match &env.config.coauthor {
@@ -130,13 +135,49 @@ impl Tool for BashTool {
         let timeout = params
             .timeout
             .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
-        let result =
-            run_foreground(env, context, &session, &command, cwd, given_env, timeout).await;
+        let result = run_foreground(
+            env,
+            context,
+            &session,
+            &command,
+            cwd,
+            given_env,
+            timeout,
+            analysis.facts,
+        )
+        .await;
         meta(result).with_meta(
             "timeout_ms",
             u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         )
     }
+}
+
+/// A refused command's answer: the reason, and the metadata every refusal
+/// carries (`status`, `decision`, `rule`).
+fn refusal(env: &ExecEnvironment, denial: &Denial) -> ToolResult {
+    ToolResult::fail(env.redact(&denial.message()))
+        .with_meta("status", "blocked")
+        .with_meta("decision", "deny")
+        .with_meta("rule", denial.rule_id.clone())
+}
+
+/// The empty-stdin note, when the command read the stdin it was given
+/// (empty without a terminal) and then failed or printed nothing.
+fn empty_stdin_note(
+    facts: CommandFacts,
+    shell: &ShellProcess,
+    exit_code: Option<i32>,
+) -> Option<String> {
+    if !facts.reads_inherited_stdin {
+        return None;
+    }
+    let silent = [Stream::Stdout, Stream::Stderr]
+        .into_iter()
+        .all(|stream| shell.totals(stream).0 == 0);
+    exit_code
+        .is_some_and(|code| code != 0 || silent)
+        .then(|| EMPTY_STDIN_NOTE.to_owned())
 }
 
 fn check_cwd(cwd: &std::path::Path, roots: &[PathBuf]) -> Result<(), String> {
@@ -218,6 +259,10 @@ async fn start_background(
     }
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site, handing over the parts of one call"
+)]
 async fn run_foreground(
     env: &ExecEnvironment,
     context: &ExecutionContext,
@@ -226,6 +271,7 @@ async fn run_foreground(
     cwd: PathBuf,
     given_env: Vars,
     timeout: Duration,
+    facts: CommandFacts,
 ) -> ToolResult {
     let stem = env.next_path("bash");
     let state_files = StateFiles::new(&env.state_path(&stem));
@@ -263,6 +309,14 @@ async fn run_foreground(
         notes.extend(absorb_state(env, session, &state_files, &given_env));
     }
     state_files.remove();
+    // Not after a timeout or an interruption: those did not end by themselves.
+    if let Some(note) = empty_stdin_note(
+        facts,
+        &shell,
+        exit.filter(|_| request.is_none()).map(|exit| exit.code),
+    ) {
+        notes.push(note);
+    }
 
     let prefix = match (request, exit) {
         (Some(EndRequest::Timeout), _) => {

@@ -419,3 +419,136 @@ async fn a_backgrounded_command_keeps_its_timeout_and_carries_no_state() {
         format!("{}\n[]\n", world.root().display())
     );
 }
+
+const EMPTY_STDIN_NOTE: &str = "[stdin is empty: pass input with a here-doc, a file, or tty: true]";
+
+/// Every refusal says why and carries `status`, `decision` and `rule`; a
+/// policy-file rule sees the program as the built-in rules do (unwrapped,
+/// path reduced) and does not call the command dangerous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_carry_the_rule_and_policy_rules_see_the_program() {
+    let world = World::with(|mut config| {
+        config.analyzer.deny_regex = vec![regex::Regex::new("curl").unwrap()];
+        config
+    });
+    let builtin = world.bash("rm -rf /").await;
+    assert!(!builtin.success);
+    assert!(
+        builtin.text().contains("blocked") && builtin.text().contains("dangerous"),
+        "{}",
+        builtin.text()
+    );
+    assert_eq!(meta_str(&builtin, "status"), "blocked");
+    assert_eq!(meta_str(&builtin, "decision"), "deny");
+    assert_eq!(meta_str(&builtin, "rule"), "recursive-delete-protected");
+
+    let marker = world.root().join("ran");
+    for spelling in [
+        "/usr/bin/curl http://127.0.0.1:9",
+        "command /usr/bin/curl http://127.0.0.1:9",
+        "sudo -u nobody /usr/bin/curl x",
+        "env curl x",
+        r"\curl x",
+        "c''url x",
+        "bash -c 'curl x'",
+    ] {
+        let command = format!("touch {} && {spelling}", marker.display());
+        let result = world.bash(&command).await;
+        assert!(!result.success, "{spelling} ran");
+        let text = result.text();
+        assert!(
+            text.contains("blocked by the policy file")
+                && text.contains("policy.deny[0]")
+                && text.contains("matches `curl`")
+                && !text.contains("dangerous"),
+            "{text}"
+        );
+        assert_eq!(meta_str(&result, "status"), "blocked");
+        assert_eq!(meta_str(&result, "decision"), "deny");
+        assert_eq!(meta_str(&result, "rule"), "policy.deny[0]");
+        assert!(!marker.exists(), "{spelling}: something ran");
+    }
+
+    // A refused dry run answers the same.
+    let dry = world.context.clone().with_dry_run(true);
+    let result = world
+        .call_in(&dry, "Bash", json!({ "command": "nohup /usr/bin/curl x" }))
+        .await;
+    assert!(!result.success);
+    assert_eq!(meta_str(&result, "status"), "blocked");
+    assert_eq!(meta_str(&result, "decision"), "deny");
+    assert_eq!(meta_str(&result, "rule"), "policy.deny[0]");
+
+    // Look-alikes run.
+    for (command, output) in [
+        ("echo curl", "curl\n"),
+        ("echo 'use curl' | grep -o curl", "curl\n"),
+    ] {
+        let result = world.bash(command).await;
+        assert!(result.success, "{command}: {}", result.text());
+        assert_eq!(result.text(), output);
+    }
+}
+
+/// A command that read the empty stdin and failed or printed nothing gets
+/// one line saying why; commands fed input, or that printed and succeeded,
+/// do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_read_the_empty_stdin_says_so() {
+    let world = World::new();
+    for command in [
+        "read x",
+        "cat",
+        "head -n 1",
+        "sort",
+        "bash",
+        "read -r line || exit 3",
+        "echo before; read x",
+    ] {
+        let result = world.bash(command).await;
+        let text = result.text();
+        assert!(text.ends_with(EMPTY_STDIN_NOTE), "{command}: {text:?}");
+        assert_eq!(text.matches(EMPTY_STDIN_NOTE).count(), 1, "{command}");
+    }
+    let failed = world.bash("read x").await;
+    assert_eq!(
+        failed.text(),
+        format!("Command failed with exit code 1\n{EMPTY_STDIN_NOTE}")
+    );
+    for command in [
+        "read x; echo \"got:$x\"",
+        "read x || echo 'no input'",
+        "echo hi | read x",
+        "read x <<< v; exit 2",
+        "cat <<EOF\nEOF",
+        "cat /nonexistent/file",
+        "true",
+        "exit 4",
+        "bash -c 'exit 3'",
+        "printf 'b\\na\\n' | sort | head -n 1",
+    ] {
+        let result = world.bash(command).await;
+        assert!(
+            !result.text().contains("stdin is empty"),
+            "{command}: {:?}",
+            result.text()
+        );
+    }
+    // A timeout is not the command's own end: no note.
+    let result = world
+        .call(
+            "Bash",
+            json!({ "command": "cat; sleep 30", "timeout": 1000 }),
+        )
+        .await;
+    assert!(
+        result.text().starts_with("Command timed out"),
+        "{}",
+        result.text()
+    );
+    assert!(
+        !result.text().contains("stdin is empty"),
+        "{}",
+        result.text()
+    );
+}

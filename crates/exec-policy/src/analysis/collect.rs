@@ -52,6 +52,10 @@ pub(crate) struct Cmd {
     pub(crate) depth: usize,
     /// Paths a preceding `find` feeds to this command (`find | xargs`, `-exec`).
     pub(crate) fed_paths: Vec<Word>,
+    /// Something feeds its standard input: a pipe from an earlier command,
+    /// a `<` redirection, a here-document or a here-string, its own or an
+    /// enclosing command's (`while read l; do ...; done < file`).
+    pub(crate) stdin_fed: bool,
 }
 
 impl Cmd {
@@ -65,12 +69,22 @@ impl Cmd {
         self.render(ToOwned::to_owned)
     }
 
-    /// The text the regexes see: as [`text`](Self::text), but redirection
-    /// characters inside words (quoted text, such as `echo '> /dev/sda'`)
-    /// become `_`, so only real redirections read as redirections (found
-    /// by fuzzing: `echo '$(>> /dev/sda)'` was refused).
+    /// The text the regexes see: as [`text`](Self::text), but with the
+    /// program's path reduced to its name (`/usr/bin/curl` is `curl`, as
+    /// for the built-in rules), and redirection characters inside words
+    /// (quoted text, such as `echo '> /dev/sda'`) turned into `_`, so only
+    /// real redirections read as redirections (found by fuzzing:
+    /// `echo '$(>> /dev/sda)'` was refused).
     pub(crate) fn regex_text(&self) -> String {
-        self.render(|word| word.replace(['<', '>', '|', '&', ';'], "_"))
+        let mut text = self.render(|word| word.replace(['<', '>', '|', '&', ';'], "_"));
+        if let Some(program) = self.words.first().and_then(Word::value)
+            && let Some(slash) = program.rfind('/')
+        {
+            // The rendered program word is `program` with some characters
+            // replaced one for one, so its path prefix has the same length.
+            text.drain(..=slash);
+        }
+        text
     }
 
     fn render(&self, word_text: impl Fn(&str) -> String) -> String {
@@ -104,6 +118,9 @@ struct Scope {
     vars: HashMap<String, String>,
     function: Option<String>,
     depth: usize,
+    /// Standard input here is fed by a pipe or a redirection (nested
+    /// scripts and substitutions inherit it).
+    stdin_fed: bool,
 }
 
 pub(crate) struct Collector<'a> {
@@ -217,9 +234,17 @@ impl<'a> Collector<'a> {
             ..place
         };
         let mut fed: Vec<Word> = Vec::new();
-        for command in &pipeline.seq {
+        for (index, command) in pipeline.seq.iter().enumerate() {
             let start = self.out.cmds.len();
-            self.command(command, scope, place, offsets, std::mem::take(&mut fed));
+            if index == 0 {
+                // Left alone, so `exec < file` goes on feeding what follows.
+                self.command(command, scope, place, offsets, std::mem::take(&mut fed));
+            } else {
+                // Reads the pipe from the command before it.
+                let stdin_fed = std::mem::replace(&mut scope.stdin_fed, true);
+                self.command(command, scope, place, offsets, std::mem::take(&mut fed));
+                scope.stdin_fed = stdin_fed;
+            }
             // `find PATHS | xargs CMD`: CMD works on what find lists.
             if let Some(cmd) = self.out.cmds.get(start)
                 && cmd.program() == Some("find")
@@ -240,7 +265,10 @@ impl<'a> Collector<'a> {
         match command {
             Command::Simple(simple) => self.simple_ast(simple, scope, place, offsets, fed),
             Command::Compound(compound, redirects) => {
+                let stdin_fed = scope.stdin_fed;
+                scope.stdin_fed |= redirects.as_ref().is_some_and(|list| feeds_stdin(&list.0));
                 self.compound(compound, scope, place, offsets);
+                scope.stdin_fed = stdin_fed;
                 if let Some(list) = redirects {
                     let redirects = self.redirects(&list.0, scope);
                     self.push(Vec::new(), redirects, scope, place, Vec::new());
@@ -307,7 +335,10 @@ impl<'a> Collector<'a> {
                     background: true,
                     ..place
                 };
+                // A coprocess reads from a pipe the shell holds.
+                let stdin_fed = std::mem::replace(&mut scope.stdin_fed, true);
                 self.command(&coprocess.body, scope, place, offsets, Vec::new());
+                scope.stdin_fed = stdin_fed;
             }
             CompoundCommand::Arithmetic(_) => {}
         }
@@ -456,7 +487,25 @@ impl<'a> Collector<'a> {
                 };
             }
         }
+        // The redirections apply after the words are expanded: substitutions
+        // in the words read the outer standard input, the command its own.
+        let own_stdin = simple
+            .prefix
+            .iter()
+            .flat_map(|p| p.0.iter())
+            .chain(simple.suffix.iter().flat_map(|s| s.0.iter()))
+            .any(|item| {
+                matches!(item, CommandPrefixOrSuffixItem::IoRedirect(redirect)
+                    if feeds_stdin(std::slice::from_ref(redirect)))
+            });
+        if own_stdin && words.len() == 1 && words[0].value() == Some("exec") {
+            // `exec < file` feeds the rest of the script.
+            scope.stdin_fed = true;
+        }
+        let stdin_fed = scope.stdin_fed;
+        scope.stdin_fed |= own_stdin;
         self.simple(words, redirects, scope, place, fed);
+        scope.stdin_fed = stdin_fed;
     }
 
     fn assignment(
@@ -560,8 +609,30 @@ impl<'a> Collector<'a> {
             background: place.background,
             depth: scope.depth,
             fed_paths: fed,
+            stdin_fed: scope.stdin_fed,
         });
     }
+}
+
+/// Whether one of `redirects` gives file descriptor 0 a new source (`<`,
+/// `<>`, `<&`, a here-document or here-string, or any redirection of fd 0).
+fn feeds_stdin(redirects: &[IoRedirect]) -> bool {
+    redirects.iter().any(|redirect| match redirect {
+        IoRedirect::File(fd, kind, _) => {
+            *fd == Some(0)
+                || (fd.is_none()
+                    && matches!(
+                        kind,
+                        IoFileRedirectKind::Read
+                            | IoFileRedirectKind::ReadAndWrite
+                            | IoFileRedirectKind::DuplicateInput
+                    ))
+        }
+        IoRedirect::HereDocument(fd, _) | IoRedirect::HereString(fd, _) => {
+            fd.is_none_or(|fd| fd == 0)
+        }
+        IoRedirect::OutputAndError(..) => false,
+    })
 }
 
 /// `export NAME=VALUE` (and `declare`, `local`, `readonly`, `typeset`)

@@ -5,6 +5,7 @@
 mod collect;
 mod paths;
 mod rules;
+mod stdin;
 mod watchdog;
 mod words;
 
@@ -31,6 +32,9 @@ const SEED_PATTERNS: &[(&str, &str)] = &[
     ("seed.chmod-777-root", r"^chmod\s+-R\s+777\s+/(\s|$)"),
 ];
 
+/// The id prefix of the policy file's rules (`policy.deny[0]`).
+const POLICY_PREFIX: &str = "policy.";
+
 /// What the analysis needs to know besides the command.
 #[derive(Debug, Clone, Default)]
 pub struct AnalyzerConfig {
@@ -44,11 +48,23 @@ pub struct AnalyzerConfig {
     pub allow_regex: Vec<Regex>,
 }
 
+/// Where the rule that refused a command comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleSource {
+    /// A built-in rule or a seed pattern: the command is dangerous.
+    BuiltIn,
+    /// The policy file (`[deny] regex`): the command is refused by choice,
+    /// not necessarily dangerous.
+    PolicyFile,
+}
+
 /// Why a command may not run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
     /// The rule's id (`recursive-delete-protected`, `seed.mkfs`, `policy.deny[0]`...).
     pub rule_id: String,
+    /// Where the rule comes from (it decides the wording of the message).
+    pub source: RuleSource,
     /// The rule's one-line reason.
     pub reason: String,
     /// The offending simple command, as analysed (after unwrapping).
@@ -58,12 +74,20 @@ pub struct Denial {
 }
 
 impl Denial {
-    /// The message a tool answers: contains `blocked`, `dangerous`, the rule id and the sub-command.
+    /// The message a tool answers: contains `blocked`, the rule id, its
+    /// reason and the sub-command; `dangerous` for a built-in rule, the
+    /// policy file for one of its rules (which need not be about danger).
     pub fn message(&self) -> String {
-        let mut message = format!(
-            "Command blocked: dangerous command detected (rule `{}`: {}) in `{}`",
-            self.rule_id, self.reason, self.command
-        );
+        let mut message = match self.source {
+            RuleSource::BuiltIn => format!(
+                "Command blocked: dangerous command detected (rule `{}`: {}) in `{}`",
+                self.rule_id, self.reason, self.command
+            ),
+            RuleSource::PolicyFile => format!(
+                "Command blocked by the policy file (rule `{}`: {}) in `{}`",
+                self.rule_id, self.reason, self.command
+            ),
+        };
         if self.fallback {
             message.push_str(
                 " (the command could not be fully parsed; it was checked token by token)",
@@ -105,6 +129,26 @@ impl Decision {
             Self::Deny(denial) => denial.fallback,
         }
     }
+}
+
+/// What the analysis learnt about a command besides the decision.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommandFacts {
+    /// Some simple command reads the standard input the command is given,
+    /// with nothing (pipe, here-document, here-string, `<`) feeding it:
+    /// `read x`, `python3` with no script, `cat` alone, `cat -`. Without a
+    /// terminal that input is empty. Never set for text that took the
+    /// token-level fallback, nor for commands in function bodies.
+    pub reads_inherited_stdin: bool,
+}
+
+/// A decision and the facts found while making it, from one parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Analysis {
+    /// Whether the command may run.
+    pub decision: Decision,
+    /// What else the analysis saw.
+    pub facts: CommandFacts,
 }
 
 /// Where a `git commit` sits in the command as given.
@@ -150,7 +194,7 @@ impl Analyzer {
             .deny_regex
             .into_iter()
             .enumerate()
-            .map(|(i, re)| (format!("policy.deny[{i}]"), re))
+            .map(|(i, re)| (format!("{POLICY_PREFIX}deny[{i}]"), re))
             .collect();
         Self {
             protected: Protected::new(&home, &extra),
@@ -167,11 +211,33 @@ impl Analyzer {
 
     /// Decides whether `command` may run.
     pub fn check(&self, command: &str) -> Decision {
+        self.analyze(command).decision
+    }
+
+    /// Decides whether `command` may run, and says what else it saw.
+    pub fn analyze(&self, command: &str) -> Analysis {
         let collected = self.collect(command);
+        let facts = CommandFacts {
+            reads_inherited_stdin: !collected.fallback
+                && collected.cmds.iter().any(stdin::reads_inherited_stdin),
+        };
+        Analysis {
+            decision: self.decide(&collected),
+            facts,
+        }
+    }
+
+    fn decide(&self, collected: &Collected) -> Decision {
         let fallback = collected.fallback;
         let deny = |rule_id: &str, reason: &str, command: String| {
+            let source = if rule_id.starts_with(POLICY_PREFIX) {
+                RuleSource::PolicyFile
+            } else {
+                RuleSource::BuiltIn
+            };
             Decision::Deny(Denial {
                 rule_id: rule_id.to_owned(),
+                source,
                 reason: reason.to_owned(),
                 command,
                 fallback,
@@ -213,8 +279,8 @@ impl Analyzer {
                 .iter()
                 .filter(|(_, re)| matches_from_start(re, &matched));
             if let Some((id, re)) = seed.chain(policy).next() {
-                let reason = if id.starts_with("policy.") {
-                    format!("matches the policy file's deny pattern `{}`", re.as_str())
+                let reason = if id.starts_with(POLICY_PREFIX) {
+                    format!("matches `{}`", re.as_str())
                 } else {
                     format!("matches the seed pattern `{}`", re.as_str())
                 };

@@ -89,6 +89,99 @@ fn policy_patterns_apply_per_simple_command_and_allow_exempts() {
     assert!(analyzer.check("rm -rf /data/cache").is_allowed());
 }
 
+/// A user rule sees the program as the built-in rules do: unwrapped, with
+/// quotes removed and its path reduced, in every spelling.
+#[test]
+fn policy_patterns_see_the_unwrapped_program_with_its_path_reduced() {
+    let analyzer = Analyzer::new(AnalyzerConfig {
+        deny_regex: vec![Regex::new("curl").unwrap()],
+        home: Some("/home/me".into()),
+        ..AnalyzerConfig::default()
+    });
+    for command in [
+        "curl x",
+        "/usr/bin/curl x",
+        "command /usr/bin/curl x",
+        "env curl",
+        "env -i A=1 /usr/bin/curl x",
+        "sudo -u u /usr/bin/curl",
+        "sudo /usr/local/bin/curl x",
+        "nohup ./curl x &",
+        r"\curl x",
+        r#""curl" x"#,
+        "c''url x",
+        "'/usr/bin/curl' x",
+        "bash -c 'curl x'",
+        "sh -c '/usr/bin/curl x'",
+        "eval /usr/bin/curl x",
+        "echo $(/usr/bin/curl x)",
+        "xargs /usr/bin/curl < urls",
+        "find . -exec /usr/bin/curl {} ;",
+        "ls | timeout 5 /usr/bin/curl -d @- x",
+    ] {
+        let decision = analyzer.check(command);
+        let Decision::Deny(denial) = decision else {
+            panic!("{command}: {decision:?}")
+        };
+        assert_eq!(denial.rule_id, "policy.deny[0]", "{command}");
+        assert_eq!(denial.source, RuleSource::PolicyFile, "{command}");
+    }
+    for command in [
+        "echo curl",
+        "grep curl file",
+        r#"git commit -m "use curl""#,
+        "man curl",
+        "echo /usr/bin/curl",
+        "ls /usr/bin/curl",
+    ] {
+        assert!(analyzer.check(command).is_allowed(), "{command}");
+    }
+    // The allow list sees the same text.
+    let analyzer = Analyzer::new(AnalyzerConfig {
+        deny_regex: vec![Regex::new("curl").unwrap()],
+        allow_regex: vec![Regex::new("^curl https://example.com$").unwrap()],
+        ..AnalyzerConfig::default()
+    });
+    assert!(
+        analyzer
+            .check("/usr/bin/curl https://example.com")
+            .is_allowed()
+    );
+    assert!(
+        !analyzer
+            .check("/usr/bin/curl https://evil.com")
+            .is_allowed()
+    );
+    // And so do the seed patterns.
+    let analyzer = Analyzer::default();
+    let Decision::Deny(denial) = analyzer.check("/sbin/mkfs.ext4 disk.img") else {
+        panic!("allowed")
+    };
+    assert_eq!(denial.source, RuleSource::BuiltIn);
+}
+
+/// A user rule's refusal says why in the rule's words, not `dangerous`;
+/// a built-in one keeps both words.
+#[test]
+fn a_policy_refusal_names_the_rule_and_pattern_not_danger() {
+    let analyzer = Analyzer::new(AnalyzerConfig {
+        deny_regex: vec![Regex::new("wget").unwrap(), Regex::new("curl").unwrap()],
+        ..AnalyzerConfig::default()
+    });
+    let Decision::Deny(denial) = analyzer.check("ls && /usr/bin/curl x") else {
+        panic!("allowed")
+    };
+    assert_eq!(
+        denial.message(),
+        "Command blocked by the policy file (rule `policy.deny[1]`: matches `curl`) in `/usr/bin/curl x`"
+    );
+    assert!(!denial.message().contains("dangerous"));
+    let Decision::Deny(denial) = analyzer.check("sudo rm -rf /") else {
+        panic!("allowed")
+    };
+    assert!(denial.message().contains("blocked") && denial.message().contains("dangerous"));
+}
+
 #[test]
 fn unparseable_input_falls_back_and_says_so() {
     let decision = check("rm -rf / 'unterminated");
@@ -352,4 +445,164 @@ mod properties {
             prop_assert!(!check(&command).is_allowed(), "{}", command);
         }
     }
+}
+
+fn reads_stdin(command: &str) -> bool {
+    Analyzer::default()
+        .analyze(command)
+        .facts
+        .reads_inherited_stdin
+}
+
+/// Commands that read the standard input they are given, with nothing
+/// feeding it, are found; fed ones and look-alikes are not.
+#[test]
+fn commands_reading_an_unfed_stdin_are_found() {
+    for command in [
+        "read x",
+        "read -r line",
+        "read -p 'name? ' -r name",
+        "read -t 5 x; echo \"$x\"",
+        "mapfile lines",
+        "python3",
+        "python",
+        "python3.12",
+        "/usr/bin/python3 -u",
+        "python3 -W ignore",
+        "python3 - arg",
+        "node",
+        "node -r ts-node/register",
+        "ruby",
+        "perl -w",
+        "bash",
+        "sh -x",
+        "cat",
+        "cat -",
+        "cat -n",
+        "cat a.txt - b.txt",
+        "cat -- -",
+        "cat > notes.txt",
+        "sort",
+        "sort -k2 -t,",
+        "sort -n -k 2",
+        "head -n 5",
+        "tail -c 10",
+        "wc -l",
+        "psql",
+        "psql -h localhost -U me mydb",
+        "mysql -u root db",
+        "sqlite3 app.db",
+        "sqlite3 -cmd '.mode csv' app.db",
+        "grep foo",
+        "grep -e foo",
+        "grep -i -e foo -e bar",
+        "jq .",
+        "jq -r .name",
+        "tr a-z A-Z",
+        "tee out.log",
+        "echo start; read x",
+        "ls && cat",
+        "sudo -u me python3",
+        "env A=1 node",
+        "timeout 5 cat",
+        "bash -c 'read x'",
+        "x=$(cat)",
+        "echo \"$(read -r y; echo \"$y\")\"",
+        "if true; then read x; fi",
+        "cat &",
+        "read x | cat",
+    ] {
+        assert!(reads_stdin(command), "{command}");
+        // Fed by a pipe, a file or a here-string, the same command is not.
+        if !command.contains([';', '&', '|', '$', '>']) && !command.starts_with("if") {
+            for fed in [
+                format!("echo in | {command}"),
+                format!("{command} < in.txt"),
+                format!("{command} <<< in"),
+                format!("{{ {command}; }} < in.txt"),
+            ] {
+                assert!(!reads_stdin(&fed), "{fed}");
+            }
+        }
+    }
+    for command in [
+        "echo hi | read x",
+        "python3 <<EOF\nprint(1)\nEOF",
+        "python3 script.py",
+        "python3 script.py -",
+        "python3 -c 'print(1)'",
+        "python3 -Wignore -c 'print(1)'",
+        "python3 -m http.server",
+        "python3 --version",
+        "node -e 1",
+        "node --eval=1",
+        "node app.js",
+        "ruby -e 'p 1'",
+        "perl -ne 'print' file",
+        "perl -pe 's/a/b/'",
+        "bash script.sh",
+        "bash -o pipefail -c 'echo x'",
+        "cat file",
+        "cat < f",
+        "cat 0< f",
+        "cat <> f",
+        "cat <&3",
+        "cat -- file",
+        "read x <<< \"v\"",
+        "read -u 3 x",
+        "read -ru3 x",
+        "while read l; do echo \"$l\"; done < file",
+        "while read l; do echo \"$l\"; done <<< \"$(ls)\"",
+        "{ read a; read b; } < pair.txt",
+        "cat file | python3",
+        "ls | sort | head -n 3",
+        "find . | grep foo",
+        "echo x | bash -c 'read y'",
+        "echo x | (read y; echo \"$y\")",
+        "exec < input.txt; read x",
+        "sort -o out.txt in.txt",
+        "sort -k 2 data",
+        "head -n 5 file",
+        "head -5 file",
+        "tail -f log",
+        "wc -l *.rs",
+        "grep foo file",
+        "grep -r foo",
+        "grep -rn foo .",
+        "grep -e foo src/",
+        "grep --regexp=foo file",
+        "jq . data.json",
+        "jq -n 1",
+        "psql -c 'select 1'",
+        "psql -tAc 'select 1' db",
+        "psql -f q.sql",
+        "psql --file=q.sql",
+        "mysql -e 'select 1'",
+        "mysql -psecret -e 'show tables'",
+        "sqlite3 app.db 'select 1'",
+        "echo hi",
+        "ls",
+        "git status",
+        "echo cat",
+        "grep cat file",
+        "git commit -m 'read x'",
+        "f() { read x; }",
+        "coproc cat",
+        "echo 'read x'",
+        "cat 'unterminated",
+    ] {
+        assert!(!reads_stdin(command), "{command}");
+    }
+}
+
+/// The facts come from the same walk as the decision.
+#[test]
+fn analyze_returns_the_decision_check_returns() {
+    let analyzer = Analyzer::default();
+    for command in ["rm -rf /", "read x", "echo hi", "cat 'x"] {
+        assert_eq!(analyzer.analyze(command).decision, analyzer.check(command));
+    }
+    let analysis = analyzer.analyze("rm -rf /; cat");
+    assert!(!analysis.decision.is_allowed());
+    assert!(analysis.facts.reads_inherited_stdin);
 }
