@@ -104,6 +104,9 @@ fn the_bash_description_says_the_sandbox_is_on() {
         "{lines}"
     );
     assert!(lines.contains("network sockets are refused"), "{lines}");
+    // TMPDIR is named as such; the server's session state dir is not offered.
+    assert!(lines.contains(", TMPDIR ("), "{lines}");
+    assert!(!lines.contains("/state"), "{lines}");
 }
 
 #[test]
