@@ -14,7 +14,7 @@ const EXIT_INTERRUPTED: u8 = 130;
 /// How a refusal starts on stderr. Exit code 2 is also a command's own, so
 /// scripts tell the two apart by this line (the command's own stderr goes to
 /// stdout, under `[stderr]`, like the rest of its result).
-pub(crate) const REFUSED_PREFIX: &str = "agent-exec: refused: ";
+const REFUSED_PREFIX: &str = "agent-exec: refused: ";
 /// Name of a kept output file under the system temp dir. `remove_stale` in
 /// `setup.rs` never takes it for a dead server's directory: `run` is not a
 /// pid.
