@@ -125,3 +125,123 @@ fn the_servers_secrets_are_neither_passed_on_nor_readable_nor_shown() {
     assert!(text.contains("\n0\n"), "{text}");
     assert!(text.contains("[REDACTED:MY_SERVICE_TOKEN]"), "{text}");
 }
+
+/// The text between `full output in ` and the closing `]` of the
+/// truncation line, if the answer names a file.
+fn named_output_file(text: &str) -> Option<std::path::PathBuf> {
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("[Output truncated"))?;
+    let (_, rest) = line.split_once("full output in ")?;
+    Some(std::path::PathBuf::from(rest.strip_suffix(']')?))
+}
+
+#[test]
+fn a_truncated_answer_names_a_file_that_outlives_the_run() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = run_in(dir.path(), &["seq", "1", "20000"]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = stdout(&output);
+    let file = named_output_file(&text).unwrap_or_else(|| panic!("no file named in {text:.200}"));
+    let kept = std::fs::read_to_string(&file);
+    // Remove it before asserting, so a failure leaves nothing behind.
+    let _ = std::fs::remove_file(&file);
+    let kept = kept.unwrap_or_else(|error| panic!("`{}` is gone: {error}", file.display()));
+    assert_eq!(kept.lines().count(), 20000);
+    assert!(kept.ends_with("19999\n20000\n"));
+    let errors = stderr(&output);
+    assert!(errors.contains(&file.display().to_string()), "{errors}");
+    assert!(!errors.contains("refused"), "{errors}");
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_kept_output_file_is_readable_only_by_its_owner() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = run_in(dir.path(), &["seq", "1", "20000"]);
+    let file = named_output_file(&stdout(&output)).expect("a file is named");
+    let mode = std::fs::metadata(&file).map(|meta| meta.permissions().mode() & 0o777);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(mode.expect("the file exists"), 0o600);
+}
+
+#[test]
+fn a_refusal_and_a_commands_own_exit_2_are_told_apart_by_stderr() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Only analysed: a refused command never runs.
+    let refused = run_in(dir.path(), &["rm", "-rf", "/"]);
+    let own = run_in(dir.path(), &["bash", "-c", "'echo oops >&2; exit 2'"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(own.status.code(), Some(2));
+    let refusal = stderr(&refused);
+    assert!(refusal.starts_with("agent-exec: refused: "), "{refusal}");
+    assert!(refusal.contains("blocked"), "{refusal}");
+    assert_eq!(stdout(&refused), "");
+    assert_eq!(
+        stderr(&own),
+        "",
+        "the command's stderr is part of its result"
+    );
+    assert_eq!(
+        stdout(&own),
+        "Command failed with exit code 2\n\n[stderr]\noops\n"
+    );
+    // Invalid arguments are refusals too.
+    let invalid = run_in(dir.path(), &[""]);
+    assert_eq!(invalid.status.code(), Some(2));
+    assert!(
+        stderr(&invalid).starts_with("agent-exec: refused: "),
+        "{}",
+        stderr(&invalid)
+    );
+}
+
+#[test]
+fn a_missing_policy_file_is_refused_at_start_up_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir_text = dir.path().to_str().expect("utf-8");
+    let missing = dir.path().join("nowhere").join("policy.toml");
+    let missing = missing.to_str().expect("utf-8");
+    for args in [
+        vec!["run", "--cwd", dir_text, "--policy", missing, "--", "true"],
+        // The server stops before it reads a single message.
+        vec!["mcp", "--cwd", dir_text, "--policy", missing],
+    ] {
+        let output = agent_exec(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let errors = stderr(&output);
+        assert!(
+            errors.starts_with("agent-exec: error: ")
+                && errors.contains(&format!("`{missing}` does not exist")),
+            "{args:?}: {errors}"
+        );
+        assert_eq!(stdout(&output), "");
+    }
+}
+
+#[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test gives the binary a home of its own"
+)]
+fn the_users_home_is_protected_whatever_it_is() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).expect("mkdir");
+    // A dry run: the check comes first, and nothing would run either way.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args([
+            "run",
+            "--dry-run",
+            "--cwd",
+            dir.path().to_str().expect("utf-8"),
+            "--",
+        ])
+        .arg(format!("rm -rf {}", home.display()))
+        .env("HOME", &home)
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    assert!(stderr(&output).contains("dangerous"), "{}", stderr(&output));
+}

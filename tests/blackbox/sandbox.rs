@@ -104,4 +104,58 @@ fn the_bash_description_says_the_sandbox_is_on() {
         "{lines}"
     );
     assert!(lines.contains("network sockets are refused"), "{lines}");
+    // TMPDIR is named as such; the server's session state dir is not offered.
+    assert!(lines.contains(", TMPDIR ("), "{lines}");
+    assert!(!lines.contains("/state"), "{lines}");
+}
+
+#[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test gives the binary a home of its own"
+)]
+fn policy_writable_paths_are_writable_and_their_siblings_are_not() {
+    let root = tempfile::tempdir().expect("root");
+    let outside = tempfile::tempdir().expect("outside");
+    let home = outside.path().join("home");
+    let (cache, sibling) = (home.join("cache"), home.join("sibling"));
+    for dir in [&cache, &sibling] {
+        std::fs::create_dir_all(dir).expect("mkdir");
+    }
+    let policy = outside.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[sandbox]\nwritable = [\"~/cache\", \"~/not-yet\"]\n",
+    )
+    .expect("write policy");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["run", "--sandbox", "workspace-write", "--cwd"])
+        .arg(root.path())
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--")
+        .arg(format!(
+            "echo a > {c}/f && mkdir {c}/d && echo cache-ok; echo b > {s}/f",
+            c = cache.display(),
+            s = sibling.display()
+        ))
+        .env("HOME", &home)
+        .output()
+        .expect("runs");
+    let text = stdout(&output);
+    assert!(text.contains("cache-ok"), "{text}");
+    assert!(text.contains("Permission denied"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(cache.join("f")).expect("read"),
+        "a\n"
+    );
+    assert!(cache.join("d").is_dir());
+    assert!(!sibling.join("f").exists());
+    // A listed path that does not exist is skipped, and start-up says so.
+    let errors = crate::stderr(&output);
+    assert!(
+        errors.contains("agent-exec: warning: [sandbox] writable `~/not-yet`")
+            && errors.contains("does not exist"),
+        "{errors}"
+    );
 }

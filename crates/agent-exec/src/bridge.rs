@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -120,12 +121,14 @@ impl ServerHandler for Bridge {
             .with_session(Arc::clone(&self.session))
             .with_cancellation(context.ct.clone())
             .with_progress(progress_sink(&context));
+        let started = Instant::now();
         let executed = self
             .executor
             .execute(&name, &call_context, arguments)
             .await
             .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
         let result = executed.result;
+        log_call(&name, &result, started);
         let content = vec![ContentBlock::text(result.text().to_owned())];
         let mut answer = if result.success {
             CallToolResult::success(content)
@@ -135,4 +138,42 @@ impl ServerHandler for Bridge {
         answer.structured_content = Some(result.metadata_value());
         Ok(answer.into())
     }
+}
+
+/// One log line per tool call, at `info` (`RUST_LOG=info`), on stderr: what
+/// an operator needs to follow an agent's session. Every value comes from
+/// the answer's metadata, where the command is already redacted; it is
+/// printed with `Debug` so a newline in it cannot start a second line.
+fn log_call(tool: &str, result: &tool_core::ToolResult, started: Instant) {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
+    let metadata = result.metadata_value();
+    let text = |key: &str| metadata.get(key).and_then(Value::as_str);
+    let status = text("status");
+    let exit_code = metadata.get("exit_code").and_then(Value::as_i64);
+    // Refusals carry their decision; a call that ran was allowed; one that
+    // neither ran nor names a decision was refused before the policy spoke
+    // (bad arguments, a working directory outside the roots).
+    let decision = match text("decision") {
+        Some(decision) => decision,
+        None if status == Some("blocked") => "deny",
+        None if status.is_some() || exit_code.is_some() || result.success => "allow",
+        None => "refused",
+    };
+    // Bound before the macro: inside it, `Value` names tracing's trait.
+    let command = text("command").map(tracing::field::debug);
+    let rule = text("rule");
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(
+        tool,
+        command,
+        decision,
+        rule,
+        status,
+        exit_code,
+        duration_ms,
+        is_error = !result.success,
+        "tool call"
+    );
 }

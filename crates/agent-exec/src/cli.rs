@@ -18,6 +18,19 @@ pub(crate) enum Command {
     /// Serve the tools over MCP on stdio (newline-delimited JSON-RPC).
     Mcp(McpArgs),
     /// Run one Bash call through the full pipeline and print its result.
+    ///
+    /// The result goes to stdout: the command's output, its stderr after a
+    /// `[stderr]` line, and a first line such as `Command failed with exit
+    /// code N` when it failed. When the output is cut, the whole of it is
+    /// kept in a file under the temp dir, named there and on stderr.
+    ///
+    /// Exit status: the command's own; 124 when it timed out; 130 after
+    /// Ctrl+C; 2 when agent-exec refused the command (dangerous, invalid;
+    /// nothing ran) or could not start (a bad flag or policy file). Then
+    /// stderr has a line starting with `agent-exec: refused: ` or
+    /// `agent-exec: error: ` (`error: ` for a malformed command line); a
+    /// command's own exit code 2 prints neither, so scripts tell them apart
+    /// by stderr.
     Run(RunArgs),
     /// Print the tool definitions as a JSON array.
     Schema(SchemaArgs),
@@ -35,7 +48,8 @@ pub(crate) struct CommonArgs {
     /// Check and echo commands without running them.
     #[arg(long)]
     pub(crate) dry_run: bool,
-    /// A TOML policy file with extra rules.
+    /// A TOML policy file with extra rules (examples/policy.toml); one that
+    /// does not exist is refused.
     #[arg(long, value_name = "FILE")]
     pub(crate) policy: Option<PathBuf>,
     /// OS sandbox for commands.
@@ -104,7 +118,8 @@ pub(crate) enum SandboxMode {
     Off,
     /// No writes anywhere.
     ReadOnly,
-    /// Writes only inside the roots and a private temp directory.
+    /// Writes only inside the roots, a private temp directory and the
+    /// policy file's `[sandbox] writable` directories.
     WorkspaceWrite,
 }
 

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     match run(cli, &mut stdout, reexec::hide_secrets) {
         Ok(code) => code,
         Err(error) => {
-            report(&format!("agent-exec: {error:#}"));
+            report(&format!("agent-exec: error: {error:#}"));
             ExitCode::from(EXIT_REFUSED)
         }
     }

@@ -78,8 +78,14 @@ pub(crate) fn setup(
     let parent_env = std::env::vars()
         .filter(|(name, _)| name != crate::reexec::SECRETS_FD_VAR)
         .chain(secrets);
-    let sandbox = sandbox_spec(args, policy, &roots, temp.path())?;
+    let home = std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from);
+    let sandbox = sandbox_spec(args, policy, &roots, temp.path(), home.as_deref())?;
     let mut config = ExecConfig::from_policy(policy, roots, temp.path().to_path_buf(), parent_env);
+    // The analysis protects the home and expands `~` with it; left unset it
+    // would guard `/root` whatever the user's home is.
+    config.analyzer.home = home.map(|home| home.to_string_lossy().into_owned());
     config.coauthor = coauthor.map(str::to_owned);
     if !sandbox.is_off() {
         let confinement = exec_tools::prepare_sandbox(&sandbox).map_err(|error| {
@@ -113,12 +119,15 @@ pub(crate) fn setup(
 }
 
 /// The sandbox request: `--sandbox` and `--network`, with the roots, the
-/// private TMPDIR and the session state dir writable in `workspace-write`.
+/// private TMPDIR, the policy's `[sandbox] writable` directories and the
+/// session state dir writable in `workspace-write`. A policy entry that
+/// names no existing directory is skipped with a warning on stderr.
 fn sandbox_spec(
     args: &CommonArgs,
     policy: &Policy,
     roots: &[PathBuf],
     temp: &Path,
+    home: Option<&Path>,
 ) -> anyhow::Result<SandboxSpec> {
     let mode = match args.sandbox {
         SandboxMode::Off => exec_policy::SandboxMode::Off,
@@ -140,8 +149,11 @@ fn sandbox_spec(
             .with_context(|| format!("cannot create `{}`", dir.display()))?;
     }
     let mut spec = SandboxSpec::new(mode, network, roots, tmp, limits);
-    if mode == exec_policy::SandboxMode::WorkspaceWrite {
-        spec.writable.push(state);
+    spec.add_internal(state);
+    for skipped in spec.add_writable(&policy.sandbox_writable, home) {
+        crate::report(&format!(
+            "agent-exec: warning: [sandbox] writable {skipped}"
+        ));
     }
     Ok(spec)
 }

@@ -30,5 +30,5 @@ pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
 pub use policy_file::{Policy, PolicyError};
-pub use sandbox::{NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec};
+pub use sandbox::{NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, SkippedWritable};
 pub use workdir::{WorkdirError, canonical_dir, is_within_roots, resolve_working_dir};

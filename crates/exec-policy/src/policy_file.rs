@@ -1,6 +1,6 @@
 //! The policy file (`--policy FILE`, TOML): extra deny patterns and
-//! protected paths, allow patterns, environment keep/drop lists, and
-//! process names left running.
+//! protected paths, allow patterns, environment keep/drop lists, process
+//! names left running, and paths that stay writable under the sandbox.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +15,13 @@ use crate::env::EnvRules;
 /// line and key where there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// There is no file at the path given (a client's configuration often
+    /// names one that was never created: say so plainly).
+    #[error("policy file `{}` does not exist", path.display())]
+    NotFound {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file could not be read.
     #[error("cannot read policy file `{}`", path.display())]
     Read {
@@ -59,6 +66,8 @@ struct RawPolicy {
     env: RawEnv,
     #[serde(default)]
     processes: RawProcesses,
+    #[serde(default)]
+    sandbox: RawSandbox,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -94,6 +103,13 @@ struct RawProcesses {
     max: Option<u64>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    #[serde(default)]
+    writable: Vec<Spanned<String>>,
+}
+
 /// A loaded policy file.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
@@ -106,14 +122,26 @@ pub struct Policy {
     /// Cap on the processes of all commands together under the sandbox
     /// (`[processes] max`); the sandbox's default when absent.
     pub max_processes: Option<u64>,
+    /// `[sandbox] writable`: paths that stay writable under
+    /// `--sandbox workspace-write`, as written (absolute, or `~` for the
+    /// home); [`crate::SandboxSpec::add_writable`] expands and checks them.
+    pub sandbox_writable: Vec<String>,
 }
 
 impl Policy {
     /// Reads and checks the policy file at `path`.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-            path: path.to_owned(),
-            source,
+        let text = std::fs::read_to_string(path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                PolicyError::NotFound {
+                    path: path.to_owned(),
+                }
+            } else {
+                PolicyError::Read {
+                    path: path.to_owned(),
+                    source,
+                }
+            }
         })?;
         Self::parse(&text, path)
     }
@@ -144,6 +172,26 @@ impl Policy {
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
+        let sandbox_writable = raw
+            .sandbox
+            .writable
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                let value = entry.get_ref();
+                if value.starts_with('/') || value == "~" || value.starts_with("~/") {
+                    Ok(value.clone())
+                } else {
+                    Err(PolicyError::Invalid {
+                        path: path.to_owned(),
+                        line: line_of(text, entry.span().start),
+                        message: format!(
+                            "`sandbox.writable[{i}]` must be an absolute path or start with `~/`, got `{value}`"
+                        ),
+                    })
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             analyzer: AnalyzerConfig {
                 home: None,
@@ -157,6 +205,7 @@ impl Policy {
             },
             keep_processes: raw.processes.keep,
             max_processes: raw.processes.max,
+            sandbox_writable,
         })
     }
 }
@@ -192,6 +241,9 @@ drop = ["CORP_*"]
 
 [processes]
 keep = ["gradle*", "sccache", "ssh"]
+
+[sandbox]
+writable = ["~/.npm", "~/.cache/pip"]
 "#,
         )
         .unwrap();
@@ -199,6 +251,48 @@ keep = ["gradle*", "sccache", "ssh"]
         assert_eq!(policy.analyzer.protected_paths, ["/data", "~/photos"]);
         assert_eq!(policy.env.drop, ["CORP_*"]);
         assert_eq!(policy.keep_processes, ["gradle*", "sccache", "ssh"]);
+        assert_eq!(policy.sandbox_writable, ["~/.npm", "~/.cache/pip"]);
+    }
+
+    /// The sample the README points to loads, and uses every section the
+    /// policy file knows, so it cannot fall behind the code unnoticed.
+    #[test]
+    fn the_sample_policy_file_loads_and_uses_every_section() {
+        let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/policy.toml");
+        let policy = Policy::load(&sample).unwrap();
+        assert!(!policy.analyzer.deny_regex.is_empty());
+        assert!(!policy.analyzer.protected_paths.is_empty());
+        assert!(!policy.analyzer.allow_regex.is_empty());
+        assert!(!policy.env.keep.is_empty() && !policy.env.drop.is_empty());
+        assert!(!policy.keep_processes.is_empty() && policy.max_processes.is_some());
+        assert!(!policy.sandbox_writable.is_empty());
+        // Each table `RawPolicy` knows is in the sample (keep this list in
+        // step with it; a table the loader does not know is refused above).
+        let text = std::fs::read_to_string(&sample).unwrap();
+        for table in ["[deny]", "[allow]", "[env]", "[processes]", "[sandbox]"] {
+            assert!(text.contains(&format!("\n{table}\n")), "{table} is missing");
+        }
+    }
+
+    #[test]
+    fn sandbox_writable_paths_must_be_absolute_or_under_the_home() {
+        let error = parse("[sandbox]\nwritable = [\"/ok\", \"~/ok\",\n \".npm\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("policy.toml:3: `sandbox.writable[2]` must be an absolute path"),
+            "{error}"
+        );
+        let error = parse("[sandbox]\nwritable = [\"~alice/x\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("`sandbox.writable[0]`"), "{error}");
+        assert_eq!(
+            parse("[sandbox]\nwritable = [\"~\", \"/a\"]\n")
+                .unwrap()
+                .sandbox_writable,
+            ["~", "/a"]
+        );
     }
 
     #[test]
@@ -243,12 +337,20 @@ keep = ["gradle*", "sccache", "ssh"]
     }
 
     #[test]
-    fn missing_file_is_a_read_error() {
+    fn a_missing_file_is_named_as_missing() {
         let error = Policy::load(Path::new("/nonexistent/policy.toml")).unwrap_err();
-        assert!(matches!(error, PolicyError::Read { .. }));
+        assert!(matches!(error, PolicyError::NotFound { .. }));
         assert_eq!(
             error.to_string(),
-            "cannot read policy file `/nonexistent/policy.toml`"
+            "policy file `/nonexistent/policy.toml` does not exist"
         );
+    }
+
+    #[test]
+    fn an_unreadable_file_is_a_read_error() {
+        // A directory exists but cannot be read as text.
+        let error = Policy::load(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_err();
+        assert!(matches!(error, PolicyError::Read { .. }), "{error:?}");
+        assert!(error.to_string().starts_with("cannot read policy file `"));
     }
 }
