@@ -81,24 +81,48 @@ fn the_bash_description_says_the_sandbox_is_on() {
     assert_eq!(text, "");
     // The description is what tools/list serves; `schema` shows the defaults,
     // so ask the server itself.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"))
-        .args(["mcp", "--sandbox", "workspace-write", "--network", "deny", "--cwd"])
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args([
+            "mcp",
+            "--sandbox",
+            "workspace-write",
+            "--network",
+            "deny",
+            "--cwd",
+        ])
         .arg(root.path())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
-        .and_then(|mut child| {
-            use std::io::Write as _;
-            let mut stdin = child.stdin.take().expect("stdin");
-            writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#)?;
-            writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#)?;
-            writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#)?;
-            std::thread::sleep(std::time::Duration::from_millis(500));
-            drop(stdin);
-            child.wait_with_output()
-        })
         .expect("the server runs");
-    let lines = String::from_utf8_lossy(&output.stdout).into_owned();
+    let lines = {
+        use std::io::{BufRead as _, Write as _};
+        let mut stdin = child.stdin.take().expect("stdin");
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#).expect("write");
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .expect("write");
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).expect("write");
+        // Stdin stays open until the answer to tools/list has arrived.
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let (sender, answer) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let list = stdout
+                .lines()
+                .map_while(Result::ok)
+                .find(|line| line.contains(r#""id":2"#));
+            let _ = sender.send(list);
+        });
+        let list = answer
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the server answers within 30 s")
+            .expect("an answer to tools/list");
+        drop(stdin);
+        assert!(child.wait().expect("the server exits").success());
+        list
+    };
     assert!(
         lines.contains("Sandbox: commands may write only under"),
         "{lines}"

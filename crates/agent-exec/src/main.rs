@@ -110,7 +110,7 @@ fn prepare(
     hide_secrets: HideSecrets,
 ) -> anyhow::Result<(setup::Setup, Arc<ExecEnvironment>, ToolExecutor)> {
     let policy = match &common.policy {
-        Some(path) => Policy::load(path).map_err(|error| anyhow::anyhow!("--policy: {error}"))?,
+        Some(path) => Policy::load(path).context("--policy")?,
         None => Policy::default(),
     };
     let secrets = hide_secrets(&policy.env);
@@ -229,18 +229,22 @@ mod tests {
         let missing = dir.path().join("missing");
         let missing = missing.to_str().expect("utf-8");
         for (args, expected) in [
-            (vec!["run", "--cwd", missing, "--", "true"], "--cwd"),
+            (
+                vec!["run", "--cwd", missing, "--", "true"],
+                "--cwd: working directory",
+            ),
             (
                 vec!["run", "--cwd", cwd, "--root", root, "--", "true"],
                 "outside every --root",
             ),
             (
                 vec!["run", "--cwd", cwd, "--root", missing, "--", "true"],
-                "--root",
+                "--root: working directory",
             ),
+            // The cause comes from the error's source, not its message.
             (
                 vec!["run", "--cwd", cwd, "--policy", missing, "--", "true"],
-                "--policy",
+                "--policy: cannot read policy file",
             ),
             (
                 vec!["mcp", "--cwd", cwd, "--coauthor", "nobody"],
@@ -248,8 +252,15 @@ mod tests {
             ),
         ] {
             let (code, out) = front_door(&args);
-            let error = code.expect_err("refused").to_string();
+            // As `main` prints it: the whole chain on one line.
+            let error = format!("{:#}", code.expect_err("refused"));
             assert!(error.contains(expected), "{args:?}: {error}");
+            if args.contains(&"--policy") {
+                assert!(
+                    error.ends_with("No such file or directory (os error 2)"),
+                    "{error}"
+                );
+            }
             assert_eq!(out, "");
         }
     }

@@ -2,6 +2,7 @@
 //! or a signal arrives.
 
 use agent_exec::Bridge;
+use anyhow::Context as _;
 use rmcp::RoleServer;
 use rmcp::ServiceExt as _;
 use rmcp::transport::IntoTransport;
@@ -16,7 +17,7 @@ where
     let running = bridge
         .serve(transport)
         .await
-        .map_err(|error| anyhow::anyhow!("MCP initialization failed: {error}"))?;
+        .context("MCP initialization failed")?;
     let cancel = running.cancellation_token();
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

@@ -94,12 +94,9 @@ mod linux {
             .map(|arg| CString::new(arg.as_bytes().to_vec()))
             .collect::<Result<_, _>>()?;
         let exe = CString::new("/proc/self/exe")?;
-        let error = nix::unistd::execve(&exe, &args, &env).err();
-        // Only reached when execve failed; the memfd closes with `file`.
-        anyhow::bail!(
-            "execve: {}",
-            error.map_or_else(|| "unknown error".to_owned(), |e| e.to_string())
-        )
+        // Only returns when execve failed; the memfd closes with `file`.
+        let Err(error) = nix::unistd::execve(&exe, &args, &env);
+        Err(error).context("re-executing `/proc/self/exe` without the secrets")
     }
 }
 

@@ -51,13 +51,13 @@ pub(crate) fn setup(
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let cwd = canonical_dir(&cwd).map_err(|error| anyhow::anyhow!("--cwd: {error}"))?;
+    let cwd = canonical_dir(&cwd).context("--cwd")?;
     let roots = if args.roots.is_empty() {
         vec![cwd.clone()]
     } else {
         args.roots
             .iter()
-            .map(|root| canonical_dir(root).map_err(|error| anyhow::anyhow!("--root: {error}")))
+            .map(|root| canonical_dir(root).context("--root"))
             .collect::<anyhow::Result<Vec<_>>>()?
     };
     if !is_within_roots(&cwd, &roots) {
@@ -88,9 +88,9 @@ pub(crate) fn setup(
     config.analyzer.home = home.map(|home| home.to_string_lossy().into_owned());
     config.coauthor = coauthor.map(str::to_owned);
     if !sandbox.is_off() {
-        let confinement = exec_tools::prepare_sandbox(&sandbox).map_err(|error| {
-            anyhow::anyhow!(
-                "--sandbox {} --network {}: {error}",
+        let confinement = exec_tools::prepare_sandbox(&sandbox).with_context(|| {
+            format!(
+                "--sandbox {} --network {}",
                 sandbox.mode,
                 network_name(sandbox.network)
             )

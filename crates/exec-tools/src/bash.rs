@@ -183,7 +183,7 @@ fn empty_stdin_note(
 fn check_cwd(cwd: &std::path::Path, roots: &[PathBuf]) -> Result<(), String> {
     exec_policy::resolve_working_dir(cwd, roots)
         .map(|_| ())
-        .map_err(|error| format!("Cannot run the command: {error}"))
+        .map_err(|error| format!("Cannot run the command: {}", crate::error_chain(&error)))
 }
 
 /// Adds `--trailer "Co-authored-by: ..."` after each top-level `git commit`.
@@ -255,7 +255,10 @@ async fn start_background(
         .with_meta("bash_id", id)
         .with_meta("status", ShellStatus::Running.as_str())
         }
-        Err(error) => ToolResult::fail(format!("Cannot start the background shell: {error}")),
+        Err(error) => ToolResult::fail(format!(
+            "Cannot start the background shell: {}",
+            crate::error_chain(&error)
+        )),
     }
 }
 
@@ -287,7 +290,10 @@ async fn run_foreground(
         Ok(shell) => shell,
         Err(error) => {
             state_files.remove();
-            return ToolResult::fail(format!("Cannot start the command: {error}"));
+            return ToolResult::fail(format!(
+                "Cannot start the command: {}",
+                crate::error_chain(&error)
+            ));
         }
     };
     if let Waited::Backgrounded(id) = wait_reporting(env, &shell, context, timeout).await {

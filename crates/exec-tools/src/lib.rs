@@ -62,6 +62,20 @@ pub fn register_execution_tools(
     Ok(())
 }
 
+/// `error` followed by each of its causes, joined by `: `, for an answer
+/// read as one line. Errors keep their cause out of their own message and
+/// return it from `source()`, so printing only `{error}` would drop it.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        text.push_str(": ");
+        text.push_str(&error.to_string());
+        cause = error.source();
+    }
+    text
+}
+
 /// A registry holding exactly the execution tools with default settings
 /// (the current directory as the only root, the system temp dir for
 /// output): what `agent-exec schema` and `cargo xtask codegen` describe.
@@ -72,4 +86,25 @@ pub fn execution_registry() -> Result<ToolRegistry, RegistryError> {
     let mut registry = ToolRegistry::new();
     register_execution_tools(&mut registry, &env)?;
     Ok(registry)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use shell_runtime::{ManagerError, SpawnError};
+
+    use super::*;
+
+    #[test]
+    fn an_error_chain_names_every_cause_once() {
+        let error = ManagerError::Spawn(SpawnError::ProgramNotFound {
+            program: PathBuf::from("bash"),
+            source: std::io::Error::from_raw_os_error(2),
+        });
+        assert_eq!(
+            error_chain(&error),
+            "cannot start `bash`: No such file or directory (os error 2)"
+        );
+    }
 }

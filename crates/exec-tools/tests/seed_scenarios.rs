@@ -1,4 +1,5 @@
-//! One test per scenario of seed 003 about the three tools, named after it.
+//! One test per scenario of seed 003 about the three tools, named for the
+//! fact it checks; its doc comment names the scenario.
 #![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests")]
 
 mod common;
@@ -10,8 +11,9 @@ use serde_json::json;
 
 // Feature: Bash Tool - Foreground Execution
 
+/// Scenario: Execute simple command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_simple_command() {
+async fn a_simple_command_succeeds_with_its_output_and_exit_code_0() {
     let world = World::new();
     let result = world.bash("echo hello").await;
     assert!(result.success);
@@ -19,8 +21,9 @@ async fn execute_simple_command() {
     assert_eq!(meta(&result, "exit_code"), 0);
 }
 
+/// Scenario: Execute command with output.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_command_with_output() {
+async fn ls_lists_the_files_of_the_working_directory() {
     let world = World::new();
     common::write(&world.root().join("alpha.txt"), "a");
     common::write(&world.root().join("beta.txt"), "b");
@@ -30,8 +33,9 @@ async fn execute_command_with_output() {
     assert_eq!(meta(&result, "exit_code"), 0);
 }
 
+/// Scenario: Execute command that fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_command_that_fails() {
+async fn a_failing_command_answers_with_its_exit_code() {
     let world = World::new();
     let result = world.bash("exit 1").await;
     assert!(!result.success);
@@ -39,32 +43,36 @@ async fn execute_command_that_fails() {
     assert!(result.text().starts_with("Command failed with exit code 1"));
 }
 
+/// Scenario: Execute command with stderr.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_command_with_stderr() {
+async fn stderr_is_shown_under_its_own_heading() {
     let world = World::new();
     let result = world.bash("echo error >&2").await;
     assert!(result.success);
     assert_eq!(result.text(), "\n[stderr]\nerror\n");
 }
 
+/// Scenario: Execute chained commands with &&.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_chained_commands_with_and() {
+async fn commands_chained_with_and_all_run_in_order() {
     let world = World::new();
     let result = world.bash("echo first && echo second").await;
     assert!(result.success);
     assert_eq!(result.text(), "first\nsecond\n");
 }
 
+/// Scenario: Execute chained commands with failing first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_chained_commands_with_failing_first() {
+async fn a_failing_first_command_stops_an_and_chain() {
     let world = World::new();
     let result = world.bash("exit 1 && echo second").await;
     assert!(!result.success);
     assert!(!result.text().contains("second"));
 }
 
+/// Scenario: Execute command with timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_command_with_timeout() {
+async fn a_command_within_its_timeout_completes_and_reports_the_timeout() {
     let world = World::new();
     let result = world
         .call(
@@ -77,8 +85,9 @@ async fn execute_command_with_timeout() {
     assert_eq!(meta(&result, "timeout_ms"), 5000);
 }
 
+/// Scenario: Execute command that times out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_command_that_times_out() {
+async fn a_command_over_the_timeout_is_ended_with_its_children() {
     let world = World::new();
     let started = Instant::now();
     let result = world
@@ -99,8 +108,9 @@ async fn execute_command_that_times_out() {
     }
 }
 
+/// Scenario: Execute command with description.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_command_with_description() {
+async fn the_description_is_returned_in_the_metadata() {
     let world = World::new();
     let result = world
         .call(
@@ -111,8 +121,9 @@ async fn execute_command_with_description() {
     assert_eq!(meta_str(&result, "description"), "Install dependencies");
 }
 
+/// Scenario: Execute command with large output.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_command_with_large_output() {
+async fn large_output_keeps_head_and_tail_and_the_whole_in_a_file() {
     let world = World::new();
     let result = world
         .bash("for i in $(seq 1 5000); do echo \"line $i xxxxx\"; done")
@@ -139,8 +150,9 @@ async fn execute_command_with_large_output() {
     assert!(full.contains("line 2500 xxxxx"));
 }
 
+/// Scenario: Execute command in dry run mode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn execute_command_in_dry_run_mode() {
+async fn a_dry_run_echoes_the_command_and_runs_nothing() {
     let world = World::new();
     let victim = world.root().join("test");
     std::fs::create_dir(&victim).expect("mkdir");
@@ -165,28 +177,33 @@ async fn assert_blocked(command: &str) {
     assert!(result.text().contains("dangerous"), "{}", result.text());
 }
 
+/// Scenario: Block dangerous rm -rf /.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn block_dangerous_rm_rf_root() {
+async fn rm_rf_root_is_blocked_as_dangerous() {
     assert_blocked("rm -rf /").await;
 }
 
+/// Scenario: Block dangerous rm -rf /*.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn block_dangerous_rm_rf_star() {
+async fn rm_rf_root_star_is_blocked_as_dangerous() {
     assert_blocked("rm -rf /*").await;
 }
 
+/// Scenario: Block fork bomb.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn block_fork_bomb() {
+async fn a_fork_bomb_is_blocked_as_dangerous() {
     assert_blocked(":(){ :|:& };:").await;
 }
 
+/// Scenario: Block mkfs command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn block_mkfs_command() {
+async fn mkfs_is_blocked_as_dangerous() {
     assert_blocked("mkfs.ext4 /dev/sda1").await;
 }
 
+/// Scenario: Allow safe rm command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn allow_safe_rm_command() {
+async fn rm_of_one_file_in_the_workspace_runs() {
     let world = World::new();
     let file = world.root().join("test_file.txt");
     common::write(&file, "x");
@@ -195,16 +212,18 @@ async fn allow_safe_rm_command() {
     assert!(!file.exists());
 }
 
+/// Scenario: Allow git commands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn allow_git_commands() {
+async fn git_commands_run() {
     let world = World::new();
     let result = world.bash("git init -q . && git status").await;
     assert!(result.success, "{}", result.text());
     assert!(result.text().contains("On branch") || result.text().contains("No commits yet"));
 }
 
+/// Scenario: Allow npm commands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn allow_npm_commands() {
+async fn npm_commands_run() {
     let world = World::new();
     common::write(
         &world.root().join("package.json"),
@@ -221,8 +240,9 @@ async fn allow_npm_commands() {
 
 // Feature: Bash Tool - Background Execution
 
+/// Scenario: Start background command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_background_command() {
+async fn a_background_command_answers_with_its_shell_id() {
     let world = World::new();
     let result = world
         .call(
@@ -241,20 +261,24 @@ async fn start_background_command() {
     world.env.shutdown().await;
 }
 
+/// Scenario: Background command returns immediately.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn background_command_returns_immediately() {
+async fn a_background_command_answers_while_it_still_runs() {
     let world = World::new();
     let started = Instant::now();
     let id = world.background("sleep 300").await;
-    assert!(started.elapsed() < Duration::from_secs(1));
+    // The answer came while the command runs; the bound only has to be far
+    // below the command's 300 s, however loaded the machine.
     assert!(world.env.manager().get(&id).expect("tracked").is_running());
+    assert!(started.elapsed() < Duration::from_secs(60));
     world.env.shutdown().await;
 }
 
 // Feature: BashOutput Tool
 
+/// Scenario: Get output from running shell.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn get_output_from_running_shell() {
+async fn bash_output_of_a_running_shell_says_running() {
     let world = World::new();
     let id = world
         .background("while true; do echo tick; sleep 1; done")
@@ -268,8 +292,9 @@ async fn get_output_from_running_shell() {
     world.env.shutdown().await;
 }
 
+/// Scenario: Get output from completed shell.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn get_output_from_completed_shell() {
+async fn bash_output_of_a_finished_shell_has_its_output_and_exit_code() {
     let world = World::new();
     let id = world.background("echo hello").await;
     let result = world
@@ -282,8 +307,9 @@ async fn get_output_from_completed_shell() {
     assert_eq!(meta(&result, "is_running"), false);
 }
 
+/// Scenario: Get only new output since last read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn get_only_new_output_since_last_read() {
+async fn bash_output_returns_each_line_once() {
     let world = World::new();
     let id = world
         .background("for i in $(seq 1 400); do echo \"n$i.\"; sleep 0.01; done")
@@ -302,8 +328,9 @@ async fn get_only_new_output_since_last_read() {
     }
 }
 
+/// Scenario: Shell not found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shell_not_found() {
+async fn bash_output_of_an_unknown_id_says_not_found() {
     let world = World::new();
     let result = world
         .call("BashOutput", json!({ "bash_id": "shell_nonexistent" }))
@@ -312,8 +339,9 @@ async fn shell_not_found() {
     assert!(result.text().contains("not found"));
 }
 
+/// Scenario: Filter output with regex.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filter_output_with_regex() {
+async fn a_filter_keeps_matching_lines_and_consumes_the_rest() {
     let world = World::new();
     let id = world
         .background(
@@ -338,8 +366,9 @@ async fn filter_output_with_regex() {
     assert!(!again.text().contains("info"));
 }
 
+/// Scenario: Invalid filter regex.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_filter_regex() {
+async fn an_invalid_filter_regex_is_refused() {
     let world = World::new();
     let id = world.background("true").await;
     let result = world
@@ -352,8 +381,9 @@ async fn invalid_filter_regex() {
     assert!(result.text().starts_with("Invalid filter regex"));
 }
 
+/// Scenario: Get output with duration info.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn get_output_with_duration_info() {
+async fn the_status_line_of_a_finished_shell_has_exit_code_and_duration() {
     let world = World::new();
     let id = world.background("echo x").await;
     let result = world
@@ -370,8 +400,9 @@ async fn get_output_with_duration_info() {
 
 // Feature: KillShell Tool
 
+/// Scenario: Kill running shell.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_running_shell() {
+async fn kill_shell_ends_a_running_shell_and_marks_it_killed() {
     let world = World::new();
     let id = world.background("sleep 300").await;
     let result = world.call("KillShell", json!({ "shell_id": id })).await;
@@ -383,8 +414,9 @@ async fn kill_running_shell() {
     assert!(!common::alive(shell.pid()));
 }
 
+/// Scenario: Kill already stopped shell.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_already_stopped_shell() {
+async fn killing_a_finished_shell_says_it_already_stopped() {
     let world = World::new();
     let id = world.background("true").await;
     world
@@ -399,8 +431,9 @@ async fn kill_already_stopped_shell() {
     assert_eq!(meta(&result, "already_stopped"), true);
 }
 
+/// Scenario: Kill non-existent shell.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_non_existent_shell() {
+async fn killing_an_unknown_id_says_not_found() {
     let world = World::new();
     let result = world
         .call("KillShell", json!({ "shell_id": "shell_nonexistent" }))
@@ -409,8 +442,9 @@ async fn kill_non_existent_shell() {
     assert!(result.text().contains("not found"));
 }
 
+/// Scenario: Kill shell returns metadata.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_shell_returns_metadata() {
+async fn kill_shell_answers_with_id_command_and_duration() {
     let world = World::new();
     let id = world.background("sleep 300").await;
     let result = world.call("KillShell", json!({ "shell_id": id })).await;
@@ -421,8 +455,9 @@ async fn kill_shell_returns_metadata() {
 
 // Feature: Shell Process (as seen through the tools)
 
+/// Scenario: Get new output includes stderr.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn get_new_output_includes_stderr() {
+async fn new_output_includes_stderr_under_its_heading() {
     let world = World::new();
     let id = world.background("echo out; echo err >&2").await;
     let result = world
@@ -435,21 +470,24 @@ async fn get_new_output_includes_stderr() {
     );
 }
 
+/// Scenario: Calculate duration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calculate_duration() {
+async fn the_duration_of_a_finished_shell_covers_its_run_time() {
     let world = World::new();
     let id = world.background("sleep 0.5").await;
     let result = world
         .call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }))
         .await;
     let duration = meta(&result, "duration_ms").as_u64().expect("duration");
-    assert!((500..5000).contains(&duration), "{duration}");
+    // At least the half second it slept; the upper bound only rules out nonsense.
+    assert!((500..60_000).contains(&duration), "{duration}");
 }
 
 // Feature: Tool Registration
 
+/// Scenario: All execution tools are registered.
 #[test]
-fn all_execution_tools_are_registered() {
+fn the_registry_holds_the_three_execution_tools() {
     let registry = exec_tools::execution_registry().expect("registry");
     let names: Vec<String> = registry.list().map(|tool| tool.name().to_owned()).collect();
     assert_eq!(names.len(), 3);
@@ -459,8 +497,9 @@ fn all_execution_tools_are_registered() {
     }
 }
 
+/// Scenario: Execution tools generate valid schemas.
 #[test]
-fn execution_tools_generate_valid_schemas() {
+fn each_tool_renders_an_openai_function_with_its_required_field() {
     let registry = exec_tools::execution_registry().expect("registry");
     for (name, required) in [
         ("Bash", "command"),
@@ -481,8 +520,9 @@ fn execution_tools_generate_valid_schemas() {
 
 // Feature: Integration Tests
 
+/// Scenario: Full background command workflow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn full_background_command_workflow() {
+async fn a_background_command_can_be_followed_to_its_result() {
     let world = World::new();
     let id = world
         .background("echo begin; sleep 0.3; echo result=42")
@@ -498,8 +538,9 @@ async fn full_background_command_workflow() {
     assert_eq!(meta_str(&last, "status"), "completed");
 }
 
+/// Scenario: Kill and verify workflow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_and_verify_workflow() {
+async fn a_killed_shell_reads_as_killed_afterwards() {
     let world = World::new();
     let id = world.background("sleep 300").await;
     let before = world.call("BashOutput", json!({ "bash_id": id })).await;
@@ -511,8 +552,9 @@ async fn kill_and_verify_workflow() {
     assert_eq!(meta(&after, "is_running"), false);
 }
 
+/// Scenario: Multiple concurrent shells.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multiple_concurrent_shells() {
+async fn concurrent_shells_have_distinct_ids_and_their_own_output() {
     let world = World::new();
     let mut ids = Vec::new();
     for index in 0..5 {
@@ -533,8 +575,9 @@ async fn multiple_concurrent_shells() {
     }
 }
 
+/// Scenario: Timeout does not affect other shells.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn timeout_does_not_affect_other_shells() {
+async fn one_shells_timeout_leaves_the_others_running() {
     let world = World::new();
     let a = world
         .background("for i in 1 2 3 4 5 6; do echo a$i; sleep 0.3; done")

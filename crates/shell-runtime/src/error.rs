@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     /// The shell program does not exist or is not executable.
-    #[error("cannot start `{program}`: {source}")]
+    #[error("cannot start `{program}`")]
     ProgramNotFound {
         /// The program as given.
         program: PathBuf,
         /// What the kernel said.
+        #[source]
         source: io::Error,
     },
     /// The working directory is missing or not a directory.
@@ -83,4 +84,37 @@ pub enum ManagerError {
     /// The process could not be started.
     #[error(transparent)]
     Spawn(#[from] SpawnError),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// Each message once: a printer that walks the chain (`{:#}` in anyhow,
+    /// the tools' answers) must not show the kernel's words twice.
+    #[test]
+    fn a_missing_program_names_it_and_leaves_the_cause_to_source() {
+        let error = SpawnError::from_io(io::Error::from_raw_os_error(2), Path::new("bash"));
+        let cause = error.source().expect("the kernel's error is the source");
+        assert_eq!(error.to_string(), "cannot start `bash`");
+        assert!(!error.to_string().contains(&cause.to_string()));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn sandbox_errors_with_a_source_do_not_repeat_it() {
+        use crate::ConfineError;
+        for error in [
+            ConfineError::BadPath {
+                path: PathBuf::from("/nowhere"),
+                source: io::Error::from_raw_os_error(2),
+            },
+            ConfineError::Io(io::Error::from_raw_os_error(1)),
+        ] {
+            let cause = error.source().expect("a source").to_string();
+            assert!(!error.to_string().contains(&cause), "{error}");
+        }
+    }
 }

@@ -118,8 +118,8 @@ async fn cleanup_forgets_old_finished_shells() {
     shell.wait().await;
     let (running, _) = manager.spawn(spec("sleep 1000")).await.expect("spawns");
     assert_eq!(manager.cleanup_completed(Duration::from_secs(3600)), 0);
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert_eq!(manager.cleanup_completed(Duration::from_millis(10)), 1);
+    // Any finished shell is at least zero old.
+    assert_eq!(manager.cleanup_completed(Duration::ZERO), 1);
     assert!(manager.get(&done).is_none());
     assert!(manager.get(&running).is_some());
     manager.shutdown(Duration::from_secs(1)).await;

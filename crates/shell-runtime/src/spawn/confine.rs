@@ -27,7 +27,7 @@ pub enum ConfineError {
     #[error("the kernel does not support Landlock (needed for --sandbox): {0}")]
     NoLandlock(io::Error),
     /// A path given as writable cannot be opened.
-    #[error("cannot open `{path}` for a Landlock rule: {source}")]
+    #[error("cannot open `{path}` for a Landlock rule")]
     BadPath {
         /// The path.
         path: PathBuf,
@@ -38,7 +38,7 @@ pub enum ConfineError {
     #[error("cannot install the sandbox's seccomp filter: {0}")]
     NoSeccomp(String),
     /// Another kernel refusal.
-    #[error("cannot prepare the sandbox: {0}")]
+    #[error("cannot prepare the sandbox")]
     Io(#[from] io::Error),
 }
 
