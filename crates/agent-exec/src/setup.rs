@@ -120,7 +120,7 @@ pub(crate) fn setup(
 
 /// The sandbox request: `--sandbox` and `--network`, with the roots, the
 /// private TMPDIR, the policy's `[sandbox] writable` directories and the
-/// session state dir writable in `workspace-write`. A policy entry that
+/// state-file dir writable in `workspace-write`. A policy entry that
 /// names no existing directory is skipped with a warning on stderr.
 fn sandbox_spec(
     args: &CommonArgs,

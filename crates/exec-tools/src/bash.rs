@@ -11,9 +11,9 @@ use serde::Deserialize;
 use shell_runtime::{EndRequest, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream};
 use tool_core::{ExecutionContext, ProgressUpdate, Tool, ToolCategory, ToolResult};
 
+use crate::carried_state::{CarriedStateSlot, StateFiles, Vars, wrap_command};
 use crate::environment::{DEFAULT_TIMEOUT, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
 use crate::render::{Rendered, render_streams};
-use crate::session::{ShellSession, StateFiles, Vars, wrap_command};
 
 /// Grace between SIGINT (or SIGTERM) and SIGKILL when a call is cancelled.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
@@ -88,7 +88,7 @@ impl Tool for BashTool {
 
     async fn execute(&self, context: &ExecutionContext, params: BashParams) -> ToolResult {
         let env = &self.env;
-        let session = context.session().state::<ShellSession>();
+        let session = context.session().state::<CarriedStateSlot>();
         let state = session.lock().clone();
         let shown_command = env.redact(&params.command);
         let meta = |result: ToolResult| {
@@ -269,7 +269,7 @@ async fn start_background(
 async fn run_foreground(
     env: &ExecEnvironment,
     context: &ExecutionContext,
-    session: &ShellSession,
+    session: &CarriedStateSlot,
     command: &str,
     cwd: PathBuf,
     given_env: Vars,
@@ -485,7 +485,7 @@ fn last_lines(text: &str, max: usize) -> String {
 /// good state then).
 fn absorb_state(
     env: &ExecEnvironment,
-    session: &ShellSession,
+    session: &CarriedStateSlot,
     files: &StateFiles,
     given_env: &Vars,
 ) -> Vec<String> {

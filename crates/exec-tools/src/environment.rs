@@ -146,7 +146,7 @@ impl ExecEnvironment {
             .into_iter()
             .map(|(name, value)| (value, format!("[REDACTED:{name}]")))
             .collect();
-        // Without it the session cannot persist; commands still run.
+        // Without it `cd` and `export` are not carried over; commands still run.
         let _ = std::fs::create_dir_all(Self::state_dir(&config.output_dir));
         Self {
             analyzer: Analyzer::new(config.analyzer.clone()),
@@ -191,9 +191,9 @@ impl ExecEnvironment {
         self.config.output_dir.join(format!("{kind}-{n}"))
     }
 
-    /// Where a call's session state file goes: `state/` under the output
-    /// dir, the one place a sandboxed command may write besides its roots
-    /// and TMPDIR (see [`ExecEnvironment::state_dir`]).
+    /// Where a call's state file (its carried state) goes: `state/` under
+    /// the output dir, the one place a sandboxed command may write besides
+    /// its roots and TMPDIR (see [`ExecEnvironment::state_dir`]).
     pub(crate) fn state_path(&self, stem: &Path) -> PathBuf {
         let name = stem
             .file_name()
@@ -202,7 +202,7 @@ impl ExecEnvironment {
         Self::state_dir(&self.config.output_dir).join(name)
     }
 
-    /// The session state directory for an output dir (created by `new`).
+    /// The state-file directory for an output dir (created by `new`).
     pub fn state_dir(output_dir: &Path) -> PathBuf {
         output_dir.join("state")
     }
@@ -212,7 +212,8 @@ impl ExecEnvironment {
     /// together exceed [`OUTPUT_TOTAL_CAP`]. Sizes are read from disk, since
     /// a background shell's files grow after they are recorded.
     pub(crate) fn keep_files(&self, paths: &[&Path]) {
-        /// Entries kept at most, files or not: a long session's ledger stays small.
+        /// Entries kept at most, files or not: a long-running server's ledger
+        /// stays small.
         const MAX_ENTRIES: usize = 4096;
         let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
         files.extend(paths.iter().map(|path| path.to_path_buf()));
@@ -230,7 +231,7 @@ impl ExecEnvironment {
         }
     }
 
-    /// The base environment of every command, before the session's changes.
+    /// The base environment of every command, before the carried changes.
     pub(crate) fn base_env(&self) -> &BTreeMap<String, String> {
         &self.config.env.vars
     }

@@ -28,12 +28,13 @@
 //! ```
 
 mod bash;
+mod bash_output;
 mod carriage;
+mod carried_state;
 mod environment;
+mod kill_shell;
 mod quote;
-mod read_tools;
 mod render;
-mod session;
 mod text;
 
 use std::sync::Arc;
@@ -41,11 +42,12 @@ use std::sync::Arc;
 use tool_core::{RegistryError, ToolRegistry};
 
 pub use bash::{BashParams, BashTool};
+pub use bash_output::{BashOutputParams, BashOutputTool};
 pub use environment::{
     DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
     OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
-pub use read_tools::{BashOutputParams, BashOutputTool, KillShellParams, KillShellTool};
+pub use kill_shell::{KillShellParams, KillShellTool};
 
 /// Quoting for shell text; public only for the fuzz targets.
 #[doc(hidden)]

@@ -214,8 +214,8 @@ pub(crate) fn layout(
 
 /// Writes stdout's spill, `\n[stderr]\n` and stderr's spill into one file.
 fn combine_spills(env: &ExecEnvironment, shell: &ShellProcess, stem: &Path) -> Option<PathBuf> {
-    let out = shell.spill_to_disk(Stream::Stdout)?;
-    let err = shell.spill_to_disk(Stream::Stderr)?;
+    let out = shell.ensure_spill_file(Stream::Stdout)?;
+    let err = shell.ensure_spill_file(Stream::Stderr)?;
     let path = stem.with_extension("txt");
     let mut file = std::fs::File::create(&path).ok()?;
     let mut budget = OUTPUT_FILE_CAP;
@@ -244,7 +244,7 @@ fn copy_capped(from: &Path, to: &mut std::fs::File, budget: &mut u64) {
 
 fn remove_spills(shell: &ShellProcess) {
     for stream in [Stream::Stdout, Stream::Stderr] {
-        if let Some(spill) = shell.spill(stream).filter(|spill| spill.on_disk) {
+        if let Some(spill) = shell.spill_report(stream).filter(|spill| spill.on_disk) {
             let _ = std::fs::remove_file(&spill.file.path);
         }
     }

@@ -24,7 +24,7 @@ async fn main() {
         .spawn(spec("for i in 1 2 3 4 5; do echo tick $i; sleep 0.2; done"))
         .await
         .expect("starts");
-    // A tree with a grandchild that escapes into a session of its own.
+    // A tree with a grandchild that escapes into a process session of its own.
     let (tree_id, tree) = manager
         .spawn(spec("(setsid sleep 300 &); sleep 300 & echo started; wait"))
         .await

@@ -1,7 +1,7 @@
-//! Process mechanism for agent shells: spawning in a session and process
-//! group of its own, ending whole trees (escaped ones included), bounded
-//! UTF-8 output capture and a shell manager. Knows nothing of tools or
-//! policy: it takes a plain [`SpawnSpec`] and gives back handles.
+//! Process mechanism for agent shells: spawning in a process session and
+//! process group of its own, ending whole trees (escaped ones included),
+//! bounded UTF-8 output capture and a shell manager. Knows nothing of tools
+//! or policy: it takes a plain [`SpawnSpec`] and gives back handles.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), shell_runtime::SpawnError> {

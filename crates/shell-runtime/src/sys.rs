@@ -24,7 +24,7 @@ impl ProcStat {
     }
 }
 
-/// Parses `pid (comm) S ppid pgrp session ...`; `comm` may hold spaces and parentheses.
+/// Parses `pid (comm) S ppid pgrp sid ...`; `comm` may hold spaces and parentheses.
 pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
@@ -169,8 +169,8 @@ pub(crate) fn wait_blocking(pid: i32) {
     let _ = waitpid(Pid::from_raw(pid), None);
 }
 
-/// This process's session id.
-pub(crate) fn own_session() -> i32 {
+/// This process's process session id (`getsid`).
+pub(crate) fn own_sid() -> i32 {
     nix::unistd::getsid(None).map_or(0, Pid::as_raw)
 }
 
@@ -195,7 +195,7 @@ mod tests {
         let pid = i32::try_from(std::process::id()).expect("pid fits");
         let me = stat(pid).expect("own stat");
         assert_eq!(me.pid, pid);
-        assert_eq!(me.sid, own_session());
+        assert_eq!(me.sid, own_sid());
         assert!(!program_names(pid, &me.comm).is_empty());
     }
 }

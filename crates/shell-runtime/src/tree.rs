@@ -57,7 +57,8 @@ impl TreeId {
     }
 
     /// Whether an adopted child of ours came from this shell: it is still in
-    /// the shell's session, or carries its tag.
+    /// the shell's process session (its sid is the shell's pid), or carries
+    /// its tag.
     fn owns_orphan(&self, orphan: &ProcStat) -> bool {
         orphan.sid == self.shell_pid || sys::environ_contains(orphan.pid, &self.tag_entry)
     }
@@ -65,7 +66,7 @@ impl TreeId {
     /// Every live process of the tree: the shell's descendants, and the
     /// orphans adopted from it (found among our main thread's children).
     pub(crate) fn collect(&self) -> TreeMembers {
-        let own_session = sys::own_session();
+        let own_sid = sys::own_sid();
         let ours = sys::main_thread_children();
         let shells: HashSet<i32> = live_shells().iter().copied().collect();
         let mut found = TreeMembers::default();
@@ -75,7 +76,7 @@ impl TreeId {
                 continue;
             }
             let Some(stat) = sys::stat(pid) else { continue };
-            if stat.sid == own_session {
+            if stat.sid == own_sid {
                 continue; // Started by someone else in this process, not by a shell.
             }
             if self.owns_orphan(&stat) {
@@ -224,18 +225,19 @@ pub(crate) fn ensure_reaper() {
 }
 
 /// Collects the exit status of every adopted orphan that has ended, by pid.
-/// A child in our own session was started by other code in this process and
-/// is left to whoever started it; a shell tokio waits for is never touched.
+/// A child in our own process session was started by other code in this
+/// process and is left to whoever started it; a shell tokio waits for is
+/// never touched.
 pub(crate) fn reap_orphans() {
     let shells = live_shells();
-    let own_session = sys::own_session();
+    let own_sid = sys::own_sid();
     for pid in sys::main_thread_children() {
         if shells.contains(&pid) {
             continue;
         }
         if let Some(stat) = sys::stat(pid)
             && stat.is_zombie()
-            && stat.sid != own_session
+            && stat.sid != own_sid
         {
             sys::reap(pid);
         }

@@ -303,7 +303,7 @@ async fn large_output_stays_bounded_and_spills_to_a_capped_file() {
     assert!(snapshot.after_gap.ends_with("x\nlast line\n"));
     assert_eq!(shell.totals(Stream::Stdout).0, 3_000_000 + 1 + 10);
     assert_eq!(snapshot.dropped, 3_000_011 - 2000);
-    let spill = shell.spill(Stream::Stdout).expect("spill");
+    let spill = shell.spill_report(Stream::Stdout).expect("spill");
     assert_eq!(spill.written, 1_000_000);
     assert!(spill.incomplete);
     assert_eq!(std::fs::metadata(&path).expect("file").len(), 1_000_000);
@@ -348,7 +348,7 @@ async fn replacements_reach_the_buffer_and_the_spill_file() {
     // Small output stays in memory until the file is asked for.
     assert!(!path.exists());
     let report = shell
-        .spill_to_disk(Stream::Stdout)
+        .ensure_spill_file(Stream::Stdout)
         .expect("a spill was asked for");
     assert!(report.on_disk);
     assert_eq!(

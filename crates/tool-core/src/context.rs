@@ -59,9 +59,15 @@ impl fmt::Debug for ProgressSink {
     }
 }
 
-/// State shared by every call made in one session (one MCP server, one agent
-/// conversation). Each layer keeps its own typed slot, so tool-core does not
-/// need to know what the tools above it remember.
+/// State shared by every call made in one session: the calls of one client
+/// (one MCP connection, one agent conversation). Each layer keeps its own
+/// typed slot, so tool-core does not need to know what the tools above it
+/// remember; exec-tools keeps there the `cd` and `export` state it carries
+/// from one `Bash` call to the next.
+///
+/// This is what "session" means in the tool crates and agent-exec.
+/// shell-runtime keeps the kernel's meaning (the process session `setsid`
+/// starts) and says "process session" for it.
 #[derive(Default)]
 pub struct Session {
     slots: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,

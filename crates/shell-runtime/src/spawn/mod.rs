@@ -406,9 +406,9 @@ fn is_executable(path: &std::path::Path) -> bool {
 mod pre_exec {
     use std::os::unix::process::CommandExt;
 
-    /// A new session (so the tree has its own process group and no
-    /// controlling terminal to prompt on) and, on Linux, SIGKILL when the
-    /// spawner thread's process dies.
+    /// A new process session (`setsid`: the tree has its own process group
+    /// and no controlling terminal to prompt on) and, on Linux, SIGKILL when
+    /// the spawner thread's process dies.
     pub(super) fn install(command: &mut std::process::Command) {
         let parent = std::process::id();
         // SAFETY: the closure runs between fork and exec and calls only

@@ -64,8 +64,8 @@ fn null_pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Starts `program` with `argv` and `envp` in `cwd`, stdin from /dev/null,
-/// stdout and stderr on new pipes, in a new session, with SIGKILL as its
-/// parent-death signal. The calling thread is the "parent" the kernel
+/// stdout and stderr on new pipes, in a new process session, with SIGKILL
+/// as its parent-death signal. The calling thread is the "parent" the kernel
 /// watches for that signal, so call this from a thread that lives as long
 /// as the process.
 pub(crate) fn spawn(

@@ -1,4 +1,4 @@
-//! `BashOutput` and `KillShell`: reading and ending background shells.
+//! `BashOutput`: reading what a background shell printed since the last read.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use regex::Regex;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use shell_runtime::{KILL_GRACE, KillOutcome, ShellProcess, ShellStatus, Stream};
+use shell_runtime::{ShellProcess, ShellStatus, Stream};
 use tool_core::{ExecutionContext, Tool, ToolCategory, ToolResult};
 
 use crate::environment::{ExecEnvironment, MAX_OUTPUT_CHARS};
@@ -63,8 +63,9 @@ fn status_line(shell: &ShellProcess) -> String {
     line
 }
 
-/// The failure for an id nobody knows, listing the shells that are known.
-fn not_found(env: &ExecEnvironment, id: &str) -> ToolResult {
+/// The failure for an id nobody knows, listing the shells that are known
+/// (`KillShell` answers it too).
+pub(crate) fn not_found(env: &ExecEnvironment, id: &str) -> ToolResult {
     let known = env.manager.list();
     let mut message = format!("Shell {id} not found.");
     if known.is_empty() {
@@ -140,7 +141,7 @@ impl Tool for BashOutputTool {
         let rendered = layout(Some(&prefix), &body, &[], MAX_OUTPUT_CHARS, || {
             let spills: Vec<String> = [Stream::Stdout, Stream::Stderr]
                 .into_iter()
-                .filter_map(|stream| shell.spill_to_disk(stream))
+                .filter_map(|stream| shell.ensure_spill_file(stream))
                 .filter(|spill| spill.written > 0)
                 .map(|spill| spill.file.path.display().to_string())
                 .collect();
@@ -164,72 +165,5 @@ impl Tool for BashOutputTool {
             )
             .with_meta("command", env.redact(shell.command()))
             .with_meta("truncated", rendered.truncated)
-    }
-}
-
-/// Arguments of `KillShell`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct KillShellParams {
-    /// The id of the background shell to end.
-    pub shell_id: String,
-}
-
-/// Ends a background shell and everything it started.
-#[derive(Debug, Clone)]
-pub struct KillShellTool {
-    env: Arc<ExecEnvironment>,
-}
-
-impl KillShellTool {
-    /// The tool over shared state.
-    pub fn new(env: Arc<ExecEnvironment>) -> Self {
-        Self { env }
-    }
-}
-
-#[async_trait]
-impl Tool for KillShellTool {
-    type Params = KillShellParams;
-
-    fn name(&self) -> &str {
-        "KillShell"
-    }
-
-    fn description(&self) -> String {
-        "Stops a background shell started by Bash, with every process it started (SIGTERM, then SIGKILL after 2 s). \
-Stopping a shell that already ended is not an error; the answer says how it ended."
-            .to_owned()
-    }
-
-    fn category(&self) -> ToolCategory {
-        ToolCategory::Execution
-    }
-
-    async fn execute(&self, _context: &ExecutionContext, params: KillShellParams) -> ToolResult {
-        let env = &self.env;
-        let id = params.shell_id;
-        let Some(shell) = env.manager.get(&id) else {
-            return not_found(env, &id);
-        };
-        let outcome = env.manager.kill(&id, KILL_GRACE).await;
-        let base = |result: ToolResult| {
-            result
-                .with_meta("shell_id", id.clone())
-                .with_meta("command", env.redact(shell.command()))
-                .with_meta(
-                    "duration_ms",
-                    u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX),
-                )
-                .with_meta("status", shell.status().as_str())
-        };
-        match outcome {
-            Ok(KillOutcome::Terminated) => base(ToolResult::ok(format!("Shell {id} terminated"))),
-            Ok(KillOutcome::AlreadyStopped(status)) => base(
-                ToolResult::ok(format!("Shell {id} already stopped (status: {status})"))
-                    .with_meta("already_stopped", true),
-            ),
-            Err(_) => not_found(env, &id),
-        }
     }
 }

@@ -1,9 +1,10 @@
-//! The persistent session: `cd` and `export` carry over from one foreground
-//! call to the next without a long-lived shell. Each command runs in a fresh
+//! The carried state: `cd` and `export` carry over from one foreground call
+//! to the next of the same session (tool-core's `Session`: one client's
+//! calls) without a long-lived shell. Each command runs in a fresh
 //! `bash -c` that saves `$PWD` and every exported variable to a state file
 //! when it ends; the next call starts from there. A command that hangs or is
-//! killed leaves the session as it was, and so does a state file that did
-//! not come out whole.
+//! killed leaves the carried state as it was, and so does a state file that
+//! did not come out whole.
 //!
 //! The state file is NUL-separated raw bytes written by bash builtins only
 //! (`printf`, and parameter expansion to list the exported names), so no
@@ -48,26 +49,27 @@ pub(crate) const STARTUP_VARIABLES: &[&str] = &[
 /// no variable entry can be mistaken for it.
 const END_MARK: &[u8] = b"agent-exec-state-end";
 
-/// Whether the session may carry `name` over from one call to the next.
+/// Whether `name` may be carried over from one call to the next.
 fn is_carried(name: &str) -> bool {
     !NOT_CARRIED.contains(&name) && !name.starts_with("BASH") && !STARTUP_VARIABLES.contains(&name)
 }
 
-/// What the session remembers between calls.
+/// What is carried from one call to the next.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct SessionState {
+pub(crate) struct CarriedState {
     /// The working directory left by the last foreground call.
     pub(crate) cwd: Option<PathBuf>,
     /// Variables set (`Some`) or unset (`None`) relative to the base environment.
     pub(crate) env: BTreeMap<String, Option<OsString>>,
 }
 
-/// The session slot kept in the execution context.
+/// The carried state's slot in the context's `Session`, shared by the
+/// session's calls.
 #[derive(Debug, Default)]
-pub(crate) struct ShellSession(Mutex<SessionState>);
+pub(crate) struct CarriedStateSlot(Mutex<CarriedState>);
 
-impl ShellSession {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, SessionState> {
+impl CarriedStateSlot {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, CarriedState> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -76,8 +78,8 @@ impl ShellSession {
 /// names from the server's own environment) to raw values.
 pub(crate) type Vars = BTreeMap<String, OsString>;
 
-impl SessionState {
-    /// The environment of the next command: `base` with the session's changes.
+impl CarriedState {
+    /// The environment of the next command: `base` with the carried changes.
     pub(crate) fn environment(&self, base: &BTreeMap<String, String>) -> Vars {
         let mut env: Vars = base
             .iter()
@@ -92,7 +94,7 @@ impl SessionState {
         env
     }
 
-    /// Folds the exported variables a command ended with into the session.
+    /// Folds the exported variables a command ended with into the carried state.
     /// Returns the start-up variables the command changed, which are not
     /// carried.
     pub(crate) fn absorb_exports(&mut self, given: &Vars, ended: &Vars) -> Vec<String> {
@@ -306,7 +308,7 @@ mod tests {
             ("PWD".to_owned(), os("/x")),
             ("BASH_XTRACEFD".to_owned(), os("3")),
         ]);
-        let mut state = SessionState::default();
+        let mut state = CarriedState::default();
         assert!(state.absorb_exports(&given, &ended).is_empty());
         assert_eq!(state.env.get("NEW"), Some(&Some(os("v"))));
         assert_eq!(state.env.get("GONE"), Some(&None));
@@ -329,7 +331,7 @@ mod tests {
             ("PROMPT_COMMAND".to_owned(), os("echo hi")),
             ("OK".to_owned(), os("1")),
         ]);
-        let mut state = SessionState::default();
+        let mut state = CarriedState::default();
         let refused = state.absorb_exports(&given, &ended);
         assert_eq!(refused, ["BASH_ENV", "PROMPT_COMMAND", "LD_PRELOAD"]);
         assert_eq!(state.env.len(), 1);

@@ -1,0 +1,209 @@
+//! Output capture: one reader task per stream decodes the pipe's bytes as
+//! UTF-8, replaces secrets, and pushes the text into the stream's
+//! [`OutputBuffer`] and, once the stream outgrows memory, its spill file.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::io::AsyncReadExt;
+
+use super::{ShellProcess, Stream};
+use crate::buffer::{BufferLimits, OutputBuffer, OutputSlice};
+use crate::decode::Utf8Decoder;
+use crate::redact::StreamReplacer;
+use crate::spec::SpillFile;
+
+const READ_CHUNK: usize = 64 * 1024;
+
+/// What the spill file of a stream holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpillReport {
+    /// The file.
+    pub file: SpillFile,
+    /// Whether the file exists: it is made only when the stream outgrows
+    /// memory, or on [`ShellProcess::ensure_spill_file`].
+    pub on_disk: bool,
+    /// Bytes written to it.
+    pub written: u64,
+    /// True when the stream was longer than the cap (or a write failed).
+    pub incomplete: bool,
+}
+
+/// The copy of a stream on disk. It is created only once the stream
+/// outgrows what memory keeps (or someone asks for the file): until then
+/// memory holds every byte, and most commands never need the file.
+pub(super) struct Spill {
+    file: SpillFile,
+    opened: bool,
+    writer: Option<BufWriter<File>>,
+    written: u64,
+    incomplete: bool,
+}
+
+impl Spill {
+    fn new(file: &SpillFile) -> Self {
+        Self {
+            file: file.clone(),
+            opened: false,
+            writer: None,
+            written: 0,
+            incomplete: false,
+        }
+    }
+
+    /// Creates the file and writes `so_far`, the whole stream until now.
+    fn open(&mut self, so_far: &OutputSlice) {
+        self.opened = true;
+        self.writer = File::create(&self.file.path)
+            .ok()
+            .map(|f| BufWriter::with_capacity(READ_CHUNK, f));
+        self.incomplete = self.writer.is_none();
+        self.write(&so_far.before_gap);
+        self.write(&so_far.after_gap);
+    }
+
+    fn write(&mut self, text: &str) {
+        let Some(writer) = self.writer.as_mut() else {
+            return;
+        };
+        let room = self.file.cap_bytes.saturating_sub(self.written);
+        let mut part = text;
+        if part.len() as u64 > room {
+            // Cut at a character boundary so the file stays valid UTF-8.
+            let mut cut = usize::try_from(room).unwrap_or(usize::MAX).min(part.len());
+            while !part.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            part = &part[..cut];
+            self.incomplete = true;
+        }
+        // Spill files live on a local disk or tmpfs: a blocking write of a
+        // buffered chunk costs microseconds, less than a blocking-pool hop.
+        if writer.write_all(part.as_bytes()).is_err() {
+            self.incomplete = true;
+            self.writer = None;
+            return;
+        }
+        self.written += part.len() as u64;
+        if self.incomplete {
+            self.finish();
+        }
+    }
+
+    /// Flushes what was written so far, keeping the file open for more.
+    fn flush(&mut self) {
+        if let Some(writer) = self.writer.as_mut()
+            && writer.flush().is_err()
+        {
+            self.incomplete = true;
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(mut writer) = self.writer.take()
+            && writer.flush().is_err()
+        {
+            self.incomplete = true;
+        }
+    }
+
+    pub(super) fn report(&self) -> SpillReport {
+        SpillReport {
+            file: self.file.clone(),
+            on_disk: self.opened,
+            written: self.written,
+            incomplete: self.incomplete,
+        }
+    }
+}
+
+/// One captured stream.
+pub(super) struct Capture {
+    buffer: Mutex<OutputBuffer>,
+    spill: Mutex<Option<Spill>>,
+}
+
+impl Capture {
+    pub(super) fn new(limits: BufferLimits, spill: Option<&SpillFile>) -> Self {
+        Self {
+            buffer: Mutex::new(OutputBuffer::new(limits)),
+            spill: Mutex::new(spill.map(Spill::new)),
+        }
+    }
+
+    pub(super) fn buffer(&self) -> MutexGuard<'_, OutputBuffer> {
+        self.buffer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn spill(&self) -> MutexGuard<'_, Option<Spill>> {
+        self.spill.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, text: &str) {
+        let mut buffer = self.buffer();
+        if let Some(spill) = self.spill().as_mut() {
+            if !spill.opened
+                && buffer.total_bytes() + text.len() as u64 > buffer.limits().capacity() as u64
+            {
+                // Nothing was dropped yet, so the buffer holds the whole stream.
+                spill.open(&buffer.snapshot());
+            }
+            if spill.opened {
+                spill.write(text);
+            }
+        }
+        buffer.push(text);
+    }
+
+    pub(super) fn ensure_spill_file(&self) -> Option<SpillReport> {
+        let buffer = self.buffer();
+        let mut spill = self.spill();
+        let spill = spill.as_mut()?;
+        if !spill.opened {
+            spill.open(&buffer.snapshot());
+            spill.flush();
+        }
+        Some(spill.report())
+    }
+}
+
+pub(super) async fn read_stream(
+    shell: Arc<ShellProcess>,
+    stream: Stream,
+    mut pipe: crate::spawn::Pipe,
+    mut replacer: StreamReplacer,
+) {
+    let capture = shell.capture(stream);
+    let mut decoder = Utf8Decoder::new();
+    let mut bytes = vec![0u8; READ_CHUNK];
+    let mut text = String::with_capacity(READ_CHUNK + 4);
+    let mut replaced = String::new();
+    loop {
+        match pipe.read(&mut bytes).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => {
+                text.clear();
+                decoder.decode(&bytes[..read], &mut text);
+                if replacer.is_empty() {
+                    capture.push(&text);
+                } else {
+                    replaced.clear();
+                    replacer.push(&text, &mut replaced);
+                    capture.push(&replaced);
+                }
+                shell.notify_output();
+            }
+        }
+    }
+    text.clear();
+    decoder.finish(&mut text);
+    replaced.clear();
+    replacer.push(&text, &mut replaced);
+    replacer.finish(&mut replaced);
+    capture.push(&replaced);
+    if let Some(spill) = capture.spill().as_mut() {
+        spill.finish();
+    }
+    shell.notify_output();
+}

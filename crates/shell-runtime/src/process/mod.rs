@@ -1,0 +1,383 @@
+//! One running shell: the handle ([`ShellProcess`]) through which its
+//! status is read, its output read and its tree ended. The work behind it
+//! runs in tasks of its own: `capture` reads the two streams, `supervise`
+//! waits for the shell and finishes it.
+
+mod capture;
+mod supervise;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::sys::signal::Signal;
+use tokio::sync::watch;
+
+use crate::buffer::{OutputSlice, StreamPosition};
+use crate::error::SpawnError;
+use crate::redact::StreamReplacer;
+use crate::spec::SpawnSpec;
+use crate::status::{EndRequest, ExitInfo, ShellStatus};
+use crate::sys;
+use crate::tree::{self, TreeId};
+
+pub use capture::SpillReport;
+use capture::{Capture, Spill, read_stream};
+use supervise::{AbandonGuard, supervise};
+
+/// How long the SIGKILL phase may take before a shell is given up on.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Which of the two streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Where each consumer is in the two streams.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCursor {
+    stdout: StreamPosition,
+    stderr: StreamPosition,
+}
+
+/// New text of both streams since a cursor.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewOutput {
+    /// New standard output (with any gap).
+    pub stdout: OutputSlice,
+    /// New standard error (with any gap).
+    pub stderr: OutputSlice,
+}
+
+/// Where the shell stands and, once it has ended, how and what was swept
+/// after it. One lock, so that a check-and-change (`request_end`, a status
+/// move) sees status, request and exit at the same instant.
+struct RunState {
+    status: ShellStatus,
+    request: Option<EndRequest>,
+    exit: Option<ExitInfo>,
+    ended_at: Option<Instant>,
+    ended_jobs: usize,
+    kept: Vec<i32>,
+}
+
+/// A shell and the tree it started. Shared (`Arc`) between the task that
+/// supervises it and whoever reads or ends it; no lock is held across I/O.
+pub struct ShellProcess {
+    pid: i32,
+    tree: TreeId,
+    command: String,
+    started_at: Instant,
+    started_wall: SystemTime,
+    stdout: Capture,
+    stderr: Capture,
+    unseen: Mutex<ReadCursor>,
+    run_state: Mutex<RunState>,
+    /// Flips to true when the shell process itself has exited.
+    exited: watch::Sender<bool>,
+    /// Flips to true when the shell is finished: exited, drained, swept.
+    finished: watch::Sender<bool>,
+    /// Counts pushes of output, for consumers that want to know when to look.
+    output_events: watch::Sender<u64>,
+    sequence: AtomicU64,
+}
+
+impl std::fmt::Debug for ShellProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShellProcess")
+            .field("pid", &self.pid)
+            .field("command", &self.command)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+fn next_tag() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl ShellProcess {
+    /// Starts `spec` and returns at once; a supervising task reads its output,
+    /// enforces its timeout and sweeps what it leaves behind. Must be called
+    /// inside a tokio runtime with I/O and time enabled.
+    pub async fn spawn(spec: SpawnSpec) -> Result<Arc<Self>, SpawnError> {
+        ensure_subreaper();
+        tree::ensure_reaper();
+        let tag = next_tag();
+        // Before the fork: the command's own run time is never under-reported.
+        let started_at = Instant::now();
+        let started_wall = SystemTime::now();
+        let spawned = crate::spawn::spawn(&spec, &tag).await?;
+        let pid = spawned.pid;
+        let shell = Arc::new(Self {
+            pid,
+            tree: TreeId::new(pid, &tag),
+            command: spec.command.clone(),
+            started_at,
+            started_wall,
+            stdout: Capture::new(spec.limits, spec.stdout_spill.as_ref()),
+            stderr: Capture::new(spec.limits, spec.stderr_spill.as_ref()),
+            unseen: Mutex::new(ReadCursor::default()),
+            run_state: Mutex::new(RunState {
+                status: ShellStatus::Pending,
+                request: None,
+                exit: None,
+                ended_at: None,
+                ended_jobs: 0,
+                kept: Vec::new(),
+            }),
+            exited: watch::Sender::new(false),
+            finished: watch::Sender::new(false),
+            output_events: watch::Sender::new(0),
+            sequence: AtomicU64::new(0),
+        });
+        shell.move_to(ShellStatus::Running);
+        let readers = [
+            Some(tokio::spawn(read_stream(
+                Arc::clone(&shell),
+                Stream::Stdout,
+                spawned.stdout,
+                StreamReplacer::new(spec.replacements.clone()),
+            ))),
+            Some(tokio::spawn(read_stream(
+                Arc::clone(&shell),
+                Stream::Stderr,
+                spawned.stderr,
+                StreamReplacer::new(spec.replacements.clone()),
+            ))),
+        ];
+        tokio::spawn(supervise(
+            Arc::clone(&shell),
+            spawned.exit,
+            readers,
+            spec,
+            AbandonGuard(Some(Arc::clone(&shell))),
+        ));
+        Ok(shell)
+    }
+
+    /// The shell's pid (also its process group id and process session id).
+    pub fn pid(&self) -> u32 {
+        self.pid.cast_unsigned()
+    }
+
+    /// The command text it was started with.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// When it was started.
+    pub fn started_at(&self) -> SystemTime {
+        self.started_wall
+    }
+
+    fn run_state(&self) -> MutexGuard<'_, RunState> {
+        self.run_state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn move_to(&self, next: ShellStatus) {
+        let mut state = self.run_state();
+        if state.status.can_move_to(next) {
+            state.status = next;
+        }
+    }
+
+    /// The current status.
+    pub fn status(&self) -> ShellStatus {
+        self.run_state().status
+    }
+
+    /// True until the shell is finished (exited, drained and swept).
+    pub fn is_running(&self) -> bool {
+        !self.status().is_finished()
+    }
+
+    /// How the shell process ended, once it has.
+    pub fn exit(&self) -> Option<ExitInfo> {
+        self.run_state().exit
+    }
+
+    /// What ended the tree from here, if anything did.
+    pub fn end_request(&self) -> Option<EndRequest> {
+        self.run_state().request
+    }
+
+    /// Time from start to finish, or to now while it runs.
+    pub fn duration(&self) -> Duration {
+        let ended = self.run_state().ended_at;
+        ended
+            .unwrap_or_else(Instant::now)
+            .duration_since(self.started_at)
+    }
+
+    /// When the shell finished, if it has.
+    pub fn finished_at(&self) -> Option<Instant> {
+        self.run_state().ended_at
+    }
+
+    /// How many background jobs the shell left behind that were ended after
+    /// it exited.
+    pub fn ended_jobs(&self) -> usize {
+        self.run_state().ended_jobs
+    }
+
+    /// Pids left running on purpose (`keep_running`).
+    pub fn kept_processes(&self) -> Vec<u32> {
+        self.run_state()
+            .kept
+            .iter()
+            .map(|pid| pid.cast_unsigned())
+            .collect()
+    }
+
+    fn capture(&self, stream: Stream) -> &Capture {
+        match stream {
+            Stream::Stdout => &self.stdout,
+            Stream::Stderr => &self.stderr,
+        }
+    }
+
+    /// Everything kept of a stream.
+    pub fn snapshot(&self, stream: Stream) -> OutputSlice {
+        self.capture(stream).buffer().snapshot()
+    }
+
+    /// Bytes and characters a stream has produced so far.
+    pub fn totals(&self, stream: Stream) -> (u64, u64) {
+        let buffer = self.capture(stream).buffer();
+        (buffer.total_bytes(), buffer.total_chars())
+    }
+
+    /// Makes sure a stream's spill file exists (if the spec asked for one):
+    /// writes it now, even though the stream still fits in memory, so that
+    /// it can be named. Then reports it, as [`spill_report`](Self::spill_report).
+    pub fn ensure_spill_file(&self, stream: Stream) -> Option<SpillReport> {
+        self.capture(stream).ensure_spill_file()
+    }
+
+    /// What the spill file of a stream holds, if the spec asked for one.
+    /// Touches no file: `on_disk` is false while the stream fits in memory.
+    pub fn spill_report(&self, stream: Stream) -> Option<SpillReport> {
+        self.capture(stream).spill().as_ref().map(Spill::report)
+    }
+
+    /// New output since `cursor`, which moves to the end.
+    pub fn read_since(&self, cursor: &mut ReadCursor) -> NewOutput {
+        let (stdout, out_next) = self.stdout.buffer().read_since(cursor.stdout);
+        let (stderr, err_next) = self.stderr.buffer().read_since(cursor.stderr);
+        cursor.stdout = out_next;
+        cursor.stderr = err_next;
+        NewOutput { stdout, stderr }
+    }
+
+    /// New output since the last call of this method (the shell's own cursor).
+    pub fn read_unseen(&self) -> NewOutput {
+        let mut cursor = self.unseen.lock().unwrap_or_else(PoisonError::into_inner);
+        self.read_since(&mut cursor)
+    }
+
+    /// A receiver that changes whenever output arrives.
+    pub fn subscribe_output(&self) -> watch::Receiver<u64> {
+        self.output_events.subscribe()
+    }
+
+    /// Waits until the shell is finished and returns its status.
+    pub async fn wait(&self) -> ShellStatus {
+        let mut finished = self.finished.subscribe();
+        // `wait_for` errs only when the sender is gone, and `self` owns it.
+        let _ = finished.wait_for(|done| *done).await;
+        self.status()
+    }
+
+    /// Waits up to `limit`; `None` if the shell is still running then. A wait
+    /// that runs out changes nothing.
+    pub async fn wait_timeout(&self, limit: Duration) -> Option<ShellStatus> {
+        tokio::time::timeout(limit, self.wait()).await.ok()
+    }
+
+    async fn wait_exited(&self, limit: Duration) -> bool {
+        let mut exited = self.exited.subscribe();
+        tokio::time::timeout(limit, exited.wait_for(|done| *done))
+            .await
+            .is_ok()
+    }
+
+    /// Records `request` unless the shell has already exited; false if it had.
+    fn request_end(&self, request: EndRequest) -> bool {
+        let mut state = self.run_state();
+        if state.exit.is_some() || state.status.is_finished() {
+            return false;
+        }
+        state.request.get_or_insert(request);
+        true
+    }
+
+    /// Ends the whole tree: SIGTERM, then SIGKILL after `grace`. Returns
+    /// false when the shell had already exited (its leftovers are swept by
+    /// the supervisor either way). Returns once the shell is finished.
+    pub async fn terminate(&self, grace: Duration) -> bool {
+        self.end(EndRequest::Kill, Signal::SIGTERM, grace).await
+    }
+
+    /// Ctrl+C: SIGINT to the tree, then SIGTERM and SIGKILL as in
+    /// [`terminate`](Self::terminate) if it is still running after `grace`.
+    pub async fn interrupt(&self, grace: Duration) -> bool {
+        self.end(EndRequest::Interrupt, Signal::SIGINT, grace).await
+    }
+
+    async fn end(&self, request: EndRequest, first: Signal, grace: Duration) -> bool {
+        if !self.request_end(request) {
+            self.wait().await;
+            return false;
+        }
+        self.escalate(first, grace).await;
+        self.wait().await;
+        true
+    }
+
+    async fn escalate(&self, first: Signal, grace: Duration) {
+        self.tree.signal_all(first);
+        if first == Signal::SIGINT && !self.wait_exited(grace).await {
+            self.tree.signal_all(Signal::SIGTERM);
+        }
+        if !self.wait_exited(grace).await {
+            self.tree.kill_all().await;
+        }
+        if !self.wait_exited(KILL_WAIT).await {
+            tracing::warn!(pid = self.pid, "shell survived SIGKILL for {KILL_WAIT:?}");
+        }
+    }
+
+    /// Ends the tree at once with SIGKILL, without waiting: for `Drop`.
+    pub(crate) fn kill_now(&self) {
+        if self.request_end(EndRequest::Kill) {
+            self.tree.kill_all_now();
+        }
+    }
+
+    fn notify_output(&self) {
+        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+        self.output_events.send_replace(sequence);
+    }
+}
+
+static SUBREAPER: std::sync::Once = std::sync::Once::new();
+
+fn ensure_subreaper() {
+    SUBREAPER.call_once(|| {
+        if let Err(error) = sys::become_subreaper() {
+            tracing::warn!(%error, "cannot become a child subreaper: escaped processes may outlive their shell");
+        }
+    });
+}

@@ -1,0 +1,232 @@
+//! Supervision: the task that waits for the shell (under its timeout),
+//! drains the pipes briefly, ends what the shell left behind, and sets the
+//! final status; and the guard that finishes the shell if that task is
+//! dropped first.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tokio::task::JoinHandle;
+
+use super::{KILL_WAIT, ShellProcess};
+use crate::spec::{SpawnSpec, name_matches};
+use crate::status::{EndRequest, ExitInfo, ShellStatus};
+use crate::sys;
+use crate::tree::{self, TreeId};
+
+/// After the tree is gone, how long to wait for the pipes to close.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+pub(super) async fn supervise(
+    shell: Arc<ShellProcess>,
+    mut exit: crate::spawn::ExitFuture,
+    readers: [Option<JoinHandle<()>>; 2],
+    spec: SpawnSpec,
+    // Taken as an argument so it is dropped even if the task never ran.
+    mut guard: AbandonGuard,
+) {
+    let waited = match spec.timeout {
+        None => (&mut exit).await,
+        Some(limit) => {
+            if let Ok(result) = tokio::time::timeout(limit, &mut exit).await {
+                result
+            } else {
+                if shell.request_end(EndRequest::Timeout) {
+                    let ender = Arc::clone(&shell);
+                    tokio::spawn(async move {
+                        ender.escalate(Signal::SIGTERM, spec.leftover_grace).await;
+                    });
+                }
+                (&mut exit).await
+            }
+        }
+    };
+    tree::forget_shell(shell.pid);
+    let exit = waited.unwrap_or(ExitInfo {
+        code: -1,
+        signal: None,
+    });
+    shell.run_state().exit = Some(exit);
+    shell.exited.send_replace(true);
+
+    let mut readers = readers;
+    let drained = wait_readers(&mut readers, spec.drain).await;
+    let ended_jobs = if drained && !left_anything(&shell.tree) {
+        0
+    } else {
+        sweep_leftovers(&shell, &spec).await
+    };
+    wait_readers(&mut readers, CLOSE_WAIT).await;
+    for reader in readers.iter().flatten() {
+        // A kept process still holds the pipe: stop reading it.
+        reader.abort();
+    }
+    tree::reap_orphans();
+    {
+        let mut state = shell.run_state();
+        state.ended_jobs = ended_jobs;
+        state.ended_at = Some(Instant::now());
+        let status = exit.status(state.request);
+        if state.status.can_move_to(status) {
+            state.status = status;
+        }
+    }
+    shell.finished.send_replace(true);
+    shell.notify_output();
+    guard.0 = None;
+}
+
+/// Ends the tree and finishes the shell if its supervising task is dropped
+/// before it is done (its runtime shut down): nobody could wait for it or
+/// read it any more, and a caller waiting for it must not hang.
+pub(super) struct AbandonGuard(pub(super) Option<Arc<ShellProcess>>);
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        let Some(shell) = self.0.take() else { return };
+        shell.tree.kill_all_now();
+        // Nobody waits on its pidfd any more: collect its status on a
+        // thread of its own (it has been sent SIGKILL, so the wait is short).
+        let pid = shell.pid;
+        let _ = std::thread::Builder::new()
+            .name("shell-reaper".into())
+            .spawn(move || {
+                sys::wait_blocking(pid);
+                tree::forget_shell(pid);
+            });
+        tree::reap_orphans();
+        {
+            let mut state = shell.run_state();
+            state.request.get_or_insert(EndRequest::Kill);
+            state.ended_at.get_or_insert_with(Instant::now);
+            if state.status.can_move_to(ShellStatus::Killed) {
+                state.status = ShellStatus::Killed;
+            }
+        }
+        shell.exited.send_replace(true);
+        shell.finished.send_replace(true);
+    }
+}
+
+/// True if anything of the tree may still be alive after the shell exited.
+/// Cheap: one group probe and one read of our main thread's children.
+fn left_anything(tree: &TreeId) -> bool {
+    if sys::group_alive(tree.shell_pid) {
+        return true;
+    }
+    let shells = tree::live_shells().clone();
+    sys::main_thread_children()
+        .into_iter()
+        .any(|pid| pid != tree.shell_pid && !shells.contains(&pid))
+}
+
+/// Ends what the shell left behind (except `keep_running` names) and
+/// returns how many jobs that was. After a kill request everything goes at
+/// once; after a normal exit, SIGTERM first and SIGKILL after the grace.
+async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
+    let found = shell.tree.collect();
+    if found.members.is_empty() {
+        return 0;
+    }
+    let kept = kept_pids(&found, &spec.keep_running);
+    let targets: Vec<i32> = found
+        .members
+        .iter()
+        .map(|member| member.pid)
+        .filter(|pid| !kept.contains(pid))
+        .collect();
+    let jobs = found
+        .adopted
+        .iter()
+        .filter(|pid| !kept.contains(pid))
+        .count();
+    shell.run_state().kept.clone_from(&kept);
+    tree::remember_kept(&kept, &shell.tree);
+    if targets.is_empty() {
+        return 0;
+    }
+    let forced = shell.end_request().is_some();
+    let first = if forced {
+        Signal::SIGKILL
+    } else {
+        Signal::SIGTERM
+    };
+    for pid in &targets {
+        sys::send(*pid, first);
+    }
+    let deadline = Instant::now() + spec.leftover_grace;
+    loop {
+        tree::reap_orphans();
+        let still: Vec<i32> = targets
+            .iter()
+            .copied()
+            .filter(|pid| sys::stat(*pid).is_some_and(|stat| !stat.is_zombie()))
+            .collect();
+        if still.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            for pid in &still {
+                sys::send(*pid, Signal::SIGKILL);
+            }
+        }
+        if Instant::now() >= deadline + KILL_WAIT {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Anything forked while we were at it.
+    let late = shell.tree.collect();
+    for member in late
+        .members
+        .iter()
+        .filter(|member| !kept.contains(&member.pid))
+    {
+        sys::send(member.pid, Signal::SIGKILL);
+    }
+    tree::reap_orphans();
+    jobs
+}
+
+/// Members whose program name matches a `keep_running` pattern, with their descendants.
+fn kept_pids(found: &tree::TreeMembers, patterns: &[String]) -> Vec<i32> {
+    if patterns.is_empty() {
+        return Vec::new();
+    }
+    let mut kept: Vec<i32> = found
+        .members
+        .iter()
+        .filter(|member| {
+            sys::program_names(member.pid, &member.comm)
+                .iter()
+                .any(|name| patterns.iter().any(|pattern| name_matches(pattern, name)))
+        })
+        .map(|member| member.pid)
+        .collect();
+    // Members are listed parents first, so one pass takes in descendants.
+    for member in &found.members {
+        if kept.contains(&member.ppid) && !kept.contains(&member.pid) {
+            kept.push(member.pid);
+        }
+    }
+    kept
+}
+
+async fn wait_readers(readers: &mut [Option<JoinHandle<()>>; 2], limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    for slot in readers.iter_mut() {
+        if let Some(reader) = slot {
+            if reader.is_finished() {
+                *slot = None;
+                continue;
+            }
+            if tokio::time::timeout_at(deadline, reader).await.is_ok() {
+                *slot = None;
+            } else {
+                return false;
+            }
+        }
+    }
+    true
+}
