@@ -1,4 +1,5 @@
-//! The policy corpus: every line of `dangerous.txt` must be blocked and
+//! The policy corpus (tests/policy/ at the workspace root, plain data that
+//! other tools read too): every line of `dangerous.txt` must be blocked and
 //! every line of `harmless.txt` allowed. Failures are listed together.
 
 #![allow(
@@ -41,7 +42,7 @@ fn cases(text: &str) -> Vec<String> {
 #[test]
 fn dangerous_corpus_is_all_blocked() {
     let analyzer = analyzer();
-    let cases = cases(include_str!("dangerous.txt"));
+    let cases = cases(include_str!("../../../tests/policy/dangerous.txt"));
     assert!(cases.len() >= 150, "only {} dangerous cases", cases.len());
     let missed: Vec<&String> = cases
         .iter()
@@ -57,7 +58,7 @@ fn dangerous_corpus_is_all_blocked() {
 #[test]
 fn harmless_corpus_is_all_allowed() {
     let analyzer = analyzer();
-    let cases = cases(include_str!("harmless.txt"));
+    let cases = cases(include_str!("../../../tests/policy/harmless.txt"));
     assert!(cases.len() >= 150, "only {} harmless cases", cases.len());
     let blocked: Vec<(String, String)> = cases
         .iter()
