@@ -1,11 +1,23 @@
 //! Dangerous-command analysis: parse the command, list every simple command
 //! it would run (through wrappers, `bash -c`, `eval`, substitutions, function
 //! bodies...), and check each against the built-in rules and the regex layer.
+//!
+//! The modules form a line; each imports only modules before it:
+//! `lexical` (scanners over raw text) < `paths` < `watchdog` (the parser
+//! under a time budget) < `words` < `command` (the simple command the rules
+//! see) < `unwrap` (wrappers) < `fallback` (token-level splitting and the
+//! guards that send text to it) < `scope` (`cd` and variables) < `collect`
+//! (the AST walk) < `stdin` < `rules`. A test in `tests.rs` keeps it so.
 
 mod collect;
+mod command;
+mod fallback;
+mod lexical;
 mod paths;
 mod rules;
+mod scope;
 mod stdin;
+mod unwrap;
 mod watchdog;
 mod words;
 
@@ -15,7 +27,8 @@ use regex::Regex;
 
 pub use rules::{FORK_BOMB, RULES, Rule};
 
-use collect::{Cmd, Collected, Collector};
+use collect::{Collected, Collector};
+use command::Cmd;
 use paths::Protected;
 
 /// The seed's patterns, each applied to every unwrapped simple command from
