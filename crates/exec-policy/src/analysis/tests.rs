@@ -59,14 +59,29 @@ fn denial_message_names_rule_and_subcommand() {
 fn git_commit_is_located_after_the_commit_word() {
     let analyzer = Analyzer::default();
     let command = r#"git add -A && git commit -m "x" && git push"#;
-    let commits = analyzer.git_commits(command);
+    let commits = analyzer.analyze(command).git_commits;
     assert_eq!(commits.len(), 1);
     assert_eq!(&command[..commits[0].insert_at], "git add -A && git commit");
     let command = "git -C repo commit -am 'é' ; echo git commit";
-    let commits = analyzer.git_commits(command);
+    let commits = analyzer.analyze(command).git_commits;
     assert_eq!(commits.len(), 1);
     assert_eq!(&command[..commits[0].insert_at], "git -C repo commit");
-    assert!(analyzer.git_commits("echo 'git commit'").is_empty());
+    assert!(analyzer.analyze("echo 'git commit'").git_commits.is_empty());
+}
+
+/// A broken built-in pattern must not drop its rule unseen.
+#[test]
+fn every_seed_pattern_compiles() {
+    for (id, pattern) in SEED_PATTERNS {
+        assert!(Regex::new(pattern).is_ok(), "{id}: `{pattern}`");
+    }
+    assert_eq!(SEED.len(), SEED_PATTERNS.len());
+    for (id, _) in SEED_PATTERNS {
+        assert!(
+            SEED.iter().any(|(seed_id, _)| seed_id == id),
+            "{id} is checked"
+        );
+    }
 }
 
 #[test]
@@ -608,6 +623,10 @@ fn analyze_returns_the_decision_check_returns() {
     let analysis = analyzer.analyze("rm -rf /; cat");
     assert!(!analysis.decision.is_allowed());
     assert!(analysis.facts.reads_inherited_stdin);
+    let analysis = analyzer.analyze("read m; git commit -m \"$m\"");
+    assert!(analysis.decision.is_allowed());
+    assert!(analysis.facts.reads_inherited_stdin);
+    assert_eq!(analysis.git_commits.len(), 1);
 }
 
 /// The analysis modules in the order of the line in the module docs: each
