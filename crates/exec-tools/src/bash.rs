@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use exec_policy::{CommandFacts, Decision, Denial, is_within_roots};
+use exec_policy::{CommandFacts, Decision, Denial, GitCommit, is_within_roots};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use shell_runtime::{EndRequest, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream};
@@ -47,13 +47,13 @@ fn default_false() -> bool {
 /// Runs shell commands.
 #[derive(Debug, Clone)]
 pub struct BashTool {
-    env: Arc<ExecEnvironment>,
+    exec: Arc<ExecEnvironment>,
 }
 
 impl BashTool {
     /// The tool over shared state.
-    pub fn new(env: Arc<ExecEnvironment>) -> Self {
-        Self { env }
+    pub fn new(exec: Arc<ExecEnvironment>) -> Self {
+        Self { exec }
     }
 }
 
@@ -76,7 +76,7 @@ impl Tool for BashTool {
     }
 
     fn description(&self) -> String {
-        match &self.env.config.description_note {
+        match &self.exec.config.description_note {
             Some(note) => format!("{DESCRIPTION}\n- {note}"),
             None => DESCRIPTION.to_owned(),
         }
@@ -87,35 +87,36 @@ impl Tool for BashTool {
     }
 
     async fn execute(&self, context: &ExecutionContext, params: BashParams) -> ToolResult {
-        let env = &self.env;
-        let session = context.session().state::<CarriedStateSlot>();
-        let state = session.lock().clone();
-        let shown_command = env.redact(&params.command);
+        let exec = &self.exec;
+        let carried = context.session().state::<CarriedStateSlot>();
+        let state = carried.lock().clone();
+        let shown_command = exec.redact(&params.command);
         let meta = |result: ToolResult| {
             result
                 .with_meta("command", shown_command.clone())
                 .with_meta_opt("description", params.description.clone())
         };
 
-        // The working directory: the session's, or the context's.
-        let cwd = state
-            .cwd
-            .clone()
-            .unwrap_or_else(|| context.working_dir().to_path_buf());
-        if let Err(message) = check_cwd(&cwd, &env.config.roots) {
-            if state.cwd.is_some() {
-                session.lock().cwd = None;
+        // The working directory: the carried state's, or the context's. The
+        // command runs in the canonical path that was checked, so a symlink
+        // on the way that changes after the check cannot move it elsewhere.
+        let cwd = match working_dir(state.cwd.as_deref(), context, &exec.config.roots) {
+            Ok(canonical) => canonical,
+            Err(message) => {
+                if state.cwd.is_some() {
+                    carried.lock().cwd = None;
+                }
+                return meta(ToolResult::fail(message));
             }
-            return meta(ToolResult::fail(message));
-        }
+        };
 
-        let analysis = env.analyzer.analyze(&params.command);
+        let analysis = exec.analyzer.analyze(&params.command);
         if let Decision::Deny(denial) = &analysis.decision {
-            return meta(refusal(env, denial));
+            return meta(refusal(exec, denial));
         }
 
-        let command = match &env.config.coauthor {
-            Some(coauthor) => add_coauthor(env, &params.command, coauthor),
+        let command = match &exec.config.coauthor {
+            Some(coauthor) => add_coauthor(&params.command, &analysis.git_commits, coauthor),
             None => params.command.clone(),
         };
 
@@ -126,22 +127,22 @@ impl Tool for BashTool {
             );
         }
 
-        let given_env = state.environment(env.base_env());
+        let vars = state.environment(exec.base_env());
         if params.run_in_background {
             let timeout = params.timeout.map(Duration::from_millis);
-            return meta(start_background(env, &command, cwd, &given_env, timeout).await)
+            return meta(start_background(exec, &command, cwd, &vars, timeout).await)
                 .with_meta_opt("timeout_ms", params.timeout);
         }
         let timeout = params
             .timeout
             .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
         let result = run_foreground(
-            env,
+            exec,
             context,
-            &session,
+            &carried,
             &command,
             cwd,
-            given_env,
+            vars,
             timeout,
             analysis.facts,
         )
@@ -155,8 +156,8 @@ impl Tool for BashTool {
 
 /// A refused command's answer: the reason, and the metadata every refusal
 /// carries (`status`, `decision`, `rule`).
-fn refusal(env: &ExecEnvironment, denial: &Denial) -> ToolResult {
-    ToolResult::fail(env.redact(&denial.message()))
+fn refusal(exec: &ExecEnvironment, denial: &Denial) -> ToolResult {
+    ToolResult::fail(exec.redact(&denial.message()))
         .with_meta("status", "blocked")
         .with_meta("decision", "deny")
         .with_meta("rule", denial.rule_id.clone())
@@ -180,15 +181,24 @@ fn empty_stdin_note(
         .then(|| EMPTY_STDIN_NOTE.to_owned())
 }
 
-fn check_cwd(cwd: &std::path::Path, roots: &[PathBuf]) -> Result<(), String> {
+/// Where a command runs: the carried directory, else the context's,
+/// canonical and checked against `roots`. The carried state goes on storing
+/// `$PWD` as bash reports it; what `pwd` prints does not change, since
+/// bash derives it from the directory reached, not the path used.
+fn working_dir(
+    carried_cwd: Option<&std::path::Path>,
+    context: &ExecutionContext,
+    roots: &[PathBuf],
+) -> Result<PathBuf, String> {
+    let cwd = carried_cwd.unwrap_or_else(|| context.working_dir());
     exec_policy::resolve_working_dir(cwd, roots)
-        .map(|_| ())
         .map_err(|error| format!("Cannot run the command: {}", crate::error_chain(&error)))
 }
 
-/// Adds `--trailer "Co-authored-by: ..."` after each top-level `git commit`.
-fn add_coauthor(env: &ExecEnvironment, command: &str, coauthor: &str) -> String {
-    let mut commits = env.analyzer.git_commits(command);
+/// Adds `--trailer "Co-authored-by: ..."` after each of `commits`, the
+/// top-level `git commit`s the analysis of `command` found.
+fn add_coauthor(command: &str, commits: &[GitCommit], coauthor: &str) -> String {
+    let mut commits = commits.to_vec();
     commits.sort_by_key(|commit| std::cmp::Reverse(commit.insert_at));
     let trailer = format!(
         " --trailer {}",
@@ -203,17 +213,17 @@ fn add_coauthor(env: &ExecEnvironment, command: &str, coauthor: &str) -> String 
     out
 }
 
-fn base_spec(env: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars) -> SpawnSpec {
+fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars) -> SpawnSpec {
     let mut vars = vars.clone();
-    if let Some(tmpdir) = &env.config.tmpdir {
+    if let Some(tmpdir) = &exec.config.tmpdir {
         vars.insert("TMPDIR".to_owned(), tmpdir.clone().into_os_string());
     }
     let mut spec = SpawnSpec::shell(command, cwd).with_env(vars);
     // bash is found with the server's PATH, so no value a command exports
     // (PATH included) can stop later calls from starting.
-    spec.program.clone_from(&env.shell_program);
-    spec.replacements.clone_from(&env.replacements);
-    spec.confinement.clone_from(&env.config.confinement);
+    spec.program.clone_from(&exec.shell_program);
+    spec.replacements.clone_from(&exec.replacements);
+    spec.confinement.clone_from(&exec.config.confinement);
     spec
 }
 
@@ -231,26 +241,26 @@ fn spill_pair(stem: &std::path::Path) -> (SpillFile, SpillFile) {
 }
 
 async fn start_background(
-    env: &ExecEnvironment,
+    exec: &ExecEnvironment,
     command: &str,
     cwd: PathBuf,
     vars: &Vars,
     timeout: Option<Duration>,
 ) -> ToolResult {
-    let stem = env.next_path("background");
-    let mut spec = base_spec(env, command.to_owned(), cwd, vars);
+    let stem = exec.next_path("background");
+    let mut spec = base_spec(exec, command.to_owned(), cwd, vars);
     let (stdout, stderr) = spill_pair(&stem);
     spec.stdout_spill = Some(stdout);
     spec.stderr_spill = Some(stderr);
     spec.timeout = timeout;
-    spec.keep_running.clone_from(&env.config.keep_processes);
+    spec.keep_running.clone_from(&exec.config.keep_processes);
     let spills = [stem.with_extension("stdout"), stem.with_extension("stderr")];
-    match env.manager.spawn(spec).await {
+    match exec.manager.spawn(spec).await {
         Ok((id, _)) => {
-            env.keep_files(&[&spills[0], &spills[1]]);
+            exec.keep_files(&[&spills[0], &spills[1]]);
             ToolResult::ok(format!(
             "Started background shell: {id}\nCommand: {}\nRead its output with BashOutput (bash_id: \"{id}\"); stop it with KillShell (shell_id: \"{id}\").",
-            env.redact(command)
+            exec.redact(command)
         ))
         .with_meta("bash_id", id)
         .with_meta("status", ShellStatus::Running.as_str())
@@ -267,26 +277,26 @@ async fn start_background(
     reason = "one call site, handing over the parts of one call"
 )]
 async fn run_foreground(
-    env: &ExecEnvironment,
+    exec: &ExecEnvironment,
     context: &ExecutionContext,
-    session: &CarriedStateSlot,
+    carried: &CarriedStateSlot,
     command: &str,
     cwd: PathBuf,
-    given_env: Vars,
+    vars: Vars,
     timeout: Duration,
     facts: CommandFacts,
 ) -> ToolResult {
-    let stem = env.next_path("bash");
-    let state_files = StateFiles::new(&env.state_path(&stem));
-    let mut spec = base_spec(env, wrap_command(command, &state_files), cwd, &given_env);
+    let stem = exec.next_path("bash");
+    let state_files = StateFiles::new(&exec.state_path(&stem));
+    let mut spec = base_spec(exec, wrap_command(command, &state_files), cwd, &vars);
     spec.command = command.to_owned();
     let (stdout_spill, stderr_spill) = spill_pair(&stem);
     spec.stdout_spill = Some(stdout_spill);
     spec.stderr_spill = Some(stderr_spill);
     spec.timeout = Some(timeout);
-    spec.keep_running.clone_from(&env.config.keep_processes);
+    spec.keep_running.clone_from(&exec.config.keep_processes);
 
-    let shell = match env.manager.spawn_foreground(spec).await {
+    let shell = match exec.manager.spawn_foreground(spec).await {
         Ok(shell) => shell,
         Err(error) => {
             state_files.remove();
@@ -296,8 +306,8 @@ async fn run_foreground(
             ));
         }
     };
-    if let Waited::Backgrounded(id) = wait_reporting(env, &shell, context, timeout).await {
-        return backgrounded_answer(env, &shell, &id, &stem);
+    if let Waited::Backgrounded(id) = wait_reporting(exec, &shell, context, timeout).await {
+        return backgrounded_answer(exec, &shell, &id, &stem);
     }
 
     let exit = shell.exit();
@@ -312,7 +322,7 @@ async fn run_foreground(
         ));
     }
     if request.is_none() {
-        notes.extend(absorb_state(env, session, &state_files, &given_env));
+        notes.extend(absorb_state(exec, carried, &state_files, &vars));
     }
     state_files.remove();
     // Not after a timeout or an interruption: those did not end by themselves.
@@ -341,7 +351,7 @@ async fn run_foreground(
         truncated,
         output_file,
     } = render_streams(
-        env,
+        exec,
         &shell.snapshot(Stream::Stdout),
         &shell.snapshot(Stream::Stderr),
         prefix.as_deref(),
@@ -383,7 +393,7 @@ enum Waited {
 /// handing it to the background after `background_after` when there is
 /// room among the tracked shells.
 async fn wait_reporting(
-    env: &ExecEnvironment,
+    exec: &ExecEnvironment,
     shell: &Arc<ShellProcess>,
     context: &ExecutionContext,
     timeout: Duration,
@@ -393,7 +403,7 @@ async fn wait_reporting(
     ticker.tick().await;
     let mut cursor = shell_runtime::ReadCursor::default();
     let reporting = context.progress().is_active();
-    let background_after = env.config.background_after;
+    let background_after = exec.config.background_after;
     let hand_over = tokio::time::sleep(background_after.unwrap_or(Duration::MAX / 4));
     tokio::pin!(hand_over);
     let mut may_hand_over = background_after.is_some();
@@ -409,7 +419,7 @@ async fn wait_reporting(
                 // An ended shell is answered as usual (`wait` fires next);
                 // with 256 shells already running it stays in the foreground.
                 if shell.is_running()
-                    && let Ok(id) = env.manager.adopt(shell)
+                    && let Ok(id) = exec.manager.adopt(shell)
                 {
                     return Waited::Backgrounded(id);
                 }
@@ -418,7 +428,7 @@ async fn wait_reporting(
                 let recent = shell.read_since(&mut cursor);
                 let mut message = recent.stdout.render();
                 message.push_str(&recent.stderr.render());
-                let message = last_lines(&crate::render::clean(env, &message), 400);
+                let message = last_lines(&crate::render::clean(exec, &message), 400);
                 context.progress().report(ProgressUpdate {
                     progress: started.elapsed().as_secs_f64(),
                     total: Some(timeout.as_secs_f64()),
@@ -438,22 +448,22 @@ async fn wait_reporting(
 /// Its spill files stay for `BashOutput`, and its `cd`/`export` do not carry
 /// over.
 fn backgrounded_answer(
-    env: &ExecEnvironment,
+    exec: &ExecEnvironment,
     shell: &ShellProcess,
     id: &str,
     stem: &std::path::Path,
 ) -> ToolResult {
-    env.keep_files(&[
+    exec.keep_files(&[
         &stem.with_extension("stdout"),
         &stem.with_extension("stderr"),
     ]);
-    let after = env
+    let after = exec
         .config
         .background_after
         .map_or(0, |after| after.as_millis());
     let so_far = shell.read_unseen();
     let body = crate::render::Body::from_streams(&so_far.stdout, &so_far.stderr, |text| {
-        crate::render::clean(env, text)
+        crate::render::clean(exec, text)
     });
     let note = format!("[still running after {after} ms: continues as background shell {id}]");
     let Rendered {
@@ -479,23 +489,23 @@ fn last_lines(text: &str, max: usize) -> String {
         .to_owned()
 }
 
-/// Reads the state file and updates the session; returns the lines the
+/// Reads the state file and updates the carried state; returns the lines the
 /// answer carries: a working directory not kept, start-up variables not
-/// carried, or a state that could not be read (the session keeps the last
+/// carried, or a state that could not be read (the carried state keeps the last
 /// good state then).
 fn absorb_state(
-    env: &ExecEnvironment,
-    session: &CarriedStateSlot,
+    exec: &ExecEnvironment,
+    carried: &CarriedStateSlot,
     files: &StateFiles,
-    given_env: &Vars,
+    vars: &Vars,
 ) -> Vec<String> {
     let ended = match files.read() {
         Ok(ended) => ended,
         Err(error) => return vec![error.note().to_owned()],
     };
     let mut notes = Vec::new();
-    let mut state = session.lock();
-    let refused = state.absorb_exports(given_env, &ended.exports);
+    let mut state = carried.lock();
+    let refused = state.absorb_exports(vars, &ended.exports);
     if !refused.is_empty() {
         notes.push(format!(
             "[not carried over to later calls: {} (start-up variables would run before every later command)]",
@@ -503,14 +513,41 @@ fn absorb_state(
         ));
     }
     let inside = exec_policy::canonical_dir(&ended.cwd)
-        .is_ok_and(|canonical| is_within_roots(&canonical, &env.config.roots));
+        .is_ok_and(|canonical| is_within_roots(&canonical, &exec.config.roots));
     if inside {
         state.cwd = Some(ended.cwd);
     } else {
         notes.push(format!(
             "[cwd not kept: {} is outside the allowed roots]",
-            env.redact(&ended.cwd.to_string_lossy())
+            exec.redact(&ended.cwd.to_string_lossy())
         ));
     }
     notes
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    /// The spawn gets the path that was checked, not one that a symlink
+    /// could redirect after the check.
+    #[test]
+    fn a_command_runs_in_the_canonical_directory_that_was_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let real = root.join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let roots = [root.clone()];
+        let context = ExecutionContext::new(&link);
+        assert_eq!(working_dir(None, &context, &roots), Ok(real.clone()));
+        let elsewhere = ExecutionContext::new(&root);
+        assert_eq!(working_dir(Some(&link), &elsewhere, &roots), Ok(real));
+        let outside = tempfile::tempdir().unwrap();
+        let message = working_dir(Some(outside.path()), &context, &roots).unwrap_err();
+        assert!(message.contains("outside the allowed roots"), "{message}");
+    }
 }

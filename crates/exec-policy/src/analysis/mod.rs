@@ -1,21 +1,35 @@
 //! Dangerous-command analysis: parse the command, list every simple command
 //! it would run (through wrappers, `bash -c`, `eval`, substitutions, function
 //! bodies...), and check each against the built-in rules and the regex layer.
+//!
+//! The modules form a line; each imports only modules before it:
+//! `lexical` (scanners over raw text) < `paths` < `watchdog` (the parser
+//! under a time budget) < `words` < `command` (the simple command the rules
+//! see) < `unwrap` (wrappers) < `fallback` (token-level splitting and the
+//! guards that send text to it) < `scope` (`cd` and variables) < `collect`
+//! (the AST walk) < `stdin` < `rules`. A test in `tests.rs` keeps it so.
 
 mod collect;
+mod command;
+mod fallback;
+mod lexical;
 mod paths;
 mod rules;
+mod scope;
 mod stdin;
+mod unwrap;
 mod watchdog;
 mod words;
 
 use std::fmt;
+use std::sync::LazyLock;
 
 use regex::Regex;
 
 pub use rules::{FORK_BOMB, RULES, Rule};
 
-use collect::{Cmd, Collected, Collector};
+use collect::{Collected, Collector};
+use command::Cmd;
 use paths::Protected;
 
 /// The seed's patterns, each applied to every unwrapped simple command from
@@ -31,6 +45,24 @@ const SEED_PATTERNS: &[(&str, &str)] = &[
     ("seed.write-to-disk", r">\s*/dev/sd"),
     ("seed.chmod-777-root", r"^chmod\s+-R\s+777\s+/(\s|$)"),
 ];
+
+/// [`SEED_PATTERNS`] compiled, each with its id. They are constants, so
+/// one that does not compile is a bug in this crate: it panics on the first
+/// analysis instead of dropping a rule unseen, and the unit test
+/// `every_seed_pattern_compiles` catches it before any release.
+static SEED: LazyLock<Vec<(&str, Regex)>> = LazyLock::new(|| {
+    SEED_PATTERNS
+        .iter()
+        .map(|&(id, pattern)| {
+            #[expect(
+                clippy::expect_used,
+                reason = "the seed patterns are constants; a unit test compiles every one"
+            )]
+            let re = Regex::new(pattern).expect("a seed pattern compiles");
+            (id, re)
+        })
+        .collect()
+});
 
 /// The id prefix of the policy file's rules (`policy.deny[0]`).
 const POLICY_PREFIX: &str = "policy.";
@@ -149,6 +181,10 @@ pub struct Analysis {
     pub decision: Decision,
     /// What else the analysis saw.
     pub facts: CommandFacts,
+    /// Where the command runs `git commit` (top level only, not inside
+    /// nested strings), so a trailer can be inserted after each `commit`
+    /// word; in the order they appear.
+    pub git_commits: Vec<GitCommit>,
 }
 
 /// Where a `git commit` sits in the command as given.
@@ -163,7 +199,6 @@ pub struct GitCommit {
 pub struct Analyzer {
     home: String,
     protected: Protected,
-    seed: Vec<(String, Regex)>,
     deny: Vec<(String, Regex)>,
     allow: Vec<Regex>,
 }
@@ -186,10 +221,6 @@ impl Analyzer {
                 None => p.clone(),
             })
             .collect();
-        let seed = SEED_PATTERNS
-            .iter()
-            .filter_map(|(id, pattern)| Regex::new(pattern).ok().map(|re| ((*id).to_owned(), re)))
-            .collect();
         let deny = config
             .deny_regex
             .into_iter()
@@ -199,7 +230,6 @@ impl Analyzer {
         Self {
             protected: Protected::new(&home, &extra),
             home,
-            seed,
             deny,
             allow: config.allow_regex,
         }
@@ -214,7 +244,8 @@ impl Analyzer {
         self.analyze(command).decision
     }
 
-    /// Decides whether `command` may run, and says what else it saw.
+    /// Decides whether `command` may run, and says what else it saw: one
+    /// parse for the decision, the facts and the `git commit`s.
     pub fn analyze(&self, command: &str) -> Analysis {
         let collected = self.collect(command);
         let facts = CommandFacts {
@@ -224,6 +255,7 @@ impl Analyzer {
         Analysis {
             decision: self.decide(&collected),
             facts,
+            git_commits: git_commits(&collected.cmds),
         }
     }
 
@@ -273,12 +305,13 @@ impl Analyzer {
             if self.allow.iter().any(|re| matches_from_start(re, &matched)) {
                 continue;
             }
-            let seed = self.seed.iter().filter(|(_, re)| re.is_match(&matched));
+            let seed = SEED.iter().filter(|(_, re)| re.is_match(&matched));
             let policy = self
                 .deny
                 .iter()
-                .filter(|(_, re)| matches_from_start(re, &matched));
-            if let Some((id, re)) = seed.chain(policy).next() {
+                .filter(|(_, re)| matches_from_start(re, &matched))
+                .map(|(id, re)| (id.as_str(), re));
+            if let Some((id, re)) = seed.map(|(id, re)| (*id, re)).chain(policy).next() {
                 let reason = if id.starts_with(POLICY_PREFIX) {
                     format!("matches `{}`", re.as_str())
                 } else {
@@ -289,18 +322,14 @@ impl Analyzer {
         }
         Decision::Allow { fallback }
     }
+}
 
-    /// Where `command` runs `git commit` (top level only, not inside nested
-    /// strings), so a trailer can be inserted after each `commit` word.
-    pub fn git_commits(&self, command: &str) -> Vec<GitCommit> {
-        let collected = self.collect(command);
-        collected
-            .cmds
-            .iter()
-            .filter(|cmd| cmd.depth == 0 && cmd.program() == Some("git"))
-            .filter_map(git_subcommand)
-            .collect()
-    }
+/// The top-level `git commit`s among `cmds`.
+fn git_commits(cmds: &[Cmd]) -> Vec<GitCommit> {
+    cmds.iter()
+        .filter(|cmd| cmd.depth == 0 && cmd.program() == Some("git"))
+        .filter_map(git_subcommand)
+        .collect()
 }
 
 /// Whether `re` matches `text` starting at its first character (the

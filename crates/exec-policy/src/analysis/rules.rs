@@ -2,7 +2,7 @@
 //! unwrapped simple command, and examples each rule must block and allow
 //! (run as tests).
 
-use super::collect::{Cmd, RedirectKind};
+use super::command::{Cmd, RedirectKind};
 use super::paths::{Protected, is_block_device, is_system_target, join_path};
 use super::words::Word;
 
@@ -229,7 +229,7 @@ fn find_delete(cmd: &Cmd, protected: &Protected) -> bool {
     if cmd.program() != Some("find") || !cmd.words.iter().any(|w| w.value() == Some("-delete")) {
         return false;
     }
-    super::collect::find_start_paths(&cmd.words)
+    super::unwrap::find_start_paths(&cmd.words)
         .iter()
         .any(|w| reaches(w, cmd, protected))
 }

@@ -6,7 +6,7 @@
 //! The programs are data: how their operands relate to their input, and
 //! which options take a value or give the input another way.
 
-use super::collect::Cmd;
+use super::command::Cmd;
 use super::paths::basename;
 use super::words::Word;
 

@@ -59,14 +59,29 @@ fn denial_message_names_rule_and_subcommand() {
 fn git_commit_is_located_after_the_commit_word() {
     let analyzer = Analyzer::default();
     let command = r#"git add -A && git commit -m "x" && git push"#;
-    let commits = analyzer.git_commits(command);
+    let commits = analyzer.analyze(command).git_commits;
     assert_eq!(commits.len(), 1);
     assert_eq!(&command[..commits[0].insert_at], "git add -A && git commit");
     let command = "git -C repo commit -am 'é' ; echo git commit";
-    let commits = analyzer.git_commits(command);
+    let commits = analyzer.analyze(command).git_commits;
     assert_eq!(commits.len(), 1);
     assert_eq!(&command[..commits[0].insert_at], "git -C repo commit");
-    assert!(analyzer.git_commits("echo 'git commit'").is_empty());
+    assert!(analyzer.analyze("echo 'git commit'").git_commits.is_empty());
+}
+
+/// A broken built-in pattern must not drop its rule unseen.
+#[test]
+fn every_seed_pattern_compiles() {
+    for (id, pattern) in SEED_PATTERNS {
+        assert!(Regex::new(pattern).is_ok(), "{id}: `{pattern}`");
+    }
+    assert_eq!(SEED.len(), SEED_PATTERNS.len());
+    for (id, _) in SEED_PATTERNS {
+        assert!(
+            SEED.iter().any(|(seed_id, _)| seed_id == id),
+            "{id} is checked"
+        );
+    }
 }
 
 #[test]
@@ -258,15 +273,15 @@ mod properties {
     #[test]
     fn deeply_nested_parentheses_fall_back_quickly() {
         let text = format!("*\n\n{}*", "(".repeat(30));
-        assert!(super::super::collect::has_deep_nesting(&text));
+        assert!(super::super::fallback::has_deep_nesting(&text));
         let started = std::time::Instant::now();
         let _ = check(&text);
         // Generous: the parser alone would take seconds; the fallback takes microseconds.
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
-        assert!(!super::super::collect::has_deep_nesting(
+        assert!(!super::super::fallback::has_deep_nesting(
             "(cd a && (cd b && (make)))"
         ));
-        assert!(!super::super::collect::has_deep_nesting(&format!(
+        assert!(!super::super::fallback::has_deep_nesting(&format!(
             "echo '{}'",
             "(".repeat(40)
         )));
@@ -379,7 +394,7 @@ mod properties {
             "echo $'\\'' << $( '",
             "echo `'` << $( '",
         ] {
-            assert!(super::super::collect::has_runaway_here_doc(text), "{text}");
+            assert!(super::super::fallback::has_runaway_here_doc(text), "{text}");
             let _ = check(text);
         }
         for text in [
@@ -390,13 +405,16 @@ mod properties {
             "python3 -c 'print(1 << 3)'",
             "echo 'cat << $(' && echo \\<< x",
         ] {
-            assert!(!super::super::collect::has_runaway_here_doc(text), "{text}");
+            assert!(
+                !super::super::fallback::has_runaway_here_doc(text),
+                "{text}"
+            );
         }
         // The fuzzing find itself (bytes read lossily, as the target does).
         let found = String::from_utf8_lossy(include_bytes!(
             "../../../../fuzz/seeds/analyzer_bytes/regression-single-quote-inside-double-quotes"
         ));
-        assert!(super::super::collect::has_runaway_here_doc(&found));
+        assert!(super::super::fallback::has_runaway_here_doc(&found));
         let _ = check(&found);
     }
 
@@ -605,4 +623,101 @@ fn analyze_returns_the_decision_check_returns() {
     let analysis = analyzer.analyze("rm -rf /; cat");
     assert!(!analysis.decision.is_allowed());
     assert!(analysis.facts.reads_inherited_stdin);
+    let analysis = analyzer.analyze("read m; git commit -m \"$m\"");
+    assert!(analysis.decision.is_allowed());
+    assert!(analysis.facts.reads_inherited_stdin);
+    assert_eq!(analysis.git_commits.len(), 1);
+}
+
+/// The analysis modules in the order of the line in the module docs: each
+/// may import only modules before it.
+const LINE: &[&str] = &[
+    "lexical", "paths", "watchdog", "words", "command", "unwrap", "fallback", "scope", "collect",
+    "stdin", "rules",
+];
+
+/// The sibling modules `text` names through `super::` (grouped imports
+/// included) or `analysis::`, in order of appearance.
+fn sibling_modules(text: &str) -> Vec<&str> {
+    let ident_end = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    let mut found = Vec::new();
+    let paths = text
+        .split("super::")
+        .skip(1)
+        .chain(text.split("analysis::").skip(1));
+    for path in paths {
+        if let Some(group) = path.strip_prefix('{') {
+            // Up to the brace that closes the group; every name in it counts.
+            let mut depth = 1;
+            let end = group
+                .find(|c| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .unwrap_or(group.len());
+            found.extend(
+                group[..end]
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|name| LINE.contains(name)),
+            );
+        } else {
+            let name = &path[..ident_end(path)];
+            if LINE.contains(&name) {
+                found.push(name);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn sibling_modules_are_found_in_every_form_of_path() {
+    assert_eq!(
+        sibling_modules("use super::collect::quoted_bytes;"),
+        ["collect"]
+    );
+    assert_eq!(
+        sibling_modules("use super::{command::{Cmd, Redirect}, words::Word};"),
+        ["command", "words"]
+    );
+    assert_eq!(
+        sibling_modules("super::super::fallback::has_deep_nesting(x); a.collect::<Vec<_>>()"),
+        ["fallback"]
+    );
+    assert_eq!(sibling_modules("crate::analysis::rules::RULES"), ["rules"]);
+}
+
+/// The modules form a line, so no cycle can come back: a module that needs
+/// something from a later one must move it earlier instead.
+#[test]
+fn analysis_modules_import_only_modules_before_them() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/analysis");
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the analysis directory is readable")
+        .map(|entry| entry.expect("a directory entry").file_name())
+        .filter_map(|name| name.to_str()?.strip_suffix(".rs").map(str::to_owned))
+        .filter(|name| name != "mod" && name != "tests")
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = LINE.iter().map(|&name| name.to_owned()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed, "every analysis module has a place in LINE");
+    for (position, module) in LINE.iter().enumerate() {
+        let text = std::fs::read_to_string(dir.join(format!("{module}.rs")))
+            .expect("an analysis module is readable");
+        for name in sibling_modules(&text) {
+            let before = LINE[..position].contains(&name);
+            assert!(
+                before,
+                "analysis/{module}.rs uses `{name}`, which is not before it in the line"
+            );
+        }
+    }
 }

@@ -19,7 +19,7 @@ use brush_parser::ast::Program;
 use brush_parser::word::{self, WordPieceWithSource};
 use brush_parser::{Parser, ParserOptions};
 
-use super::collect::quoted_bytes;
+use super::lexical::quoted_bytes;
 
 /// How long one parse may take before the fallback is used. Legitimate text
 /// parses in about a millisecond per 10 KB here.

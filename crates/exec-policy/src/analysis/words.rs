@@ -4,7 +4,7 @@
 use brush_parser::ParserOptions;
 use brush_parser::word::{Parameter, ParameterExpr, TildeExpr, WordPiece};
 
-use super::collect::code_substitutions;
+use super::lexical::code_substitutions;
 use super::watchdog::{self, Deadline};
 use crate::glob::has_glob;
 
@@ -96,42 +96,6 @@ pub(crate) fn expand(
         glob: out.glob,
         span: None,
     }
-}
-
-/// `$(...)` and backtick bodies in `text`, roughly: for text the parser
-/// could not read (a here-document body, an unparsed word). An unclosed
-/// `$(` takes the rest of the text, so nothing escapes the check; each
-/// body is disjoint, so the total is never more than the text.
-pub(crate) fn substitutions_in(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("$(") {
-        let after = &rest[start + 2..];
-        let mut depth = 1;
-        let mut end = None;
-        for (i, c) in after.char_indices() {
-            match c {
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = Some(i);
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let Some(end) = end else {
-            out.push(after.to_owned());
-            break;
-        };
-        out.push(after[..end].to_owned());
-        rest = &after[end + 1..];
-    }
-    let parts: Vec<&str> = text.split('`').collect();
-    out.extend(parts.iter().skip(1).step_by(2).map(|s| (*s).to_owned()));
-    out
 }
 
 #[derive(Default)]

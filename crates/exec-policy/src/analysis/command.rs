@@ -1,0 +1,88 @@
+//! A simple command as the rules see it: its words after unwrapping, its
+//! file redirections, and where it sits.
+
+use super::paths::basename;
+use super::words::Word;
+
+/// How a redirection writes its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RedirectKind {
+    /// `>`, `>>`, `>|`, `<>`, `&>`, `&>>`.
+    Write,
+    /// `<` and the rest.
+    Other,
+}
+
+/// A redirection with a file target.
+#[derive(Debug, Clone)]
+pub(crate) struct Redirect {
+    pub(crate) kind: RedirectKind,
+    pub(crate) target: Word,
+}
+
+/// One simple command as it would run.
+#[derive(Debug, Clone)]
+pub(crate) struct Cmd {
+    /// argv after unwrapping; may be empty (a bare redirection).
+    pub(crate) words: Vec<Word>,
+    pub(crate) redirects: Vec<Redirect>,
+    /// The working directory, when a literal `cd` earlier made it known.
+    pub(crate) cwd: Option<String>,
+    /// Innermost enclosing function definition.
+    pub(crate) function: Option<String>,
+    /// Part of a pipeline of two or more commands.
+    pub(crate) in_pipeline: bool,
+    /// Run with `&`.
+    pub(crate) background: bool,
+    /// Nesting depth (0: the command as given).
+    pub(crate) depth: usize,
+    /// Paths a preceding `find` feeds to this command (`find | xargs`, `-exec`).
+    pub(crate) fed_paths: Vec<Word>,
+    /// Something feeds its standard input: a pipe from an earlier command,
+    /// a `<` redirection, a here-document or a here-string, its own or an
+    /// enclosing command's (`while read l; do ...; done < file`).
+    pub(crate) stdin_fed: bool,
+}
+
+impl Cmd {
+    /// The program's name (basename of the first word), if known.
+    pub(crate) fn program(&self) -> Option<&str> {
+        self.words.first().and_then(Word::value).map(basename)
+    }
+
+    /// The command as text, from its program word on, redirections last.
+    pub(crate) fn text(&self) -> String {
+        self.render(ToOwned::to_owned)
+    }
+
+    /// The text the regexes see: as [`text`](Self::text), but with the
+    /// program's path reduced to its name (`/usr/bin/curl` is `curl`, as
+    /// for the built-in rules), and redirection characters inside words
+    /// (quoted text, such as `echo '> /dev/sda'`) turned into `_`, so only
+    /// real redirections read as redirections (found by fuzzing:
+    /// `echo '$(>> /dev/sda)'` was refused).
+    pub(crate) fn regex_text(&self) -> String {
+        let mut text = self.render(|word| word.replace(['<', '>', '|', '&', ';'], "_"));
+        if let Some(program) = self.words.first().and_then(Word::value)
+            && let Some(slash) = program.rfind('/')
+        {
+            // The rendered program word is `program` with some characters
+            // replaced one for one, so its path prefix has the same length.
+            text.drain(..=slash);
+        }
+        text
+    }
+
+    fn render(&self, word_text: impl Fn(&str) -> String) -> String {
+        let mut parts: Vec<String> = self.words.iter().map(|w| word_text(w.display())).collect();
+        for redirect in &self.redirects {
+            let op = if redirect.kind == RedirectKind::Write {
+                ">"
+            } else {
+                "<"
+            };
+            parts.push(format!("{op} {}", redirect.target.display()));
+        }
+        parts.join(" ")
+    }
+}

@@ -1,0 +1,251 @@
+//! Wrappers (`sudo`, `env`, `xargs`, `find -exec`, ...) and nested-script
+//! launchers (`bash -c`, `eval`, `su -c`): what runs inside them.
+
+use super::words::Word;
+
+/// What to do with a command whose program is `program`.
+pub(crate) enum Step {
+    /// Not a wrapper: analyse as is.
+    Done,
+    /// Drop this many leading words (wrapper and its options).
+    Strip(usize),
+    /// Analyse this script instead (`bash -c`, `eval`).
+    Script(String),
+    /// Analyse this inner command (find -exec, xargs); the outer stays too.
+    Exec(Vec<Word>),
+}
+
+/// Options of wrappers that take a separate value.
+fn option_takes_value(program: &str, option: &str) -> bool {
+    let list: &[&str] = match program {
+        "sudo" => &[
+            "-u",
+            "-g",
+            "-h",
+            "-p",
+            "-C",
+            "-D",
+            "-r",
+            "-t",
+            "-U",
+            "-T",
+            "--user",
+            "--group",
+            "--host",
+            "--prompt",
+            "--chdir",
+            "--role",
+            "--type",
+            "--other-user",
+            "--command-timeout",
+            "--close-from",
+        ],
+        "doas" => &["-u", "-C"],
+        "env" => &["-u", "-C", "--unset", "--chdir", "-S", "--split-string"],
+        "nice" => &["-n", "--adjustment"],
+        "ionice" => &["-c", "-n", "-p", "-P", "-u", "--class", "--classdata"],
+        "timeout" => &["-s", "-k", "--signal", "--kill-after"],
+        "stdbuf" => &["-i", "-o", "-e", "--input", "--output", "--error"],
+        "time" => &["-f", "-o", "--format", "--output"],
+        "exec" => &["-a"],
+        "xargs" => &[
+            "-I",
+            "-L",
+            "-n",
+            "-P",
+            "-s",
+            "-d",
+            "-E",
+            "-a",
+            "--max-lines",
+            "--max-args",
+            "--max-procs",
+            "--max-chars",
+            "--delimiter",
+            "--arg-file",
+            "--replace",
+        ],
+        "chroot" => &["--userspec", "--groups"],
+        "flock" => &["-w", "-E", "--timeout", "--conflict-exit-code"],
+        "watch" => &["-n", "-d", "--interval"],
+        // Everything else (nohup, command, setsid, ...) takes no option values.
+        _ => &[],
+    };
+    list.contains(&option)
+}
+
+/// The next unwrapping step for `words`, whose program's name is `program`.
+pub(crate) fn unwrap_step(program: &str, words: &[Word]) -> Step {
+    match program {
+        "sudo" | "doas" | "env" | "nice" | "ionice" | "nohup" | "stdbuf" | "time" | "command"
+        | "builtin" | "exec" | "timeout" | "setsid" | "chroot" | "flock" | "taskset"
+        | "unbuffer" | "watch" => wrapper_step(program, words),
+        "busybox" | "toybox" => Step::Strip(1),
+        "sh" | "bash" | "zsh" | "dash" | "ksh" | "ash" | "mksh" | "fish" => shell_step(words),
+        "su" => flag_value(words, &["-c", "--command"]).map_or(Step::Done, Step::Script),
+        "eval" => Step::Script(
+            words[1..]
+                .iter()
+                .map(Word::display)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        "alias" => {
+            let bodies: Vec<String> = words[1..]
+                .iter()
+                .filter_map(|w| {
+                    w.value()
+                        .and_then(|v| v.split_once('='))
+                        .map(|(_, body)| body.to_owned())
+                })
+                .collect();
+            if bodies.is_empty() {
+                Step::Done
+            } else {
+                Step::Script(bodies.join("\n"))
+            }
+        }
+        "xargs" => {
+            let rest = skip_options(program, &words[1..]);
+            let inner = words[1 + rest..].to_vec();
+            if inner.is_empty() {
+                Step::Done
+            } else {
+                Step::Exec(inner)
+            }
+        }
+        "find" => find_exec(words).map_or(Step::Done, Step::Exec),
+        _ => Step::Done,
+    }
+}
+
+/// Counts the option words after a wrapper's name (and its fixed operands),
+/// at most `rest.len()`.
+fn skip_options(program: &str, rest: &[Word]) -> usize {
+    let mut i = 0;
+    while i < rest.len() {
+        let Some(word) = rest[i].value() else { break };
+        if word == "--" {
+            i += 1;
+            break;
+        }
+        if program == "env" && word.contains('=') && !word.starts_with('-') {
+            i += 1;
+            continue;
+        }
+        if !word.starts_with('-') || word == "-" {
+            break;
+        }
+        if program == "command" && (word == "-v" || word == "-V") {
+            // `command -v rm` only looks the name up.
+            return rest.len();
+        }
+        let (name, inline_value) = match word.split_once('=') {
+            Some((name, _)) => (name, true),
+            None => (word, false),
+        };
+        i += 1;
+        if !inline_value && option_takes_value(program, name) {
+            i += 1;
+        }
+    }
+    // Fixed operands before the wrapped command. Never past the end: an
+    // option missing its value (`xargs -I`) must not make callers slice out
+    // of range (fuzzing: `analyzer_grammar` panicked on it).
+    let skipped = match program {
+        "timeout" | "chroot" | "flock" | "taskset" => i + 1,
+        _ => i,
+    };
+    skipped.min(rest.len())
+}
+
+fn wrapper_step(program: &str, words: &[Word]) -> Step {
+    if program == "env"
+        && let Some(script) = flag_value(words, &["-S", "--split-string"])
+    {
+        return Step::Script(script);
+    }
+    if program == "watch" {
+        let rest = skip_options(program, &words[1..]);
+        let script = words[1 + rest..]
+            .iter()
+            .map(Word::display)
+            .collect::<Vec<_>>()
+            .join(" ");
+        return Step::Script(script);
+    }
+    Step::Strip(1 + skip_options(program, &words[1..]))
+}
+
+/// `bash [-opts] -c SCRIPT`, `bash -lc SCRIPT`, `bash script.sh` (left alone).
+fn shell_step(words: &[Word]) -> Step {
+    let mut has_c = false;
+    for (i, word) in words.iter().enumerate().skip(1) {
+        let Some(value) = word.value() else { break };
+        if value.starts_with('-') && !value.starts_with("--") && value.len() > 1 {
+            if value[1..].contains('c') {
+                has_c = true;
+            }
+            continue;
+        }
+        if value.starts_with("--") {
+            continue;
+        }
+        if has_c {
+            return Step::Script(words[i].display().to_owned());
+        }
+        break;
+    }
+    Step::Done
+}
+
+/// The value after the first of `flags` (separate or `--flag=value`).
+fn flag_value(words: &[Word], flags: &[&str]) -> Option<String> {
+    for (i, word) in words.iter().enumerate() {
+        let value = word.value()?;
+        for flag in flags {
+            if value == *flag {
+                return words.get(i + 1).map(|w| w.display().to_owned());
+            }
+            if let Some(inline) = value
+                .strip_prefix(flag)
+                .and_then(|rest| rest.strip_prefix('='))
+            {
+                return Some(inline.to_owned());
+            }
+        }
+    }
+    None
+}
+
+/// The first `-exec`/`-execdir`/`-ok` command of a `find`, `{}` included.
+fn find_exec(words: &[Word]) -> Option<Vec<Word>> {
+    let start = words
+        .iter()
+        .position(|w| matches!(w.value(), Some("-exec" | "-execdir" | "-ok" | "-okdir")))?;
+    let inner: Vec<Word> = words[start + 1..]
+        .iter()
+        .take_while(|w| !matches!(w.value(), Some(";" | "+")))
+        .cloned()
+        .collect();
+    (!inner.is_empty()).then_some(inner)
+}
+
+/// The start paths of a `find` (words before the first expression), `.` if none.
+pub(crate) fn find_start_paths(words: &[Word]) -> Vec<Word> {
+    let paths: Vec<Word> = words
+        .iter()
+        .skip(1)
+        .skip_while(|w| matches!(w.value(), Some("-H" | "-L" | "-P")))
+        .take_while(|w| {
+            w.value()
+                .is_none_or(|v| !v.starts_with('-') && v != "(" && v != "!")
+        })
+        .cloned()
+        .collect();
+    if paths.is_empty() {
+        vec![Word::literal(".")]
+    } else {
+        paths
+    }
+}
