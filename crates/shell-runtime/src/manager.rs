@@ -33,6 +33,9 @@ struct Tracked {
     shells: Vec<(ShellId, Arc<ShellProcess>)>,
     /// Foreground shells, held weakly: their caller owns them, shutdown ends them.
     foreground: HashMap<u64, Weak<ShellProcess>>,
+    /// Background shells being started: their places are taken already, so
+    /// concurrent starts cannot overshoot the limit.
+    starting: usize,
     next_foreground: u64,
 }
 
@@ -83,20 +86,29 @@ impl ShellManager {
         &self,
         spec: SpawnSpec,
     ) -> Result<(ShellId, Arc<ShellProcess>), ManagerError> {
-        self.make_room()?;
+        let place = self.reserve()?;
         let shell = ShellProcess::spawn(spec).await?;
         let mut tracked = self.lock();
         let id = Self::fresh_id(&tracked);
         tracked.shells.push((id.clone(), Arc::clone(&shell)));
+        place.fill(&mut tracked);
         Ok((id, shell))
     }
 
-    fn make_room(&self) -> Result<(), ManagerError> {
-        Self::make_room_in(&mut self.lock(), self.limit)
+    /// Takes a place for a shell about to start, making room first; the
+    /// place is given back if the start fails or is abandoned.
+    fn reserve(&self) -> Result<Reservation<'_>, ManagerError> {
+        let mut tracked = self.lock();
+        Self::make_room_in(&mut tracked, self.limit)?;
+        tracked.starting += 1;
+        Ok(Reservation {
+            manager: self,
+            filled: false,
+        })
     }
 
     fn make_room_in(tracked: &mut Tracked, limit: usize) -> Result<(), ManagerError> {
-        while tracked.shells.len() >= limit {
+        while tracked.shells.len() + tracked.starting >= limit {
             let oldest_finished = tracked
                 .shells
                 .iter()
@@ -105,7 +117,11 @@ impl ShellManager {
                 Some(index) => {
                     tracked.shells.remove(index);
                 }
-                None => return Err(ManagerError::TooManyShells(tracked.shells.len())),
+                None => {
+                    return Err(ManagerError::TooManyShells(
+                        tracked.shells.len() + tracked.starting,
+                    ));
+                }
             }
         }
         Ok(())
@@ -237,6 +253,28 @@ impl ShellManager {
     }
 }
 
+/// A place taken among the tracked shells for one that is starting.
+struct Reservation<'a> {
+    manager: &'a ShellManager,
+    filled: bool,
+}
+
+impl Reservation<'_> {
+    /// The shell started and is tracked: the place becomes its entry.
+    fn fill(mut self, tracked: &mut Tracked) {
+        tracked.starting -= 1;
+        self.filled = true;
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.filled {
+            self.manager.lock().starting -= 1;
+        }
+    }
+}
+
 async fn end_all(shells: &[Arc<ShellProcess>], grace: Duration) -> usize {
     let running: Vec<&Arc<ShellProcess>> =
         shells.iter().filter(|shell| shell.is_running()).collect();
@@ -268,6 +306,29 @@ fn new_id() -> ShellId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Concurrent starts take their places before they spawn, so no more
+    /// than the limit are accepted however they interleave.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_limit_holds_under_concurrent_starts() {
+        let dir = std::env::temp_dir();
+        let manager = Arc::new(ShellManager::with_limit(8));
+        let mut starts = tokio::task::JoinSet::new();
+        for _ in 0..40 {
+            let manager = Arc::clone(&manager);
+            let spec = SpawnSpec::shell("sleep 30", &dir)
+                .with_env(std::env::vars_os().filter(|(name, _)| name == "PATH"));
+            starts.spawn(async move { manager.spawn(spec).await.is_ok() });
+        }
+        let mut accepted = 0;
+        while let Some(started) = starts.join_next().await {
+            accepted += usize::from(started.expect("joins"));
+        }
+        assert_eq!(accepted, 8);
+        assert_eq!(manager.list().len(), 8);
+        assert_eq!(manager.lock().starting, 0);
+        manager.shutdown(Duration::ZERO).await;
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn adopting_a_foreground_shell_respects_the_limit() {
