@@ -7,11 +7,11 @@ use async_trait::async_trait;
 use regex::Regex;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use shell_runtime::{ShellProcess, ShellStatus, Stream};
+use shell_runtime::{ShellProcess, ShellStatus, SpillReport, Stream};
 use tool_core::{ExecutionContext, Tool, ToolCategory, ToolResult};
 
 use crate::environment::{ExecEnvironment, MAX_OUTPUT_CHARS};
-use crate::render::{Body, clean, layout};
+use crate::render::{Body, SavedOutput, clean, layout};
 
 /// Arguments of `BashOutput`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -83,6 +83,41 @@ pub(crate) fn not_found(env: &ExecEnvironment, id: &str) -> ToolResult {
     ToolResult::fail(message)
 }
 
+/// A background shell's spill files, as the truncation line names them:
+/// `full output in A and B`, or what each lacks and why.
+fn saved_output(shell: &ShellProcess) -> Option<SavedOutput> {
+    let spills: Vec<_> = [Stream::Stdout, Stream::Stderr]
+        .into_iter()
+        .filter_map(|stream| shell.ensure_spill_file(stream))
+        .filter(|spill| spill.written > 0 || !spill.is_whole())
+        .collect();
+    if spills.is_empty() {
+        return None;
+    }
+    let path = spills
+        .iter()
+        .map(|spill| spill.file.path.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    if spills.iter().all(SpillReport::is_whole) {
+        return Some(SavedOutput {
+            place: format!("full output in {path}"),
+            path: path.into(),
+        });
+    }
+    let place = spills
+        .iter()
+        .map(|spill| {
+            SavedOutput::new(spill.file.path.clone(), spill.written, spill.shortfall).place
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some(SavedOutput {
+        path: path.into(),
+        place,
+    })
+}
+
 fn keep_matching(text: &str, filter: Option<&Regex>) -> String {
     match filter {
         None => text.to_owned(),
@@ -139,13 +174,7 @@ impl Tool for BashOutputTool {
         let body = Body::from_streams(&new.stdout, &new.stderr, shape);
         let prefix = format!("{header}\n");
         let rendered = layout(Some(&prefix), &body, &[], MAX_OUTPUT_CHARS, || {
-            let spills: Vec<String> = [Stream::Stdout, Stream::Stderr]
-                .into_iter()
-                .filter_map(|stream| shell.ensure_spill_file(stream))
-                .filter(|spill| spill.written > 0)
-                .map(|spill| spill.file.path.display().to_string())
-                .collect();
-            (!spills.is_empty()).then(|| spills.join(" and ").into())
+            saved_output(&shell)
         });
         let status = shell.status();
         ToolResult::ok(rendered.text)

@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use shell_runtime::{OutputSlice, ShellProcess, Stream};
+use shell_runtime::{OutputSlice, ShellProcess, SpillShortfall, Stream};
 
 use crate::carriage::collapse_carriage_returns;
 
@@ -158,6 +158,32 @@ pub(crate) fn render_streams(
     rendered
 }
 
+/// Where the output not shown can be read, and how much of it is there.
+#[derive(Debug)]
+pub(crate) struct SavedOutput {
+    /// The file (for `BashOutput`, both files' paths joined with ` and `).
+    pub(crate) path: PathBuf,
+    /// For the truncation line: `full output in FILE` when the file holds
+    /// the whole output, else `first N bytes in FILE: WHY`.
+    pub(crate) place: String,
+}
+
+impl SavedOutput {
+    /// Describes `path`, which holds `bytes` bytes of the output, all of
+    /// it unless `shortfall` says why not.
+    pub(crate) fn new(path: PathBuf, bytes: u64, shortfall: Option<SpillShortfall>) -> Self {
+        let place = match shortfall {
+            None => format!("full output in {}", path.display()),
+            Some(shortfall) => format!(
+                "first {bytes} bytes in {}: {}",
+                path.display(),
+                shortfall.reason()
+            ),
+        };
+        Self { path, place }
+    }
+}
+
 /// The layout shared by `Bash` and `BashOutput`. `output_file` is asked for
 /// only when the text must be cut. The truncation line counts every
 /// character of output the answer does not show: what the head-and-tail cut
@@ -169,7 +195,7 @@ pub(crate) fn layout(
     body: &Body,
     notes: &[String],
     budget: usize,
-    output_file: impl FnOnce() -> Option<PathBuf>,
+    output_file: impl FnOnce() -> Option<SavedOutput>,
 ) -> Rendered {
     let fixed: usize = prefix.map_or(0, |p| p.chars().count() + 1)
         + notes
@@ -182,11 +208,12 @@ pub(crate) fn layout(
         None => (body.text().to_owned(), false),
         Some(cut) => {
             let (cut, omitted) = body.omitted_output(cut);
-            file = output_file();
-            let place = file
+            let saved = output_file();
+            let place = saved
                 .as_ref()
-                .map(|path| format!("; full output in {}", path.display()))
+                .map(|saved| format!("; {}", saved.place))
                 .unwrap_or_default();
+            file = saved.map(|saved| saved.path);
             let marker = format!("[Output truncated: {omitted} characters omitted{place}]");
             (assemble(body.text(), cut, &marker), true)
         }
@@ -213,32 +240,81 @@ pub(crate) fn layout(
 }
 
 /// Writes stdout's spill, `\n[stderr]\n` and stderr's spill into one file.
-fn combine_spills(env: &ExecEnvironment, shell: &ShellProcess, stem: &Path) -> Option<PathBuf> {
+fn combine_spills(
+    exec: &ExecEnvironment,
+    shell: &ShellProcess,
+    stem: &Path,
+) -> Option<SavedOutput> {
     let out = shell.ensure_spill_file(Stream::Stdout)?;
     let err = shell.ensure_spill_file(Stream::Stderr)?;
     let path = stem.with_extension("txt");
-    let mut file = std::fs::File::create(&path).ok()?;
-    let mut budget = OUTPUT_FILE_CAP;
-    copy_capped(&out.file.path, &mut file, &mut budget);
+    let mut copy = CappedCopy {
+        to: std::fs::File::create(&path).ok()?,
+        room: OUTPUT_FILE_CAP,
+        written: 0,
+        shortfall: out.shortfall.or(err.shortfall),
+    };
+    copy.file(&out.file.path);
     if err.written > 0 {
-        let separator = b"\n[stderr]\n";
-        if budget >= separator.len() as u64 {
-            let _ = file.write_all(separator);
-            budget -= separator.len() as u64;
-        }
-        copy_capped(&err.file.path, &mut file, &mut budget);
+        copy.bytes(b"\n[stderr]\n");
+        copy.file(&err.file.path);
     }
-    drop(file);
-    env.keep_files(&[&path]);
-    Some(path)
+    exec.keep_files(&[&path]);
+    // A failed write may have written part of what it was given.
+    let bytes = copy.to.metadata().map_or(copy.written, |meta| meta.len());
+    Some(SavedOutput::new(path, bytes, copy.shortfall))
 }
 
-fn copy_capped(from: &Path, to: &mut std::fs::File, budget: &mut u64) {
-    if let Ok(source) = std::fs::File::open(from) {
-        let mut limited = source.take(*budget);
-        if let Ok(copied) = std::io::copy(&mut limited, to) {
-            *budget -= copied;
+/// Copies into the combined output file, up to the per-command cap,
+/// remembering the first reason it holds less than the whole output.
+struct CappedCopy {
+    to: std::fs::File,
+    room: u64,
+    written: u64,
+    shortfall: Option<SpillShortfall>,
+}
+
+impl CappedCopy {
+    fn file(&mut self, from: &Path) {
+        let Ok(source) = std::fs::File::open(from) else {
+            self.shortfall
+                .get_or_insert(SpillShortfall::WriteFailed(std::io::ErrorKind::NotFound));
+            return;
+        };
+        let length = source.metadata().map_or(0, |meta| meta.len());
+        if length > self.room {
+            self.shortfall.get_or_insert(SpillShortfall::Cap);
         }
+        let mut limited = source.take(self.room);
+        match std::io::copy(&mut limited, &mut self.to) {
+            Ok(copied) => self.advance(copied),
+            Err(error) => {
+                self.shortfall
+                    .get_or_insert(SpillShortfall::WriteFailed(error.kind()));
+                self.room = 0;
+            }
+        }
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        if (bytes.len() as u64) > self.room {
+            self.shortfall.get_or_insert(SpillShortfall::Cap);
+            self.room = 0;
+            return;
+        }
+        match self.to.write_all(bytes) {
+            Ok(()) => self.advance(bytes.len() as u64),
+            Err(error) => {
+                self.shortfall
+                    .get_or_insert(SpillShortfall::WriteFailed(error.kind()));
+                self.room = 0;
+            }
+        }
+    }
+
+    fn advance(&mut self, copied: u64) {
+        self.room -= copied;
+        self.written += copied;
     }
 }
 
@@ -286,7 +362,7 @@ mod tests {
             &body,
             &notes,
             30_000,
-            || Some(PathBuf::from("/tmp/out.txt")),
+            || Some(SavedOutput::new(PathBuf::from("/tmp/out.txt"), 1, None)),
         );
         assert!(rendered.truncated);
         let without_marker: String = rendered

@@ -39,11 +39,12 @@ fn ansi_c(bytes: &[u8]) -> String {
 }
 
 /// A command that reads `file` (any bytes but NUL) into variable `name`.
+/// Not with `read`: in a UTF-8 locale bash's `read` drops a `\x01` that
+/// follows an incomplete character; a command substitution keeps every
+/// byte (the `x` keeps trailing newlines).
 fn read_into(name: &str, file: &Path) -> String {
-    format!(
-        "IFS= read -r -d '' {name} < {} || true",
-        single_quoted(&file.to_string_lossy())
-    )
+    let file = single_quoted(&file.to_string_lossy());
+    format!("{name}=$(cat {file}; printf x); {name}=${{{name}%x}}")
 }
 
 fn run<F: std::future::Future>(future: F) -> F::Output {

@@ -34,7 +34,7 @@ pub use buffer::{BufferLimits, OutputBuffer, OutputSlice, StreamPosition};
 pub use decode::Utf8Decoder;
 pub use error::{ManagerError, SpawnError};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
-pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, Stream};
+pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, SpillShortfall, Stream};
 pub use redact::{StreamReplacer, replace_all};
 pub use spawn::confine::{ConfineError, Confinement};
 pub use spec::{ConfinementSpec, SpawnSpec, SpillFile};

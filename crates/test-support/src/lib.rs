@@ -49,3 +49,61 @@ mod tests {
         assert_eq!(percentile(&mut samples, 0), Duration::from_millis(1));
     }
 }
+
+/// A small tmpfs mounted on a fresh temp directory, for tests of what
+/// happens when the disk is full; unmounted when dropped. Needs root (CI
+/// runs as root); `None` elsewhere, and the test says it was skipped.
+#[derive(Debug)]
+pub struct SmallDisk {
+    dir: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    /// A tmpfs of `kib` KiB, or `None` where it cannot be mounted.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a test fixture runs mount(8), as a person setting up the fault would"
+    )]
+    pub fn mount(kib: u64) -> Option<Self> {
+        let dir = std::env::temp_dir().join(format!(
+            "agent-exec-small-disk-{}-{}",
+            std::process::id(),
+            DISKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).ok()?;
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(&dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !mounted {
+            let _ = std::fs::remove_dir(&dir);
+            #[expect(clippy::print_stderr, reason = "a skipped test says so")]
+            {
+                eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+            }
+            return None;
+        }
+        Some(Self { dir })
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &std::path::Path {
+        &self.dir
+    }
+}
+
+static DISKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Drop for SmallDisk {
+    #[expect(clippy::disallowed_methods, reason = "a test fixture runs umount(8)")]
+    fn drop(&mut self) {
+        // Lazy: a process still holding a file there must not keep it mounted.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}

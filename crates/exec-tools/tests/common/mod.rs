@@ -40,8 +40,22 @@ impl World {
         vars: Vec<(String, String)>,
         adjust: impl FnOnce(ExecConfig) -> ExecConfig,
     ) -> Self {
+        Self::build(vars, tempfile::tempdir().expect("output dir"), adjust)
+    }
+
+    /// A world whose output files and state live under `dir` (a small
+    /// disk, say).
+    pub fn with_output_dir(dir: &Path) -> Self {
+        let output = tempfile::tempdir_in(dir).expect("output dir");
+        Self::build(std::env::vars().collect(), output, |config| config)
+    }
+
+    fn build(
+        vars: Vec<(String, String)>,
+        output: tempfile::TempDir,
+        adjust: impl FnOnce(ExecConfig) -> ExecConfig,
+    ) -> Self {
         let root = tempfile::tempdir().expect("root");
-        let output = tempfile::tempdir().expect("output dir");
         let root_path = std::fs::canonicalize(root.path()).expect("canonical root");
         let config = ExecConfig::new(vec![root_path.clone()], output.path().to_path_buf())
             .with_env(vars, &EnvRules::default());

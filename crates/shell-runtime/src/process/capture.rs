@@ -24,10 +24,41 @@ pub struct SpillReport {
     /// Whether the file exists: it is made only when the stream outgrows
     /// memory, or on [`ShellProcess::ensure_spill_file`].
     pub on_disk: bool,
-    /// Bytes written to it.
+    /// Bytes the file holds.
     pub written: u64,
-    /// True when the stream was longer than the cap (or a write failed).
-    pub incomplete: bool,
+    /// Why the file does not hold the whole stream, if it does not.
+    pub shortfall: Option<SpillShortfall>,
+}
+
+impl SpillReport {
+    /// Whether the file holds the whole stream.
+    pub fn is_whole(&self) -> bool {
+        self.shortfall.is_none()
+    }
+}
+
+/// Why a spill file lacks part of its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpillShortfall {
+    /// The stream was longer than the file's cap; the file holds its start.
+    Cap,
+    /// Creating or writing the file failed (a full disk, say); the file
+    /// holds what was written before.
+    WriteFailed(std::io::ErrorKind),
+}
+
+impl SpillShortfall {
+    /// Why, in a few words: `the per-command cap was reached`,
+    /// `the disk is full`, or the error.
+    pub fn reason(self) -> String {
+        match self {
+            Self::Cap => "the per-command cap was reached".to_owned(),
+            Self::WriteFailed(
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded,
+            ) => "the disk is full".to_owned(),
+            Self::WriteFailed(kind) => format!("writing it failed ({kind})"),
+        }
+    }
 }
 
 /// The copy of a stream on disk. It is created only once the stream
@@ -38,7 +69,7 @@ pub(super) struct Spill {
     opened: bool,
     writer: Option<BufWriter<File>>,
     written: u64,
-    incomplete: bool,
+    shortfall: Option<SpillShortfall>,
 }
 
 impl Spill {
@@ -48,17 +79,17 @@ impl Spill {
             opened: false,
             writer: None,
             written: 0,
-            incomplete: false,
+            shortfall: None,
         }
     }
 
     /// Creates the file and writes `so_far`, the whole stream until now.
     fn open(&mut self, so_far: &OutputSlice) {
         self.opened = true;
-        self.writer = File::create(&self.file.path)
-            .ok()
-            .map(|f| BufWriter::with_capacity(READ_CHUNK, f));
-        self.incomplete = self.writer.is_none();
+        match File::create(&self.file.path) {
+            Ok(file) => self.writer = Some(BufWriter::with_capacity(READ_CHUNK, file)),
+            Err(error) => self.fail(&error),
+        }
         self.write(&so_far.before_gap);
         self.write(&so_far.after_gap);
     }
@@ -76,36 +107,47 @@ impl Spill {
                 cut -= 1;
             }
             part = &part[..cut];
-            self.incomplete = true;
+            self.shortfall = Some(SpillShortfall::Cap);
         }
         // Spill files live on a local disk or tmpfs: a blocking write of a
         // buffered chunk costs microseconds, less than a blocking-pool hop.
-        if writer.write_all(part.as_bytes()).is_err() {
-            self.incomplete = true;
-            self.writer = None;
+        if let Err(error) = writer.write_all(part.as_bytes()) {
+            self.fail(&error);
             return;
         }
         self.written += part.len() as u64;
-        if self.incomplete {
+        if self.shortfall.is_some() {
             self.finish();
+        }
+    }
+
+    /// Records a failed create, write or flush and stops writing. What the
+    /// file holds is then its length on disk: a buffered writer may have
+    /// written part of what it was given.
+    fn fail(&mut self, error: &std::io::Error) {
+        self.shortfall = Some(SpillShortfall::WriteFailed(error.kind()));
+        if let Some(writer) = self.writer.take() {
+            // Dropping the writer would try to flush again; its buffer is
+            // what could not be written.
+            let (file, _unwritten) = writer.into_parts();
+            self.written = file.metadata().map_or(0, |meta| meta.len());
+        } else {
+            self.written = std::fs::metadata(&self.file.path).map_or(0, |meta| meta.len());
         }
     }
 
     /// Flushes what was written so far, keeping the file open for more.
     fn flush(&mut self) {
         if let Some(writer) = self.writer.as_mut()
-            && writer.flush().is_err()
+            && let Err(error) = writer.flush()
         {
-            self.incomplete = true;
+            self.fail(&error);
         }
     }
 
     fn finish(&mut self) {
-        if let Some(mut writer) = self.writer.take()
-            && writer.flush().is_err()
-        {
-            self.incomplete = true;
-        }
+        self.flush();
+        self.writer = None;
     }
 
     pub(super) fn report(&self) -> SpillReport {
@@ -113,7 +155,7 @@ impl Spill {
             file: self.file.clone(),
             on_disk: self.opened,
             written: self.written,
-            incomplete: self.incomplete,
+            shortfall: self.shortfall,
         }
     }
 }

@@ -21,8 +21,8 @@ use crate::status::{EndRequest, ExitInfo, ShellStatus};
 use crate::sys;
 use crate::tree::{self, TreeId};
 
-pub use capture::SpillReport;
 use capture::{Capture, Spill, read_stream};
+pub use capture::{SpillReport, SpillShortfall};
 use supervise::{AbandonGuard, supervise};
 
 /// How long the SIGKILL phase may take before a shell is given up on.

@@ -1,0 +1,116 @@
+//! Nothing is lost silently: an answer says `full output in FILE` only
+//! when FILE holds the whole output; otherwise it says how much FILE holds
+//! and why (the per-command cap, a full disk). A state that could not be
+//! saved on a full disk is named, and later calls keep the last good one.
+#![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use common::{World, meta};
+use exec_tools::OUTPUT_FILE_CAP;
+use serde_json::json;
+use test_support::SmallDisk;
+
+/// The truncation line of an answer.
+fn marker(text: &str) -> &str {
+    text.lines()
+        .find(|line| line.starts_with("[Output truncated: "))
+        .unwrap_or_else(|| panic!("no truncation line in an answer of {} chars", text.len()))
+}
+
+/// The `first N bytes in FILE: WHY` of a truncation line.
+fn first_bytes_in(marker: &str) -> (u64, &str, &str) {
+    let rest = &marker[marker.find("; first ").expect("a partial file is named") + 8..];
+    let (bytes, rest) = rest.split_once(" bytes in ").expect("bytes in");
+    let (file, why) = rest.split_once(": ").expect("a reason");
+    (
+        bytes.parse().expect("a count"),
+        file,
+        why.trim_end_matches(']'),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_past_the_per_command_cap_is_named_as_its_first_bytes() {
+    let world = World::new();
+    // About 89 MB, past the 64 MiB cap.
+    let result = world.bash("seq 1 12000000").await;
+    assert!(result.success);
+    let line = marker(result.text());
+    assert!(!line.contains("full output in"), "{line}");
+    let (bytes, file, why) = first_bytes_in(line);
+    assert_eq!(why, "the per-command cap was reached");
+    assert_eq!(bytes, OUTPUT_FILE_CAP);
+    assert_eq!(std::fs::metadata(file).expect("the file").len(), bytes);
+    assert_eq!(meta(&result, "output_file"), file);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_shell_past_the_cap_says_what_its_file_lacks() {
+    let world = World::new();
+    let id = world.background("seq 1 12000000").await;
+    let read = world
+        .call("BashOutput", json!({ "bash_id": id, "wait_ms": 60000 }))
+        .await;
+    assert!(
+        read.text().starts_with("Status: completed"),
+        "{}",
+        &read.text()[..200]
+    );
+    let line = marker(read.text());
+    assert!(!line.contains("full output in"), "{line}");
+    let (bytes, file, why) = first_bytes_in(line);
+    assert_eq!(why, "the per-command cap was reached");
+    assert_eq!(bytes, OUTPUT_FILE_CAP);
+    assert!(file.ends_with(".stdout"), "{file}");
+    assert_eq!(std::fs::metadata(file).expect("the file").len(), bytes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_file_is_named_as_the_full_output() {
+    let world = World::new();
+    let result = world.bash("seq 1 100000").await;
+    let line = marker(result.text());
+    let file = line
+        .split("; full output in ")
+        .nth(1)
+        .expect("the whole output is in a file")
+        .trim_end_matches(']');
+    let expected: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(std::fs::read_to_string(file).expect("the file"), expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_is_named_and_the_state_is_kept() {
+    let Some(disk) = SmallDisk::mount(1024) else {
+        return;
+    };
+    let world = World::with_output_dir(disk.path());
+    let first = world.bash("export KEPT=good").await;
+    assert_eq!(first.text(), "");
+    // About 2.6 MB of output on a 1 MiB disk.
+    let result = world.bash("seq 1 400000").await;
+    let line = marker(result.text());
+    assert!(!line.contains("full output in"), "{line}");
+    let (bytes, file, why) = first_bytes_in(line);
+    assert_eq!(why, "the disk is full");
+    assert!(bytes < 1024 * 1024, "{bytes}");
+    assert_eq!(std::fs::metadata(file).expect("the file").len(), bytes);
+
+    // Fill what is left of the disk: the state of the next call cannot be saved.
+    let filler = disk.path().join("filler");
+    {
+        use std::io::Write as _;
+        let mut file = std::fs::File::create(&filler).expect("filler");
+        while file.write_all(&[b'x'; 4096]).is_ok() {}
+    }
+    let lost = world.bash("export KEPT=lost").await;
+    assert!(
+        lost.text()
+            .contains("[cd/export not kept: the state file could not be written whole"),
+        "{}",
+        lost.text()
+    );
+    std::fs::remove_file(&filler).expect("frees the disk");
+    assert_eq!(world.bash("echo $KEPT").await.text(), "good\n");
+}
