@@ -73,3 +73,51 @@ fn harmless_corpus_is_all_allowed() {
         blocked.len()
     );
 }
+
+/// The outside corpus (tests/policy/redteam-*.txt): written against the
+/// contract by someone who had not read the analysis, with many spellings
+/// of each kind of danger and their harmless look-alikes. The analysis does
+/// not yet meet the targets (at least 97% of the dangerous refused, at most
+/// 1% of the harmless): this test prints where it stands and fails if it
+/// ever gets worse than the floor recorded here. Raise the floor as the
+/// analysis improves.
+#[test]
+fn the_outside_corpus_does_not_regress() {
+    /// Dangerous lines refused at least (of 1326).
+    const DANGEROUS_REFUSED_FLOOR: usize = 547;
+    /// Harmless lines refused at most (of 644).
+    const HARMLESS_REFUSED_CEILING: usize = 54;
+    let analyzer = analyzer();
+    let dangerous = cases(include_str!("../../../tests/policy/redteam-dangerous.txt"));
+    let harmless = cases(include_str!("../../../tests/policy/redteam-harmless.txt"));
+    let refused = |command: &String| !analyzer.check(command).is_allowed();
+    let dangerous_refused = dangerous.iter().filter(|command| refused(command)).count();
+    let harmless_refused = harmless.iter().filter(|command| refused(command)).count();
+    #[expect(
+        clippy::print_stdout,
+        reason = "the figures are the point of this test"
+    )]
+    {
+        println!(
+            "outside corpus: {dangerous_refused} of {} dangerous refused ({:.1}%), {harmless_refused} of {} harmless refused ({:.1}%)",
+            dangerous.len(),
+            percent(dangerous_refused, dangerous.len()),
+            harmless.len(),
+            percent(harmless_refused, harmless.len()),
+        );
+    }
+    assert!(
+        dangerous_refused >= DANGEROUS_REFUSED_FLOOR,
+        "fewer dangerous commands refused than before: {dangerous_refused} < {DANGEROUS_REFUSED_FLOOR}"
+    );
+    assert!(
+        harmless_refused <= HARMLESS_REFUSED_CEILING,
+        "more harmless commands refused than before: {harmless_refused} > {HARMLESS_REFUSED_CEILING}"
+    );
+}
+
+fn percent(part: usize, whole: usize) -> f64 {
+    #[expect(clippy::cast_precision_loss, reason = "counts of a few thousand")]
+    let ratio = part as f64 / whole.max(1) as f64;
+    100.0 * ratio
+}
