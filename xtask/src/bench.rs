@@ -2,12 +2,20 @@
 //! each against its own baseline measured in the same run, and rewrites
 //! docs/BENCHMARKS.md (machine facts, the tables, the targets missed, the
 //! hand-written notes) and docs/benchmarks.svg (latency distributions).
+//!
+//! A benchmark prints figures, one JSON object per line
+//! (`test_support::bench::Figure`), and nothing else on stdout. Everything
+//! here reads that data: a line that is not a figure, a suite without
+//! figures, a missing expected figure or a target that cannot be checked
+//! is an error, never a row left out.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use test_support::bench::{Compared, Figure, Metric, Target, Unit};
 
 /// One benchmark binary and the section it fills.
 struct Suite {
@@ -15,6 +23,20 @@ struct Suite {
     package: &'static str,
     bench: &'static str,
     about: &'static str,
+    layout: Layout,
+    /// Ids of the figures every run must produce.
+    expected: &'static [&'static str],
+    /// Ids of the figures a full run (not `--quick`) must also produce.
+    expected_full: &'static [&'static str],
+}
+
+/// The columns of a suite's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// `figure | median | p99 | ratio | target`.
+    Targets,
+    /// `figure | median | p99 | per unit | growth`.
+    Scaling,
 }
 
 const SUITES: &[Suite] = &[
@@ -23,24 +45,79 @@ const SUITES: &[Suite] = &[
         package: "exec-policy",
         bench: "analysis",
         about: "Median and p99 per check over batches of about 1 ms. The 10 KB script's baseline is brush-parser's own parse of it.",
+        layout: Layout::Targets,
+        expected: &[
+            "check-typical-1",
+            "check-typical-2",
+            "check-typical-3",
+            "check-typical-4",
+            "check-typical-5",
+            "check-typical-6",
+            "check-typical-7",
+            "check-typical-8",
+            "check-typical-9",
+            "check-typical-10",
+            "typical-median",
+            "parse-script",
+            "check-script",
+        ],
+        expected_full: &[],
     },
     Suite {
         title: "Process mechanism (shell-runtime)",
         package: "shell-runtime",
         bench: "runtime",
         about: "Spawn-and-wait alternates with a bare `bash -c true`; capture runs against `cat FILE | cat > /dev/null`; reads are `read_unseen` on a busy background shell; the sandbox row compares with the sandbox off.",
+        layout: Layout::Targets,
+        expected: &[
+            "spawn-bare",
+            "spawn",
+            "capture-bare",
+            "capture",
+            "peak-rss",
+            "background-read",
+            "concurrent-bare",
+            "concurrent",
+            "spawn-unconfined",
+            "spawn-sandboxed",
+        ],
+        expected_full: &[],
     },
     Suite {
         title: "MCP server (agent-exec)",
         package: "agent-exec",
         bench: "mcp_roundtrip",
         about: "A raw JSON-RPC client on the server's stdio; round trips alternate with a bare `bash -c true`; peak RSS is the server's `VmHWM`.",
+        layout: Layout::Targets,
+        expected: &[
+            "mcp-bare",
+            "mcp-round-trip",
+            "rss-foreground",
+            "rss-background",
+        ],
+        expected_full: &[],
     },
     Suite {
         title: "Scaling (exec-tools)",
         package: "exec-tools",
         bench: "scaling",
         about: "How cost grows with work; the growth column names what was observed between the first and the last figure.",
+        layout: Layout::Scaling,
+        expected: &[
+            "bash-1-shells",
+            "bash-10-shells",
+            "bash-100-shells",
+            "memory-per-idle-shell",
+            "bash-growth",
+            "capture-1-mib",
+            "capture-growth",
+        ],
+        expected_full: &[
+            "bash-1000-shells",
+            "capture-10-mib",
+            "capture-100-mib",
+            "capture-1024-mib",
+        ],
     },
 ];
 
@@ -69,13 +146,17 @@ pub(crate) fn run(root: &Path, quick: bool) -> anyhow::Result<()> {
         // The capture benchmarks leave gigabytes of dirty pages (spill files)
         // whose write-back would land in the next suite's timings.
         flush_writes();
-        let rows = run_suite(root, suite, quick, &samples)?;
+        let stdout = run_suite(root, suite, quick, &samples)?;
         eprintln!(
             "xtask bench: {} took {:.0?}",
             suite.title,
             suite_started.elapsed()
         );
-        missed.extend(missed_targets(&rows));
+        let figures = read_figures(suite, &stdout, quick)?;
+        missed.extend(
+            missed_targets(&figures)
+                .with_context(|| format!("checking the {} benchmark's targets", suite.bench))?,
+        );
         let _ = write!(
             sections,
             "## {}\n\n`cargo bench -p {} --bench {}`{}. {}\n\n{}\n",
@@ -84,7 +165,7 @@ pub(crate) fn run(root: &Path, quick: bool) -> anyhow::Result<()> {
             suite.bench,
             if quick { " (`-- --quick`)" } else { "" },
             suite.about,
-            rows.join("\n")
+            table(suite.layout, &figures)
         );
         sections.push('\n');
     }
@@ -115,16 +196,12 @@ fn flush_writes() {
     }
 }
 
+/// Runs one benchmark binary and returns its stdout.
 #[expect(
     clippy::disallowed_methods,
     reason = "xtask drives cargo, as a developer would"
 )]
-fn run_suite(
-    root: &Path,
-    suite: &Suite,
-    quick: bool,
-    samples: &Path,
-) -> anyhow::Result<Vec<String>> {
+fn run_suite(root: &Path, suite: &Suite, quick: bool, samples: &Path) -> anyhow::Result<String> {
     let mut command =
         std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     command
@@ -151,11 +228,268 @@ fn run_suite(
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    Ok(String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|line| line.starts_with('|'))
-        .map(str::to_owned)
-        .collect())
+    String::from_utf8(output.stdout)
+        .with_context(|| format!("the {} benchmark's stdout is not UTF-8", suite.bench))
+}
+
+/// Every figure on `stdout`, one per line, checked against what `suite`
+/// must produce: each line a figure, ids unique, every expected id there,
+/// every baseline a figure of the same run, every figure holding a number
+/// or the reason it was skipped.
+fn read_figures(suite: &Suite, stdout: &str, quick: bool) -> anyhow::Result<Vec<Figure>> {
+    let mut figures: Vec<Figure> = Vec::new();
+    for (index, line) in stdout.lines().enumerate() {
+        let figure = serde_json::from_str(line).with_context(|| {
+            format!(
+                "the {} benchmark's stdout line {} is not a figure: {line}",
+                suite.bench,
+                index + 1
+            )
+        })?;
+        figures.push(figure);
+    }
+    if figures.is_empty() {
+        bail!("the {} benchmark produced no figure", suite.bench);
+    }
+    let mut ids = BTreeSet::new();
+    for figure in &figures {
+        if !ids.insert(figure.id.as_str()) {
+            bail!(
+                "the {} benchmark produced figure `{}` twice",
+                suite.bench,
+                figure.id
+            );
+        }
+    }
+    let full: &[&str] = if quick { &[] } else { suite.expected_full };
+    let missing: Vec<&str> = suite
+        .expected
+        .iter()
+        .chain(full)
+        .copied()
+        .filter(|id| !ids.contains(id))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "the {} benchmark did not produce figure(s) `{}`",
+            suite.bench,
+            missing.join("`, `")
+        );
+    }
+    for figure in &figures {
+        if let Some(baseline) = &figure.baseline
+            && !ids.contains(baseline.as_str())
+        {
+            bail!(
+                "the {} benchmark's figure `{}` is compared to `{baseline}`, which it did not produce",
+                suite.bench,
+                figure.id
+            );
+        }
+        let holds_a_number = figure.median_ns.is_some()
+            || figure.value.is_some()
+            || figure.ratio.is_some()
+            || figure.growth.is_some();
+        if figure.skipped.is_none() && !holds_a_number {
+            bail!(
+                "the {} benchmark's figure `{}` holds no number and was not skipped",
+                suite.bench,
+                figure.id
+            );
+        }
+    }
+    Ok(figures)
+}
+
+/// One line per target a measured figure breaks, e.g.
+/// `spawn: 1.20x, target <= 1.1x`. Skipped figures are not checked; a
+/// target naming a number the figure does not hold, or in a unit that
+/// does not fit it, is an error.
+fn missed_targets(figures: &[Figure]) -> anyhow::Result<Vec<String>> {
+    let mut missed = Vec::new();
+    for figure in figures.iter().filter(|figure| figure.skipped.is_none()) {
+        for target in &figure.targets {
+            let holds = target_holds(figure, target).with_context(|| {
+                format!("figure `{}`, target `{}`", figure.id, target_text(target))
+            })?;
+            if !holds {
+                missed.push(format!(
+                    "{}: {}, target {}",
+                    figure.name,
+                    measured_text(figure, target.metric),
+                    target_text(target)
+                ));
+            }
+        }
+    }
+    Ok(missed)
+}
+
+fn target_holds(figure: &Figure, target: &Target) -> anyhow::Result<bool> {
+    let (measured, limit) = match target.metric {
+        Metric::Ratio => {
+            if target.unit != Unit::Times {
+                bail!("a ratio's limit is in x, not {}", target.unit.symbol());
+            }
+            let ratio = figure.ratio.context("the figure has no ratio")?;
+            (ratio, target.limit)
+        }
+        Metric::Median | Metric::P99 => {
+            let scale = target
+                .unit
+                .nanoseconds()
+                .with_context(|| format!("{} is not a unit of time", target.unit.symbol()))?;
+            let (ns, what) = if target.metric == Metric::Median {
+                (figure.median_ns, "median")
+            } else {
+                (figure.p99_ns, "p99")
+            };
+            let ns = ns.with_context(|| format!("the figure has no {what}"))?;
+            #[expect(
+                clippy::cast_precision_loss,
+                reason = "nanoseconds below 2^53 (104 days) are exact"
+            )]
+            let ns = ns as f64;
+            (ns, target.limit * scale)
+        }
+        Metric::Value => {
+            let value = figure.value.context("the figure has no value")?;
+            if value.unit != target.unit {
+                bail!(
+                    "the value is in {}, the limit in {}",
+                    value.unit.symbol(),
+                    target.unit.symbol()
+                );
+            }
+            (value.value, target.limit)
+        }
+    };
+    Ok(target.op.holds(measured, limit))
+}
+
+/// `median < 20 µs`, `p99 < 1 ms`, `<= 1.5x`, `< 64 MiB`.
+fn target_text(target: &Target) -> String {
+    let metric = match target.metric {
+        Metric::Ratio | Metric::Value => "",
+        Metric::Median => "median ",
+        Metric::P99 => "p99 ",
+    };
+    let space = if target.unit == Unit::Times { "" } else { " " };
+    format!(
+        "{metric}{} {}{space}{}",
+        target.op.symbol(),
+        target.limit,
+        target.unit.symbol()
+    )
+}
+
+/// The figure's number a target bounds, as its table cell shows it.
+fn measured_text(figure: &Figure, metric: Metric) -> String {
+    match metric {
+        Metric::Ratio => ratio_text(figure),
+        Metric::Median => figure.median_ns.map(duration_text).unwrap_or_default(),
+        Metric::P99 => figure.p99_ns.map(duration_text).unwrap_or_default(),
+        Metric::Value => figure
+            .value
+            .map(|value| value.to_string())
+            .unwrap_or_default(),
+    }
+}
+
+fn duration_text(ns: u64) -> String {
+    format!("{:.1?}", Duration::from_nanos(ns))
+}
+
+fn ratio_text(figure: &Figure) -> String {
+    figure.ratio.map_or_else(String::new, |ratio| {
+        let of = match figure.ratio_of {
+            Compared::Median => "",
+            Compared::Throughput => " throughput",
+        };
+        format!("{ratio:.2}x{of}")
+    })
+}
+
+/// The Markdown table of a suite's figures, in the order they were
+/// produced; a figure another one is compared to is marked `(baseline)`.
+fn table(layout: Layout, figures: &[Figure]) -> String {
+    let baselines: BTreeSet<&str> = figures
+        .iter()
+        .filter_map(|figure| figure.baseline.as_deref())
+        .collect();
+    let mut lines = vec![
+        match layout {
+            Layout::Targets => "| figure | median | p99 | ratio | target |",
+            Layout::Scaling => "| figure | median | p99 | per unit | growth |",
+        }
+        .to_owned(),
+        "| --- | --- | --- | --- | --- |".to_owned(),
+    ];
+    for figure in figures {
+        let mut name = figure.name.clone();
+        if baselines.contains(figure.id.as_str()) {
+            name.push_str(" (baseline)");
+        }
+        let cells = if let Some(reason) = &figure.skipped {
+            [
+                name,
+                format!("skipped: {reason}"),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]
+        } else {
+            let mut median = figure
+                .median_ns
+                .map(duration_text)
+                .or_else(|| figure.value.map(|value| value.to_string()))
+                .unwrap_or_default();
+            let per_unit = figure
+                .per_unit
+                .map(|per_unit| per_unit.to_string())
+                .unwrap_or_default();
+            let p99 = figure.p99_ns.map(duration_text).unwrap_or_default();
+            match layout {
+                Layout::Targets => {
+                    if !per_unit.is_empty() {
+                        let _ = write!(median, " ({per_unit})");
+                    }
+                    let target = if !figure.targets.is_empty() {
+                        figure
+                            .targets
+                            .iter()
+                            .map(target_text)
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    } else if figure.ratio.is_some() {
+                        "reported".to_owned()
+                    } else {
+                        String::new()
+                    };
+                    [name, median, p99, ratio_text(figure), target]
+                }
+                Layout::Scaling => {
+                    let growth = figure
+                        .growth
+                        .as_ref()
+                        .map(|growth| format!("{} ({:.2}x)", growth.verdict, growth.ratio))
+                        .unwrap_or_default();
+                    [name, median, p99, per_unit, growth]
+                }
+            }
+        };
+        let mut line = String::from("|");
+        for cell in cells {
+            if cell.is_empty() {
+                line.push_str(" |");
+            } else {
+                // A pipe inside a cell (a shell pipeline in a name) is escaped.
+                let _ = write!(line, " {} |", cell.replace('|', "\\|"));
+            }
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
 }
 
 fn report(quick: bool, sections: &str, missed: &[String], notes: &str) -> String {
@@ -216,115 +550,6 @@ fn machine() -> String {
             |output| String::from_utf8_lossy(&output.stdout).trim().to_owned(),
         );
     format!("{cores} cores ({model}), {kernel}, {rustc}, release profile")
-}
-
-/// Rows whose measured value breaks the target in their last column.
-/// Targets read like `<= 1.10x`, `p50 <= 1.5x`, `>= 0.5x`, `< 32 MiB`,
-/// `median < 20 µs`, `p99 < 1 ms`, joined by `and`; others are not checked.
-fn missed_targets(rows: &[String]) -> Vec<String> {
-    let mut missed = Vec::new();
-    for row in rows {
-        // `\|` is a pipe inside a cell (a shell pipeline in a figure's name).
-        let row = row.trim().replace("\\|", "\u{1}");
-        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
-        if cells.len() < 5 || cells[0] == "figure" || cells[0].starts_with("---") {
-            continue;
-        }
-        let (figure, median, p99, ratio, target) =
-            (cells[0], cells[1], cells[2], cells[3], cells[4]);
-        for part in target.split(" and ") {
-            let Some((column, op, limit, unit)) = parse_target(part) else {
-                continue;
-            };
-            let measured = match (unit.as_str(), column) {
-                ("x", _) => leading_number(ratio),
-                ("MiB", _) => leading_number(median),
-                (_, "p99") => duration_seconds(p99),
-                _ => duration_seconds(median),
-            };
-            let limit_value = match unit.as_str() {
-                "x" | "MiB" => Some(limit),
-                other => unit_seconds(other).map(|scale| limit * scale),
-            };
-            let (Some(measured), Some(limit_value)) = (measured, limit_value) else {
-                continue;
-            };
-            let ok = match op.as_str() {
-                "<=" => measured <= limit_value,
-                "<" => measured < limit_value,
-                ">=" => measured >= limit_value,
-                _ => true,
-            };
-            if !ok {
-                let shown = if unit == "x" {
-                    ratio
-                } else if column == "p99" {
-                    p99
-                } else {
-                    median
-                };
-                missed.push(format!(
-                    "{}: {shown}, target {part}",
-                    figure.replace('\u{1}', "\\|")
-                ));
-            }
-        }
-    }
-    missed
-}
-
-/// `[column] op number unit`, e.g. `p50 <= 1.5x` or `< 32 MiB`.
-fn parse_target(text: &str) -> Option<(&'static str, String, f64, String)> {
-    let text = text.trim();
-    let (column, rest) = if let Some(rest) = text.strip_prefix("p99 ") {
-        ("p99", rest)
-    } else if let Some(rest) = text
-        .strip_prefix("p50 ")
-        .or_else(|| text.strip_prefix("median "))
-    {
-        ("median", rest)
-    } else {
-        ("median", text)
-    };
-    let op = ["<=", ">=", "<"]
-        .into_iter()
-        .find(|op| rest.starts_with(op))?;
-    let rest = rest[op.len()..].trim();
-    let number_end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    let limit: f64 = rest[..number_end].parse().ok()?;
-    let unit = rest[number_end..]
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_owned();
-    Some((column, op.to_owned(), limit, unit))
-}
-
-fn leading_number(text: &str) -> Option<f64> {
-    let end = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    text[..end].parse().ok()
-}
-
-fn unit_seconds(unit: &str) -> Option<f64> {
-    match unit {
-        "ns" => Some(1e-9),
-        "µs" | "us" => Some(1e-6),
-        "ms" => Some(1e-3),
-        "s" => Some(1.0),
-        _ => None,
-    }
-}
-
-/// `1.6ms`, `500.0ns`, `1.2µs`, `1s` as seconds.
-fn duration_seconds(text: &str) -> Option<f64> {
-    let text = text.split_whitespace().next()?;
-    let number = leading_number(text)?;
-    let unit = text.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
-    unit_seconds(unit).map(|scale| number * scale)
 }
 
 /// Horizontal box plots (p1-p99 whiskers, p25-p75 box, median) of the
@@ -408,35 +633,359 @@ fn chart(samples: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    use test_support::bench::Op;
+
     use super::*;
 
+    const SUITE: Suite = Suite {
+        title: "Test",
+        package: "test",
+        bench: "suite",
+        about: "",
+        layout: Layout::Targets,
+        expected: &["spawn-bare", "spawn"],
+        expected_full: &["full-only"],
+    };
+
+    fn ms(millis: f64) -> Duration {
+        Duration::from_secs_f64(millis / 1000.0)
+    }
+
+    fn lines(figures: &[Figure]) -> String {
+        figures
+            .iter()
+            .map(|figure| serde_json::to_string(figure).unwrap() + "\n")
+            .collect()
+    }
+
+    fn spawn_pair() -> Vec<Figure> {
+        vec![
+            Figure::new("spawn-bare", "bare `bash -c true`").timing(ms(1.4), ms(1.5)),
+            Figure::new("spawn", "spawn `true`")
+                .timing(ms(1.6), ms(1.7))
+                .against("spawn-bare", 1.16)
+                .target(Metric::Ratio, Op::AtMost, 1.1, Unit::Times),
+        ]
+    }
+
     #[test]
-    fn targets_are_read_and_checked() {
-        let rows = vec![
-            "| figure | median | p99 | ratio | target |".to_owned(),
-            "| spawn | 1.6ms | 2.0ms | 1.20x | <= 1.10x |".to_owned(),
-            "| capture | 641ms | | 1.14x throughput | >= 0.5x |".to_owned(),
-            "| rss | 8.3 MiB | | | < 32 MiB |".to_owned(),
-            "| reads | 500.0ns | 2.0µs | | p99 < 1 ms |".to_owned(),
-            "| check script | 1.4ms | 2.4ms | | < 1 ms and <= 1.5x parse |".to_owned(),
-            "| ratio | 1.41x | | | <= 1.5x |".to_owned(),
+    fn the_targets_table_renders_as_the_report_always_has() {
+        let figures = vec![
+            Figure::new("check", "check `a | b`")
+                .timing(Duration::from_nanos(2_200), Duration::from_nanos(3_250))
+                .target(Metric::Median, Op::Below, 20.0, Unit::Microseconds),
+            Figure::new("typical", "typical, median of medians")
+                .median(Duration::from_nanos(5_200))
+                .target(Metric::Median, Op::Below, 20.0, Unit::Microseconds),
+            Figure::new("parse", "parse only").timing(ms(0.967), ms(1.0)),
+            Figure::new("script", "check script")
+                .timing(ms(1.6), ms(2.0))
+                .against("parse", 1.684)
+                .target(Metric::Median, Op::Below, 1.0, Unit::Milliseconds)
+                .target(Metric::Ratio, Op::AtMost, 1.5, Unit::Times),
+            Figure::new("cat", "`cat FILE | cat`, 1024 MiB")
+                .median(ms(786.0))
+                .per_unit(1303.2, Unit::MiBPerSecond),
+            Figure::new("capture", "capture, 1024 MiB")
+                .median(ms(626.0))
+                .per_unit(1637.0, Unit::MiBPerSecond)
+                .against_throughput("cat", 1.256)
+                .target(Metric::Ratio, Op::AtLeast, 0.5, Unit::Times),
+            Figure::new("rss", "peak RSS")
+                .value(8.64, Unit::MiB)
+                .target(Metric::Value, Op::Below, 32.0, Unit::MiB),
+            Figure::new("reads", "reads")
+                .timing(Duration::from_nanos(491), Duration::from_nanos(1_300))
+                .target(Metric::P99, Op::Below, 1.0, Unit::Milliseconds),
+            Figure::new("many", "200 shells")
+                .median(ms(167.0))
+                .against("cat", 0.81),
+            Figure::skipped("off", "sandbox off", "no Landlock"),
+            Figure {
+                baseline: Some("off".to_owned()),
+                ..Figure::skipped("on", "sandboxed | spawn", "no Landlock")
+            },
         ];
-        let missed = missed_targets(&rows);
         assert_eq!(
-            missed,
+            table(Layout::Targets, &figures),
+            "\
+| figure | median | p99 | ratio | target |
+| --- | --- | --- | --- | --- |
+| check `a \\| b` | 2.2µs | 3.2µs | | median < 20 µs |
+| typical, median of medians | 5.2µs | | | median < 20 µs |
+| parse only (baseline) | 967.0µs | 1.0ms | | |
+| check script | 1.6ms | 2.0ms | 1.68x | median < 1 ms and <= 1.5x |
+| `cat FILE \\| cat`, 1024 MiB (baseline) | 786.0ms (1303 MiB/s) | | | |
+| capture, 1024 MiB | 626.0ms (1637 MiB/s) | | 1.26x throughput | >= 0.5x |
+| peak RSS | 8.6 MiB | | | < 32 MiB |
+| reads | 491.0ns | 1.3µs | | p99 < 1 ms |
+| 200 shells | 167.0ms | | 0.81x | reported |
+| sandbox off (baseline) | skipped: no Landlock | | | |
+| sandboxed \\| spawn | skipped: no Landlock | | | |"
+        );
+    }
+
+    #[test]
+    fn the_scaling_table_shows_per_unit_and_growth() {
+        let figures = vec![
+            Figure::new("bash-1", "`Bash true` with 1 live background shell(s)")
+                .timing(ms(2.9), ms(3.5)),
+            Figure::new("memory", "memory per idle background shell").value(45.6, Unit::KiB),
+            Figure::new("capture-1", "capture 1 MiB")
+                .median(ms(5.3))
+                .per_unit(188.4, Unit::MiBPerSecond),
+            Figure::new("growth", "growth of time per MiB, 1 -> 1024 MiB")
+                .growth("falling (fixed costs amortised)", 0.1712),
+        ];
+        assert_eq!(
+            table(Layout::Scaling, &figures),
+            "\
+| figure | median | p99 | per unit | growth |
+| --- | --- | --- | --- | --- |
+| `Bash true` with 1 live background shell(s) | 2.9ms | 3.5ms | | |
+| memory per idle background shell | 45.6 KiB | | | |
+| capture 1 MiB | 5.3ms | | 188 MiB/s | |
+| growth of time per MiB, 1 -> 1024 MiB | | | | falling (fixed costs amortised) (0.17x) |"
+        );
+    }
+
+    /// Every metric against every operator, with the measured number below,
+    /// at and above the limit.
+    #[test]
+    fn every_op_is_checked_on_every_metric() {
+        let figure = Figure::new("f", "f")
+            .timing(ms(1.0), ms(2.0))
+            .value(10.0, Unit::MiB)
+            .against("b", 1.5);
+        // (metric, unit, limit equal to the measured number in that unit)
+        let metrics = [
+            (Metric::Ratio, Unit::Times, 1.5),
+            (Metric::Median, Unit::Microseconds, 1000.0),
+            (Metric::P99, Unit::Milliseconds, 2.0),
+            (Metric::Value, Unit::MiB, 10.0),
+        ];
+        for (metric, unit, at) in metrics {
+            for (op, below, equal, above) in [
+                (Op::AtMost, true, true, false),
+                (Op::Below, true, false, false),
+                (Op::AtLeast, false, true, true),
+            ] {
+                // Measured below the limit: the limit is above the measure.
+                for (limit, expected) in [(at * 1.01, below), (at, equal), (at * 0.99, above)] {
+                    let target = Target {
+                        metric,
+                        op,
+                        limit,
+                        unit,
+                    };
+                    assert_eq!(
+                        target_holds(&figure, &target).unwrap(),
+                        expected,
+                        "{metric:?} {} {limit}",
+                        op.symbol()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn missed_targets_name_the_figure_its_number_and_the_target() {
+        let mut figures = spawn_pair();
+        figures.push(
+            Figure::new("script", "check, 10260 B script")
+                .timing(ms(1.6), ms(2.0))
+                .against("parse", 1.2)
+                .target(Metric::Median, Op::Below, 1.0, Unit::Milliseconds)
+                .target(Metric::Ratio, Op::AtMost, 1.5, Unit::Times),
+        );
+        figures.push(
+            Figure::new("reads", "reads")
+                .timing(Duration::from_nanos(500), ms(1.2))
+                .target(Metric::P99, Op::Below, 1.0, Unit::Milliseconds),
+        );
+        figures.push(Figure::new("rss", "rss").value(70.0, Unit::MiB).target(
+            Metric::Value,
+            Op::Below,
+            64.0,
+            Unit::MiB,
+        ));
+        // A skipped figure's targets are not checked.
+        figures.push(Figure::skipped("off", "off", "no Landlock").target(
+            Metric::Ratio,
+            Op::AtMost,
+            1.0,
+            Unit::Times,
+        ));
+        assert_eq!(
+            missed_targets(&figures).unwrap(),
             [
-                "spawn: 1.20x, target <= 1.10x",
-                "check script: 1.4ms, target < 1 ms"
+                "spawn `true`: 1.16x, target <= 1.1x",
+                "check, 10260 B script: 1.6ms, target median < 1 ms",
+                "reads: 1.2ms, target p99 < 1 ms",
+                "rss: 70.0 MiB, target < 64 MiB",
             ]
         );
     }
 
     #[test]
-    fn durations_parse_in_every_unit() {
-        assert_eq!(duration_seconds("1.5ms"), Some(0.0015));
-        assert!(duration_seconds("500.0ns").is_some_and(|s| (s - 5e-7).abs() < 1e-15));
-        assert!(duration_seconds("2.0µs").is_some_and(|s| (s - 2e-6).abs() < 1e-12));
-        assert_eq!(duration_seconds("1s (1016 MiB/s)"), Some(1.0));
+    fn a_target_the_figure_cannot_answer_is_an_error() {
+        let cases = [
+            (
+                Figure::new("a", "a").value(1.0, Unit::MiB).target(
+                    Metric::Median,
+                    Op::Below,
+                    1.0,
+                    Unit::Milliseconds,
+                ),
+                "figure `a`, target `median < 1 ms`: the figure has no median",
+            ),
+            (
+                Figure::new("a", "a").median(ms(1.0)).target(
+                    Metric::P99,
+                    Op::Below,
+                    1.0,
+                    Unit::Milliseconds,
+                ),
+                "figure `a`, target `p99 < 1 ms`: the figure has no p99",
+            ),
+            (
+                Figure::new("a", "a").median(ms(1.0)).target(
+                    Metric::Ratio,
+                    Op::AtMost,
+                    1.5,
+                    Unit::Times,
+                ),
+                "figure `a`, target `<= 1.5x`: the figure has no ratio",
+            ),
+            (
+                Figure::new("a", "a").median(ms(1.0)).target(
+                    Metric::Median,
+                    Op::Below,
+                    1.0,
+                    Unit::MiB,
+                ),
+                "figure `a`, target `median < 1 MiB`: MiB is not a unit of time",
+            ),
+            (
+                Figure::new("a", "a").value(1.0, Unit::KiB).target(
+                    Metric::Value,
+                    Op::Below,
+                    1.0,
+                    Unit::MiB,
+                ),
+                "figure `a`, target `< 1 MiB`: the value is in KiB, the limit in MiB",
+            ),
+            (
+                Figure::new("a", "a").against("b", 1.0).target(
+                    Metric::Ratio,
+                    Op::AtMost,
+                    1.0,
+                    Unit::Milliseconds,
+                ),
+                "figure `a`, target `<= 1 ms`: a ratio's limit is in x, not ms",
+            ),
+        ];
+        for (figure, message) in cases {
+            let error = missed_targets(&[figure]).unwrap_err();
+            assert_eq!(format!("{error:#}"), message);
+        }
+    }
+
+    #[test]
+    fn figures_are_read_from_the_lines_a_bench_emits() {
+        let figures = spawn_pair();
+        let read = read_figures(&SUITE, &lines(&figures), true).unwrap();
+        assert_eq!(read, figures);
+    }
+
+    #[test]
+    fn a_line_that_is_not_a_figure_is_an_error_naming_suite_and_line() {
+        let mut text = lines(&spawn_pair());
+        text.push_str("| spawn | 1.6ms | 1.7ms | 1.16x | <= 1.10x |\n");
+        let error = read_figures(&SUITE, &text, true).unwrap_err();
+        let message = format!("{error:#}");
+        assert!(
+            message.starts_with(
+                "the suite benchmark's stdout line 3 is not a figure: | spawn | 1.6ms"
+            ),
+            "{message}"
+        );
+        // A field of the wrong type or unknown to the format is no figure either.
+        for bad in [
+            r#"{"id":"x","name":"x","median_ns":"fast"}"#,
+            r#"{"id":"x","name":"x","median_ns":5,"colour":"red"}"#,
+            r#"{"id":"x","name":"x","median_ns":5,"targets":[{"metric":"mean","op":"<","limit":1,"unit":"ms"}]}"#,
+            r#"{"id":"x","name":"x","median_ns":5,"targets":[{"metric":"median","op":"==","limit":1,"unit":"ms"}]}"#,
+            "",
+        ] {
+            let text = format!("{}{bad}\n", lines(&spawn_pair()));
+            let error = read_figures(&SUITE, &text, true).unwrap_err();
+            assert!(
+                format!("{error:#}").contains("stdout line 3 is not a figure"),
+                "{bad}: {error:#}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_suite_without_figures_is_an_error() {
+        let error = read_figures(&SUITE, "", true).unwrap_err();
+        assert_eq!(error.to_string(), "the suite benchmark produced no figure");
+    }
+
+    #[test]
+    fn a_missing_expected_figure_is_an_error() {
+        let only_bare = lines(&spawn_pair()[..1]);
+        let error = read_figures(&SUITE, &only_bare, true).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the suite benchmark did not produce figure(s) `spawn`"
+        );
+        // A full run must also produce the full-only figures.
+        let error = read_figures(&SUITE, &lines(&spawn_pair()), false).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the suite benchmark did not produce figure(s) `full-only`"
+        );
+        // A skipped figure is there, with its reason.
+        let mut figures = spawn_pair();
+        figures.push(Figure::skipped("full-only", "full only", "no Landlock"));
+        assert!(read_figures(&SUITE, &lines(&figures), false).is_ok());
+    }
+
+    #[test]
+    fn duplicates_unknown_baselines_and_empty_figures_are_errors() {
+        let mut twice = spawn_pair();
+        twice.push(spawn_pair()[0].clone());
+        let mut unknown_baseline = spawn_pair();
+        unknown_baseline[1].baseline = Some("nowhere".to_owned());
+        let mut empty = spawn_pair();
+        empty.push(Figure::new("empty", "empty"));
+        for (figures, message) in [
+            (
+                twice,
+                "the suite benchmark produced figure `spawn-bare` twice",
+            ),
+            (
+                unknown_baseline,
+                "the suite benchmark's figure `spawn` is compared to `nowhere`, which it did not produce",
+            ),
+            (
+                empty,
+                "the suite benchmark's figure `empty` holds no number and was not skipped",
+            ),
+        ] {
+            let error = read_figures(&SUITE, &lines(&figures), true).unwrap_err();
+            assert_eq!(error.to_string(), message);
+        }
+    }
+
+    #[test]
+    fn every_suite_expects_figures() {
+        for suite in SUITES {
+            assert!(!suite.expected.is_empty(), "{}", suite.bench);
+        }
     }
 
     #[test]

@@ -4,19 +4,20 @@
 //! print 1 GiB in the foreground and in the background.
 //!
 //! `cargo bench -p agent-exec --bench mcp_roundtrip` (`-- --quick`: 100
-//! calls and 64 MiB).
+//! calls and 64 MiB). Prints one JSON figure per line for
+//! `cargo xtask bench`.
 
 #![allow(
-    clippy::print_stdout,
     clippy::expect_used,
     clippy::unwrap_used,
     clippy::disallowed_methods,
-    reason = "a benchmark reports on stdout, starts the binary and its baseline directly, and may stop on a broken setup"
+    reason = "a benchmark starts the binary and its baseline directly, and may stop on a broken setup"
 )]
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+use test_support::bench::{Figure, Metric, Op, Unit, emit, save_samples};
 use test_support::percentile;
 
 use serde_json::{Value, json};
@@ -106,19 +107,6 @@ impl Server {
     }
 }
 
-/// With `AGENT_EXEC_BENCH_SAMPLES=DIR`, writes each sample (ns, one per
-/// line) to `DIR/NAME.txt` for `cargo xtask bench` to chart.
-fn save_samples(name: &str, samples: &[Duration]) {
-    if let Some(dir) = std::env::var_os("AGENT_EXEC_BENCH_SAMPLES") {
-        let text: String = samples
-            .iter()
-            .map(|sample| format!("{}\n", sample.as_nanos()))
-            .collect();
-        std::fs::write(std::path::Path::new(&dir).join(format!("{name}.txt")), text)
-            .expect("samples written");
-    }
-}
-
 fn bash(command: &str) -> Value {
     json!({"tool": "Bash", "args": {"command": command}})
 }
@@ -154,20 +142,27 @@ fn main() {
     save_samples("mcp-round-trip", &mcp);
     let (bare50, bare99) = (percentile(&mut bare, 50), percentile(&mut bare, 99));
     let (mcp50, mcp99) = (percentile(&mut mcp, 50), percentile(&mut mcp, 99));
-    println!("| figure | median | p99 | ratio | target |");
-    println!("| --- | --- | --- | --- | --- |");
-    println!("| bare `bash -c true` spawn and wait (baseline) | {bare50:.1?} | {bare99:.1?} | | |");
-    println!(
-        "| MCP `tools/call Bash {{command: \"true\"}}` round trip, {calls} calls | {mcp50:.1?} | {mcp99:.1?} | {:.2}x | p50 <= 1.5x |",
-        mcp50.as_secs_f64() / bare50.as_secs_f64()
+    emit(&Figure::new("mcp-bare", "bare `bash -c true` spawn and wait").timing(bare50, bare99));
+    emit(
+        &Figure::new(
+            "mcp-round-trip",
+            format!("MCP `tools/call Bash {{command: \"true\"}}` round trip, {calls} calls"),
+        )
+        .timing(mcp50, mcp99)
+        .against("mcp-bare", mcp50.as_secs_f64() / bare50.as_secs_f64())
+        .target(Metric::Ratio, Op::AtMost, 1.5, Unit::Times),
     );
 
     let mib = gib >> 20;
     let fg = server.call(&bash(&format!("head -c {gib} /dev/zero | tr '\\0' 'x'")));
     assert_eq!(fg["result"]["structuredContent"]["truncated"], true);
-    println!(
-        "| server peak RSS after a foreground command printed {mib} MiB | {:.1} MiB | | | < 64 MiB |",
-        server.peak_rss_mib()
+    emit(
+        &Figure::new(
+            "rss-foreground",
+            format!("server peak RSS after a foreground command printed {mib} MiB"),
+        )
+        .value(server.peak_rss_mib(), Unit::MiB)
+        .target(Metric::Value, Op::Below, 64.0, Unit::MiB),
     );
     let started = server.call(&json!({"tool": "Bash", "args": {"command": format!("head -c {gib} /dev/zero | tr '\\0' 'y'"), "run_in_background": true}}));
     let id = started["result"]["structuredContent"]["bash_id"].clone();
@@ -178,9 +173,13 @@ fn main() {
             break;
         }
     }
-    println!(
-        "| server peak RSS after a background command printed {mib} MiB, read as it ran | {:.1} MiB | | | < 64 MiB |",
-        server.peak_rss_mib()
+    emit(
+        &Figure::new(
+            "rss-background",
+            format!("server peak RSS after a background command printed {mib} MiB, read as it ran"),
+        )
+        .value(server.peak_rss_mib(), Unit::MiB)
+        .target(Metric::Value, Op::Below, 64.0, Unit::MiB),
     );
     server.stop();
 }

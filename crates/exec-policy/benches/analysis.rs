@@ -2,16 +2,15 @@
 //! parser's own parse time of it (the baseline, measured in the same run).
 //!
 //! Run with `cargo bench -p exec-policy --bench analysis`. A small harness
-//! of our own keeps the dependency tree small: it times many iterations and
-//! reports the median and p99 per call.
-
-#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+//! of our own (docs/decisions/0007) times many iterations and reports the
+//! median and p99 per call, one JSON figure per line for `cargo xtask bench`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use brush_parser::{Parser, ParserOptions};
 use exec_policy::{Analyzer, AnalyzerConfig};
+use test_support::bench::{Figure, Metric, Op, Unit, emit};
 
 const TYPICAL: &[&str] = &[
     "git status",
@@ -95,23 +94,27 @@ fn main() {
         ..AnalyzerConfig::default()
     });
 
-    println!("| figure | median | p99 | ratio | target |");
-    println!("| --- | --- | --- | --- | --- |");
     let mut medians = Vec::new();
-    for command in TYPICAL {
+    for (index, command) in TYPICAL.iter().enumerate() {
         let (median, p99) = measure(
             || drop(black_box(analyzer.check(black_box(command)))),
             target,
         );
         medians.push(median);
-        // Pipes inside a Markdown table cell must be escaped.
-        let cell = command.replace('|', "\\|");
-        println!("| check `{cell}` | {median:.1?} | {p99:.1?} | | median < 20 µs |");
+        emit(
+            &Figure::new(
+                format!("check-typical-{}", index + 1),
+                format!("check `{command}`"),
+            )
+            .timing(median, p99)
+            .target(Metric::Median, Op::Below, 20.0, Unit::Microseconds),
+        );
     }
     medians.sort();
-    println!(
-        "| typical commands, median of medians | {:.1?} | | | < 20 µs |",
-        medians[medians.len() / 2]
+    emit(
+        &Figure::new("typical-median", "typical commands, median of medians")
+            .median(medians[medians.len() / 2])
+            .target(Metric::Median, Op::Below, 20.0, Unit::Microseconds),
     );
 
     let script = ten_kb_script();
@@ -128,16 +131,18 @@ fn main() {
         || drop(black_box(analyzer.check(black_box(&script)))),
         target,
     );
-    println!(
-        "| parse only, {} B script (baseline) | {parse:.1?} | {parse_p99:.1?} | | |",
-        script.len()
+    emit(
+        &Figure::new(
+            "parse-script",
+            format!("parse only, {} B script", script.len()),
+        )
+        .timing(parse, parse_p99),
     );
-    println!(
-        "| check, {} B script | {analysis:.1?} | {analysis_p99:.1?} | | < 1 ms |",
-        script.len()
-    );
-    println!(
-        "| ratio check / parse | | | {:.2}x | <= 1.5x |",
-        analysis.as_secs_f64() / parse.as_secs_f64()
+    emit(
+        &Figure::new("check-script", format!("check, {} B script", script.len()))
+            .timing(analysis, analysis_p99)
+            .against("parse-script", analysis.as_secs_f64() / parse.as_secs_f64())
+            .target(Metric::Median, Op::Below, 1.0, Unit::Milliseconds)
+            .target(Metric::Ratio, Op::AtMost, 1.5, Unit::Times),
     );
 }

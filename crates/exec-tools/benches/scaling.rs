@@ -2,18 +2,19 @@
 //! memory per idle background shell, capture throughput as output grows.
 //!
 //! `cargo bench -p exec-tools --bench scaling` (`-- --quick`: fewer calls,
-//! up to 100 shells and 64 MiB).
+//! up to 100 shells and 64 MiB). Prints one JSON figure per line for
+//! `cargo xtask bench`.
 
 #![allow(
-    clippy::print_stdout,
     clippy::expect_used,
     clippy::unwrap_used,
     clippy::cast_precision_loss,
-    reason = "a benchmark reports on stdout and may stop on a broken setup"
+    reason = "a benchmark may stop on a broken setup"
 )]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use test_support::bench::{Figure, Unit, emit};
 use test_support::percentile;
 
 use exec_tools::{ExecConfig, ExecEnvironment, register_execution_tools};
@@ -71,9 +72,6 @@ fn main() {
     let bash = Arc::clone(registry.get("Bash").unwrap());
     let context = ExecutionContext::new(dir.path());
 
-    println!("| figure | median | p99 | per unit | growth |");
-    println!("| --- | --- | --- | --- | --- |");
-
     // Bash latency with N live background shells (spawned directly: the
     // tool's manager tracks at most 256, the runtime has no such limit).
     let levels: &[usize] = if quick {
@@ -95,8 +93,12 @@ fn main() {
         }
         if level == 100 {
             let per_shell = (rss_kib().saturating_sub(rss_before)) as f64 / 100.0;
-            println!(
-                "| memory per idle background shell (100 shells, RSS delta) | {per_shell:.1} KiB | | | |"
+            emit(
+                &Figure::new(
+                    "memory-per-idle-shell",
+                    "memory per idle background shell (100 shells, RSS delta)",
+                )
+                .value(per_shell, Unit::KiB),
             );
         }
         let mut samples = Vec::new();
@@ -108,17 +110,28 @@ fn main() {
         }
         let (p50, p99) = (percentile(&mut samples, 50), percentile(&mut samples, 99));
         medians.push(p50.as_secs_f64());
-        println!(
-            "| `Bash true` with {level} live background shell(s) | {p50:.1?} | {p99:.1?} | | |"
+        emit(
+            &Figure::new(
+                format!("bash-{level}-shells"),
+                format!("`Bash true` with {level} live background shell(s)"),
+            )
+            .timing(p50, p99),
         );
     }
     let work = *levels.last().unwrap() as f64 / levels[0] as f64;
-    println!(
-        "| growth of `Bash true` latency, {} -> {} shells | | | | {} ({:.2}x) |",
-        levels[0],
-        levels.last().unwrap(),
-        growth(medians[0], *medians.last().unwrap(), work),
-        medians.last().unwrap() / medians[0]
+    emit(
+        &Figure::new(
+            "bash-growth",
+            format!(
+                "growth of `Bash true` latency, {} -> {} shells",
+                levels[0],
+                levels.last().unwrap()
+            ),
+        )
+        .growth(
+            growth(medians[0], *medians.last().unwrap(), work),
+            medians.last().unwrap() / medians[0],
+        ),
     );
     runtime.block_on(async {
         for shell in &live {
@@ -146,18 +159,29 @@ fn main() {
         assert_eq!(shell.totals(Stream::Stdout).0, size);
         let rate = size as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64();
         rates.push(rate);
-        println!(
-            "| capture {} MiB | {elapsed:.1?} | | {rate:.0} MiB/s | |",
-            size >> 20
+        emit(
+            &Figure::new(
+                format!("capture-{}-mib", size >> 20),
+                format!("capture {} MiB", size >> 20),
+            )
+            .median(elapsed)
+            .per_unit(rate, Unit::MiBPerSecond),
         );
     }
     let first = 1.0 / rates[0];
     let last = 1.0 / rates.last().unwrap();
-    println!(
-        "| growth of time per MiB, {} -> {} MiB | | | | {} ({:.2}x) |",
-        sizes[0] >> 20,
-        sizes.last().unwrap() >> 20,
-        growth(first, last, *sizes.last().unwrap() as f64 / sizes[0] as f64),
-        last / first
+    emit(
+        &Figure::new(
+            "capture-growth",
+            format!(
+                "growth of time per MiB, {} -> {} MiB",
+                sizes[0] >> 20,
+                sizes.last().unwrap() >> 20
+            ),
+        )
+        .growth(
+            growth(first, last, *sizes.last().unwrap() as f64 / sizes[0] as f64),
+            last / first,
+        ),
     );
 }

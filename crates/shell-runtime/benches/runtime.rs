@@ -4,36 +4,24 @@
 //! output from a running background shell.
 //!
 //! `cargo bench -p shell-runtime --bench runtime` (`-- --quick` for a short
-//! run with a 64 MiB file instead of 1 GiB).
+//! run with a 64 MiB file instead of 1 GiB). Prints one JSON figure per
+//! line for `cargo xtask bench`.
 
 #![allow(
-    clippy::print_stdout,
     clippy::expect_used,
     clippy::unwrap_used,
-    reason = "a benchmark reports on stdout and may stop on a broken setup"
+    reason = "a benchmark may stop on a broken setup"
 )]
 
 use std::io::Write;
 use std::time::{Duration, Instant};
+use test_support::bench::{Figure, Metric, Op, Unit, emit, save_samples};
 use test_support::percentile;
 
 use shell_runtime::{ShellProcess, SpawnSpec};
 
 fn spec(command: &str) -> SpawnSpec {
     SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
-}
-
-/// With `AGENT_EXEC_BENCH_SAMPLES=DIR`, writes each sample (ns, one per
-/// line) to `DIR/NAME.txt` for `cargo xtask bench` to chart.
-fn save_samples(name: &str, samples: &[Duration]) {
-    if let Some(dir) = std::env::var_os("AGENT_EXEC_BENCH_SAMPLES") {
-        let text: String = samples
-            .iter()
-            .map(|sample| format!("{}\n", sample.as_nanos()))
-            .collect();
-        std::fs::write(std::path::Path::new(&dir).join(format!("{name}.txt")), text)
-            .expect("samples written");
-    }
 }
 
 #[expect(
@@ -94,10 +82,12 @@ fn spawn_and_wait(runtime: &tokio::runtime::Runtime, rounds: usize) {
     save_samples("spawn-shell-runtime", &ours);
     let (bare50, bare99) = (percentile(&mut bare, 50), percentile(&mut bare, 99));
     let (ours50, ours99) = (percentile(&mut ours, 50), percentile(&mut ours, 99));
-    println!("| bare `bash -c true` spawn and wait (baseline) | {bare50:.1?} | {bare99:.1?} | | |");
-    println!(
-        "| `ShellProcess::spawn(\"true\")` and wait | {ours50:.1?} | {ours99:.1?} | {:.2}x | <= 1.10x |",
-        ours50.as_secs_f64() / bare50.as_secs_f64()
+    emit(&Figure::new("spawn-bare", "bare `bash -c true` spawn and wait").timing(bare50, bare99));
+    emit(
+        &Figure::new("spawn", "`ShellProcess::spawn(\"true\")` and wait")
+            .timing(ours50, ours99)
+            .against("spawn-bare", ours50.as_secs_f64() / bare50.as_secs_f64())
+            .target(Metric::Ratio, Op::AtMost, 1.1, Unit::Times),
     );
 }
 
@@ -117,7 +107,16 @@ fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
     }) {
         Ok(confinement) => std::sync::Arc::new(confinement),
         Err(error) => {
-            println!("| sandboxed spawn and wait | skipped: {error} | | | |");
+            let reason = error.to_string();
+            emit(&Figure::skipped(
+                "spawn-unconfined",
+                "spawn and wait of `true`, sandbox off",
+                &reason,
+            ));
+            emit(&Figure {
+                baseline: Some("spawn-unconfined".to_owned()),
+                ..Figure::skipped("spawn-sandboxed", "sandboxed spawn and wait", reason)
+            });
             return;
         }
     };
@@ -150,12 +149,19 @@ fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
     } else {
         "without"
     };
-    println!(
-        "| spawn and wait of `true`, sandbox off (baseline) | {off50:.1?} | {off99:.1?} | | |"
+    emit(
+        &Figure::new("spawn-unconfined", "spawn and wait of `true`, sandbox off")
+            .timing(off50, off99),
     );
-    println!(
-        "| the same under the sandbox (Landlock, seccomp, rlimits, {cgroup} a pids cgroup) | {on50:.1?} | {on99:.1?} | {:.2}x | reported |",
-        on50.as_secs_f64() / off50.as_secs_f64()
+    emit(
+        &Figure::new(
+            "spawn-sandboxed",
+            format!(
+                "the same under the sandbox (Landlock, seccomp, rlimits, {cgroup} a pids cgroup)"
+            ),
+        )
+        .timing(on50, on99)
+        .against("spawn-unconfined", on50.as_secs_f64() / off50.as_secs_f64()),
     );
 }
 
@@ -206,12 +212,23 @@ fn concurrent_shells(runtime: &tokio::runtime::Runtime, rounds: usize) {
     }
     let bare50 = percentile(&mut bare, 50);
     let ours50 = percentile(&mut ours, 50);
-    println!(
-        "| {SHELLS} bare `bash -c` children at once, all waited (baseline) | {bare50:.0?} | | | |"
+    emit(
+        &Figure::new(
+            "concurrent-bare",
+            format!("{SHELLS} bare `bash -c` children at once, all waited"),
+        )
+        .median(bare50),
     );
-    println!(
-        "| {SHELLS} concurrent shells started, captured and waited | {ours50:.0?} | | {:.2}x | reported |",
-        ours50.as_secs_f64() / bare50.as_secs_f64()
+    emit(
+        &Figure::new(
+            "concurrent",
+            format!("{SHELLS} concurrent shells started, captured and waited"),
+        )
+        .median(ours50)
+        .against(
+            "concurrent-bare",
+            ours50.as_secs_f64() / bare50.as_secs_f64(),
+        ),
     );
 }
 
@@ -255,16 +272,25 @@ fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
     let ours50 = percentile(&mut ours, 50);
     let bare_rate = mib / bare50.as_secs_f64();
     let ours_rate = mib / ours50.as_secs_f64();
-    println!(
-        "| `cat FILE \\| cat > /dev/null`, {mib:.0} MiB (baseline) | {bare50:.0?} ({bare_rate:.0} MiB/s) | | | |"
+    emit(
+        &Figure::new(
+            "capture-bare",
+            format!("`cat FILE | cat > /dev/null`, {mib:.0} MiB"),
+        )
+        .median(bare50)
+        .per_unit(bare_rate, Unit::MiBPerSecond),
     );
-    println!(
-        "| capture `cat FILE`, {mib:.0} MiB | {ours50:.0?} ({ours_rate:.0} MiB/s) | | {:.2}x throughput | >= 0.5x |",
-        ours_rate / bare_rate
+    emit(
+        &Figure::new("capture", format!("capture `cat FILE`, {mib:.0} MiB"))
+            .median(ours50)
+            .per_unit(ours_rate, Unit::MiBPerSecond)
+            .against_throughput("capture-bare", ours_rate / bare_rate)
+            .target(Metric::Ratio, Op::AtLeast, 0.5, Unit::Times),
     );
-    println!(
-        "| peak RSS of the whole benchmark process | {:.1} MiB | | | < 32 MiB |",
-        peak_rss_kib() as f64 / 1024.0
+    emit(
+        &Figure::new("peak-rss", "peak RSS of the whole benchmark process")
+            .value(peak_rss_kib() as f64 / 1024.0, Unit::MiB)
+            .target(Metric::Value, Op::Below, 32.0, Unit::MiB),
     );
 }
 
@@ -290,8 +316,13 @@ fn background_reads(runtime: &tokio::runtime::Runtime, reads: usize) {
     });
     let p50 = percentile(&mut samples, 50);
     let p99 = percentile(&mut samples, 99);
-    println!(
-        "| read new output of a running background shell | {p50:.1?} | {p99:.1?} | | p99 < 1 ms |"
+    emit(
+        &Figure::new(
+            "background-read",
+            "read new output of a running background shell",
+        )
+        .timing(p50, p99)
+        .target(Metric::P99, Op::Below, 1.0, Unit::Milliseconds),
     );
 }
 
@@ -302,8 +333,6 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    println!("| figure | median | p99 | ratio | target |");
-    println!("| --- | --- | --- | --- | --- |");
     spawn_and_wait(&runtime, if quick { 100 } else { 1000 });
     capture(
         &runtime,

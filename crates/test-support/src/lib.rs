@@ -1,7 +1,8 @@
 //! Helpers shared by the tests and benchmarks of every crate of the
 //! workspace: processes looked up by pid, waits on events with generous
-//! deadlines, percentiles, and a stub tool. A dev-dependency only
-//! (`cargo xtask check-layers` refuses it as a normal one).
+//! deadlines, percentiles, a stub tool, and the figures benchmarks report
+//! ([`bench`]). A dev-dependency only (`cargo xtask check-layers` refuses
+//! it as a normal one, except for xtask, which reads the figures).
 //!
 //! Test helpers panic with a clear message when they cannot go on: that is
 //! how a test fails.
@@ -12,6 +13,7 @@
     reason = "a test helper that cannot go on fails the test loudly"
 )]
 
+pub mod bench;
 mod process;
 mod stub;
 
