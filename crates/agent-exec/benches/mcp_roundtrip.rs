@@ -91,14 +91,7 @@ impl Server {
     }
 
     fn peak_rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let kib: f64 = status
-            .lines()
-            .find(|line| line.starts_with("VmHWM:"))
-            .and_then(|line| line.split_whitespace().nth(1))
-            .and_then(|kib| kib.parse().ok())
-            .unwrap_or(0.0);
-        kib / 1024.0
+        test_support::status_kib(&self.child.id().to_string(), "VmHWM") as f64 / 1024.0
     }
 
     fn stop(mut self) {

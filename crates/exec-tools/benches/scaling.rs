@@ -22,19 +22,6 @@ use serde_json::json;
 use shell_runtime::{ShellProcess, SpawnSpec, Stream};
 use tool_core::{ExecutionContext, ToolRegistry};
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("VmRSS:"))
-                .and_then(|line| line.split_whitespace().nth(1))
-                .and_then(|kib| kib.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 fn spec(command: &str) -> SpawnSpec {
     SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
 }
@@ -82,7 +69,7 @@ fn main() {
     let calls = if quick { 50 } else { 200 };
     let mut live: Vec<Arc<ShellProcess>> = Vec::new();
     let mut medians = Vec::new();
-    let rss_before = rss_kib();
+    let rss_before = test_support::status_kib("self", "VmRSS");
     for &level in levels {
         while live.len() < level {
             live.push(
@@ -92,7 +79,9 @@ fn main() {
             );
         }
         if level == 100 {
-            let per_shell = (rss_kib().saturating_sub(rss_before)) as f64 / 100.0;
+            let per_shell = (test_support::status_kib("self", "VmRSS").saturating_sub(rss_before))
+                as f64
+                / 100.0;
             emit(
                 &Figure::new(
                     "memory-per-idle-shell",

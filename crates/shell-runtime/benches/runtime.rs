@@ -37,19 +37,6 @@ fn bare_bash(command: &str) {
     assert!(status.success());
 }
 
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("VmHWM:"))
-                .and_then(|line| line.split_whitespace().nth(1))
-                .and_then(|kib| kib.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 fn spawn_and_wait(runtime: &tokio::runtime::Runtime, rounds: usize) {
     let mut bare = Vec::new();
     let mut ours = Vec::new();
@@ -289,7 +276,10 @@ fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
     );
     emit(
         &Figure::new("peak-rss", "peak RSS of the whole benchmark process")
-            .value(peak_rss_kib() as f64 / 1024.0, Unit::MiB)
+            .value(
+                test_support::status_kib("self", "VmHWM") as f64 / 1024.0,
+                Unit::MiB,
+            )
             .target(Metric::Value, Op::Below, 32.0, Unit::MiB),
     );
 }

@@ -17,7 +17,9 @@ pub mod bench;
 mod process;
 mod stub;
 
-pub use process::{alive, gone, numbers_in, pids_in, read_pid, read_pid_blocking, wait_gone};
+pub use process::{
+    alive, gone, numbers_in, pids_in, read_pid, read_pid_blocking, status_kib, wait_gone,
+};
 pub use stub::{Echo, EchoParams};
 
 use std::time::Duration;

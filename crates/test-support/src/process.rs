@@ -90,6 +90,24 @@ pub fn numbers_in(text: &str) -> Vec<u32> {
         .collect()
 }
 
+/// A `kB` field of `/proc/PROCESS/status` (`VmRSS`, `VmHWM`...), where
+/// PROCESS is a pid or `self`; 0 when it cannot be read.
+pub fn status_kib(process: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{process}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| {
+                    line.strip_prefix(field)
+                        .is_some_and(|rest| rest.starts_with(':'))
+                })
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn pid_in_file(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path)
         .ok()
