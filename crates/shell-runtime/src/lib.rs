@@ -30,8 +30,10 @@ mod status;
 mod sys;
 mod tree;
 
-pub use buffer::{BufferLimits, OutputBuffer, OutputSlice, StreamPosition};
-pub use decode::Utf8Decoder;
+pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
+/// The capture's building blocks, public for the fuzz targets only.
+#[doc(hidden)]
+pub use {buffer::OutputBuffer, decode::Utf8Decoder};
 pub use error::{ManagerError, SpawnError};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
 pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, SpillShortfall, Stream};
