@@ -114,3 +114,35 @@ async fn a_full_disk_is_named_and_the_state_is_kept() {
     std::fs::remove_file(&filler).expect("frees the disk");
     assert_eq!(world.bash("echo $KEPT").await.text(), "good\n");
 }
+
+/// Open file descriptors of this process.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").expect("fd dir").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_shells_hold_no_file_descriptor_after_a_cut_read() {
+    let world = World::new();
+    let before = open_fds();
+    for _ in 0..30 {
+        // Longer than one answer, shorter than what memory keeps: the read
+        // is cut and names a file, made for it.
+        let id = world.background("seq 1 20000").await;
+        let read = world
+            .call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }))
+            .await;
+        assert!(
+            read.text().contains("[Output truncated"),
+            "{}",
+            &read.text()[..100]
+        );
+        let again = world.call("BashOutput", json!({ "bash_id": id })).await;
+        assert!(again.success);
+    }
+    // Other tests of this binary run beside this one: allow a few of theirs.
+    let after = open_fds();
+    assert!(
+        after <= before + 8,
+        "{before} fds before, {after} after 30 shells"
+    );
+}

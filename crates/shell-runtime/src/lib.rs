@@ -31,9 +31,6 @@ mod sys;
 mod tree;
 
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
-/// The capture's building blocks, public for the fuzz targets only.
-#[doc(hidden)]
-pub use {buffer::OutputBuffer, decode::Utf8Decoder};
 pub use error::{ManagerError, SpawnError};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
 pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, SpillShortfall, Stream};
@@ -42,3 +39,6 @@ pub use spawn::confine::{ConfineError, Confinement};
 pub use spec::{ConfinementSpec, SpawnSpec, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
 pub use tree::SHELL_TAG_VAR;
+/// The capture's building blocks, public for the fuzz targets only.
+#[doc(hidden)]
+pub use {buffer::OutputBuffer, decode::Utf8Decoder};

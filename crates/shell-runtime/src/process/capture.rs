@@ -70,6 +70,9 @@ pub(super) struct Spill {
     writer: Option<BufWriter<File>>,
     written: u64,
     shortfall: Option<SpillShortfall>,
+    /// The stream has ended: a file made now is written whole and closed
+    /// at once, so a finished shell holds no descriptor.
+    stream_ended: bool,
 }
 
 impl Spill {
@@ -80,6 +83,7 @@ impl Spill {
             writer: None,
             written: 0,
             shortfall: None,
+            stream_ended: false,
         }
     }
 
@@ -204,7 +208,11 @@ impl Capture {
         let spill = spill.as_mut()?;
         if !spill.opened {
             spill.open(&buffer.snapshot());
-            spill.flush();
+            if spill.stream_ended {
+                spill.finish();
+            } else {
+                spill.flush();
+            }
         }
         Some(spill.report())
     }
@@ -246,6 +254,7 @@ pub(super) async fn read_stream(
     capture.push(&replaced);
     if let Some(spill) = capture.spill().as_mut() {
         spill.finish();
+        spill.stream_ended = true;
     }
     shell.notify_output();
 }
