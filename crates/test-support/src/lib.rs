@@ -1,7 +1,7 @@
 //! Helpers shared by the tests and benchmarks of every crate of the
 //! workspace: processes looked up by pid, waits on events with generous
 //! deadlines, percentiles, a stub tool, and the figures benchmarks report
-//! ([`bench`]). A dev-dependency only (`cargo xtask check-layers` refuses
+//! ([`mod@bench`]). A dev-dependency only (`cargo xtask check-layers` refuses
 //! it as a normal one, except for xtask, which reads the figures).
 //!
 //! Test helpers panic with a clear message when they cannot go on: that is
