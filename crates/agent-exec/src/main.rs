@@ -24,8 +24,13 @@ use crate::cli::{Cli, Command, CommonArgs};
 const EXIT_REFUSED: u8 = 2;
 
 fn main() -> ExitCode {
+    // Before anything else, in both images (see `reexec.rs`).
+    let undumpable = reexec::forbid_memory_access();
     let cli = Cli::parse();
     init_logging();
+    if let Some(problem) = undumpable {
+        tracing::warn!("{problem}");
+    }
     // Not `stdout().lock()`: held across `mcp`, the lock would block the
     // stdio transport's writer thread for good (a deadlock on every reply).
     let mut stdout = std::io::stdout();

@@ -212,7 +212,7 @@ fn base_spec(env: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars) 
     // bash is found with the server's PATH, so no value a command exports
     // (PATH included) can stop later calls from starting.
     spec.program.clone_from(&env.shell_program);
-    spec.replacements.clone_from(&env.replacements);
+    spec.replacements = Some(Arc::clone(&env.redactions));
     spec.confinement.clone_from(&env.config.confinement);
     spec
 }
