@@ -11,6 +11,8 @@ use exec_tools::ExecConfig;
 
 use crate::cli::{CommonArgs, NetworkMode, SandboxMode};
 
+mod hard_links;
+
 /// Prefix of every server's temp directory; the pid follows, so a later
 /// server can tell which ones belong to servers that died.
 const TEMP_PREFIX: &str = "agent-exec-";
@@ -108,6 +110,15 @@ pub(crate) fn setup(
         config.description_note = sandbox.describe();
         if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {
             config.tmpdir = Some(temp.path().join("tmp"));
+            // Our own temp dir is new and holds no links.
+            let ours = vec![temp.path().to_path_buf()];
+            let roots = sandbox
+                .writable
+                .iter()
+                .filter(|root| !hard_links::within(root, &ours))
+                .cloned()
+                .collect();
+            hard_links::warn_in_background(roots, ours);
         }
     }
     Ok(Setup {
