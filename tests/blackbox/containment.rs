@@ -63,7 +63,7 @@ impl Server {
         };
         let init = server.request(
             "initialize",
-            json!({
+            &json!({
                 "protocolVersion": "2025-06-18",
                 "capabilities": {},
                 "clientInfo": { "name": "blackbox", "version": "0" }
@@ -84,7 +84,7 @@ impl Server {
         stdin.flush().expect("flush");
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    fn request(&mut self, method: &str, params: &Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
@@ -101,7 +101,7 @@ impl Server {
     fn bash(&mut self, command: &str) -> String {
         let result = self.request(
             "tools/call",
-            json!({ "name": "Bash", "arguments": { "command": command } }),
+            &json!({ "name": "Bash", "arguments": { "command": command } }),
         );
         result["result"]["content"][0]["text"]
             .as_str()

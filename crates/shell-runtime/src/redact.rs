@@ -8,8 +8,6 @@
 
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, MatchKind};
-
 /// Bytes a token candidate may hold back while its end is still unread;
 /// past it, the candidate is decided with what has arrived.
 const MAX_HELD: usize = 1024;
@@ -190,6 +188,141 @@ enum Candidate<'a> {
     },
 }
 
+/// Bytes from rare to common in program output, roughly: each prefix is
+/// looked for by its rarest byte (its anchor), with `memchr`, so text
+/// without any anchor byte costs a few vectorised passes and nothing more.
+const RARITY: &[u8] =
+    b"_:~^`|\\{}[]<>@#$%&*+=!?;\"'-.QJZXKVBPYGFWMUCLDRHSNIOATE0123456789qjzxkvbpygfwmucldrhsnioate/, ";
+
+fn rarity(byte: u8) -> usize {
+    RARITY
+        .iter()
+        .position(|known| *known == byte)
+        .unwrap_or(RARITY.len())
+}
+
+/// Where secret values and token prefixes (the needles) may start: the
+/// anchor byte of each, searched for in groups of up to three bytes (one
+/// `memchr` pass per group). Needles are known by their index; the caller
+/// holds their text, so a secret value is not copied here.
+#[derive(Debug, Default)]
+struct Anchors {
+    groups: Vec<Vec<u8>>,
+    /// For each anchor byte: `(needle, offset of the anchor in it)`.
+    by_byte: Vec<Vec<(usize, usize)>>,
+    /// The largest anchor offset: a needle starts at most this far before
+    /// its anchor.
+    farthest: usize,
+}
+
+impl Anchors {
+    /// Chooses few anchor bytes (fewer `memchr` passes): repeatedly the
+    /// byte that covers the most needles not covered yet, among the three
+    /// rarest bytes of each, the rarer on a tie.
+    fn new(needles: &[&[u8]]) -> Self {
+        let choices: Vec<Vec<u8>> = needles
+            .iter()
+            .map(|needle| {
+                let mut bytes = needle.to_vec();
+                bytes.sort_by_key(|byte| rarity(*byte));
+                bytes.dedup();
+                bytes.truncate(3);
+                bytes
+            })
+            .collect();
+        let mut anchor_of: Vec<Option<u8>> = vec![None; needles.len()];
+        let mut chosen: Vec<u8> = Vec::new();
+        let uncovered = |anchor_of: &[Option<u8>], byte: u8| {
+            anchor_of
+                .iter()
+                .zip(&choices)
+                .filter(|(anchor, bytes)| anchor.is_none() && bytes.contains(&byte))
+                .count()
+        };
+        while let Some(byte) = (0..=255u8)
+            .filter(|byte| uncovered(&anchor_of, *byte) > 0)
+            .max_by_key(|byte| {
+                (
+                    uncovered(&anchor_of, *byte),
+                    std::cmp::Reverse(rarity(*byte)),
+                )
+            })
+        {
+            chosen.push(byte);
+            for (anchor, bytes) in anchor_of.iter_mut().zip(&choices) {
+                if anchor.is_none() && bytes.contains(&byte) {
+                    *anchor = Some(byte);
+                }
+            }
+        }
+        let mut by_byte: Vec<Vec<(usize, usize)>> = vec![Vec::new(); 256];
+        let mut farthest = 0;
+        for (index, (needle, anchor)) in needles.iter().zip(&anchor_of).enumerate() {
+            let Some(anchor) = *anchor else { continue };
+            if let Some(offset) = needle.iter().position(|byte| *byte == anchor) {
+                by_byte[usize::from(anchor)].push((index, offset));
+                farthest = farthest.max(offset);
+            }
+        }
+        Self {
+            groups: chosen.chunks(3).map(<[u8]>::to_vec).collect(),
+            by_byte,
+            farthest,
+        }
+    }
+
+    /// The first byte of `group` at or after `from`.
+    fn find(group: &[u8], bytes: &[u8], from: usize) -> Option<usize> {
+        let rest = bytes.get(from..)?;
+        let found = match *group {
+            [a] => memchr::memchr(a, rest),
+            [a, b] => memchr::memchr2(a, b, rest),
+            [a, b, c] => memchr::memchr3(a, b, c, rest),
+            _ => None,
+        };
+        found.map(|at| from + at)
+    }
+
+    /// The earliest needle occurring at or after `from`, as `(start,
+    /// index)`; of several starting there, the lowest index. `needle`
+    /// gives a needle's bytes; `hits` caches each group's next anchor
+    /// across calls on one text.
+    fn next<'a>(
+        &self,
+        bytes: &[u8],
+        from: usize,
+        hits: &mut [Option<usize>],
+        needle: impl Fn(usize) -> &'a [u8],
+    ) -> Option<(usize, usize)> {
+        let mut best: Option<(usize, usize)> = None;
+        for (group, hit) in self.groups.iter().zip(hits.iter_mut()) {
+            let mut anchor = match *hit {
+                Some(at) if at >= from => Some(at),
+                Some(_) | None => Self::find(group, bytes, from),
+            };
+            *hit = anchor.or(Some(usize::MAX));
+            while let Some(at) = anchor.filter(|at| *at != usize::MAX) {
+                // A later anchor can only give an earlier start this close.
+                if best.is_some_and(|(best, _)| at > best + self.farthest) {
+                    break;
+                }
+                for &(index, offset) in &self.by_byte[usize::from(bytes[at])] {
+                    let Some(start) = at.checked_sub(offset).filter(|start| *start >= from) else {
+                        continue;
+                    };
+                    if best.is_none_or(|best| (start, index) < best)
+                        && bytes[start..].starts_with(needle(index))
+                    {
+                        best = Some((start, index));
+                    }
+                }
+                anchor = Self::find(group, bytes, at + 1);
+            }
+        }
+        best
+    }
+}
+
 /// Everything output redaction replaces: secret values (each with its
 /// replacement) and token formats. Built once, shared by every stream.
 #[derive(Debug, Default)]
@@ -198,8 +331,11 @@ pub struct Redactions {
     /// another is replaced whole.
     literals: Vec<(String, String)>,
     patterns: Vec<TokenPattern>,
-    /// Every prefix of every pattern, found in one pass.
-    starts: Option<AhoCorasick>,
+    /// Every prefix of every pattern, as `(pattern, prefix)`.
+    prefixes: Vec<(usize, usize)>,
+    /// Where the needles may start: the values (indices `0..literals.len()`),
+    /// then the prefixes.
+    anchors: Anchors,
     /// Bytes of the longest value or prefix: a tail shorter than it may
     /// still be the beginning of one.
     longest: usize,
@@ -217,30 +353,29 @@ impl Redactions {
             .filter(|(value, _)| !value.is_empty())
             .collect();
         literals.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
-        let prefixes: Vec<&str> = patterns
+        let prefixes: Vec<(usize, usize)> = patterns
             .iter()
-            .flat_map(|pattern| pattern.prefixes.iter().map(String::as_str))
-            .collect();
-        // Without the automaton (it cannot fail for a few short prefixes,
-        // but if it did) each prefix is searched on its own: slower, same result.
-        let starts = (!prefixes.is_empty())
-            .then(|| {
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostFirst)
-                    .build(&prefixes)
-                    .ok()
+            .enumerate()
+            .flat_map(|(pattern, spec)| {
+                (0..spec.prefixes.len()).map(move |prefix| (pattern, prefix))
             })
-            .flatten();
-        let longest = literals
+            .collect();
+        let needles: Vec<&[u8]> = literals
             .iter()
-            .map(|(value, _)| value.len())
-            .chain(prefixes.iter().map(|prefix| prefix.len()))
-            .max()
-            .unwrap_or(0);
+            .map(|(value, _)| value.as_bytes())
+            .chain(
+                prefixes
+                    .iter()
+                    .map(|&(pattern, prefix)| patterns[pattern].prefixes[prefix].as_bytes()),
+            )
+            .collect();
+        let anchors = Anchors::new(&needles);
+        let longest = needles.iter().map(|needle| needle.len()).max().unwrap_or(0);
         Self {
             literals,
             patterns,
-            starts,
+            prefixes,
+            anchors,
             longest,
         }
     }
@@ -256,25 +391,8 @@ impl Redactions {
             return text.to_owned();
         }
         let mut out = String::with_capacity(text.len());
-        self.redact(text, None, true, &mut out);
+        self.redact(text, None, true, &mut |piece| out.push_str(piece));
         out
-    }
-
-    /// The earliest occurrence of a prefix at or after `from`.
-    fn next_start(&self, text: &str, from: usize) -> Option<usize> {
-        if self.patterns.is_empty() || from >= text.len() {
-            return None;
-        }
-        if let Some(starts) = &self.starts {
-            return starts
-                .find(aho_corasick::Input::new(text).span(from..text.len()))
-                .map(|found| found.start());
-        }
-        self.patterns
-            .iter()
-            .flat_map(|pattern| &pattern.prefixes)
-            .filter_map(|prefix| text[from..].find(prefix.as_str()).map(|at| from + at))
-            .min()
     }
 
     /// The token (or the reason to wait) at `at`, where some prefix occurs.
@@ -328,7 +446,13 @@ impl Redactions {
     /// replaced, and returns how far that is: all of it when `at_end`,
     /// else up to what may still be the start of a secret. `before` is the
     /// byte that preceded `text` in the stream.
-    fn redact(&self, text: &str, before: Option<u8>, at_end: bool, out: &mut String) -> usize {
+    fn redact(
+        &self,
+        text: &str,
+        before: Option<u8>,
+        at_end: bool,
+        emit: &mut impl FnMut(&str),
+    ) -> usize {
         let len = text.len();
         let tail_from = |from: usize| {
             if at_end {
@@ -340,19 +464,21 @@ impl Redactions {
         let mut tail = tail_from(0);
         let mut at = 0;
         let mut search = 0;
-        // The next occurrence of each value at or after `at`, found lazily.
-        let mut next_literal: Vec<Option<usize>> = vec![None; self.literals.len()];
-        loop {
-            let literal = self.next_literal(text, at, &mut next_literal);
-            let start = self.next_start(text, search.max(at));
-            let (from, to, replacement) = match (literal, start) {
-                (Some((value_at, index)), start)
-                    if value_at < tail && start.is_none_or(|start| value_at <= start) =>
-                {
-                    let (value, replacement) = &self.literals[index];
-                    (value_at, value_at + value.len(), replacement.as_str())
-                }
-                (_, Some(start)) if start < tail => {
+        // Each anchor group's next hit, found lazily.
+        let mut hits: Vec<Option<usize>> = vec![None; self.anchors.groups.len()];
+        while let Some((start, index)) =
+            self.anchors
+                .next(text.as_bytes(), search.max(at), &mut hits, |index| {
+                    self.needle(index)
+                })
+        {
+            if start >= tail {
+                break;
+            }
+            let (from, to, replacement) =
+                if let Some((value, replacement)) = self.literals.get(index) {
+                    (start, start + value.len(), replacement.as_str())
+                } else {
                     let previous = if start == 0 {
                         before
                     } else {
@@ -373,11 +499,11 @@ impl Redactions {
                             replacement,
                         } => (start, end, replacement),
                     }
-                }
-                _ => break,
-            };
-            out.push_str(&text[at..from]);
-            out.push_str(replacement);
+                };
+            if from > at {
+                emit(&text[at..from]);
+            }
+            emit(replacement);
             at = to;
             search = to;
             if at > tail {
@@ -385,35 +511,23 @@ impl Redactions {
             }
         }
         let tail = tail.max(at);
-        out.push_str(&text[at..tail]);
+        if tail > at {
+            emit(&text[at..tail]);
+        }
         tail
     }
 
-    /// The earliest value occurring at or after `at` (the longest of those
-    /// starting there), as `(position, index)`.
-    fn next_literal(
-        &self,
-        text: &str,
-        at: usize,
-        next: &mut [Option<usize>],
-    ) -> Option<(usize, usize)> {
-        let mut best: Option<(usize, usize)> = None;
-        for (index, (value, _)) in self.literals.iter().enumerate() {
-            let position = match next[index] {
-                Some(position) if position >= at => position,
-                _ => {
-                    let found = text[at..]
-                        .find(value.as_str())
-                        .map_or(usize::MAX, |offset| at + offset);
-                    next[index] = Some(found);
-                    found
-                }
-            };
-            if position != usize::MAX && best.is_none_or(|(best_at, _)| position < best_at) {
-                best = Some((position, index));
-            }
+    /// Needle `index`: a value, then the prefixes in order.
+    fn needle(&self, index: usize) -> &[u8] {
+        match self.literals.get(index) {
+            Some((value, _)) => value.as_bytes(),
+            None => self
+                .prefixes
+                .get(index - self.literals.len())
+                .map_or(&[], |&(pattern, prefix)| {
+                    self.patterns[pattern].prefixes[prefix].as_bytes()
+                }),
         }
-        best
     }
 }
 
@@ -445,17 +559,30 @@ impl StreamReplacer {
 
     /// Feeds `chunk`; appends to `out` the text that is decided.
     pub fn push(&mut self, chunk: &str, out: &mut String) {
-        self.feed(chunk, false, out);
+        self.feed(chunk, false, &mut |piece| out.push_str(piece));
     }
 
     /// Ends the stream: the held-back text is decided and appended.
     pub fn finish(&mut self, out: &mut String) {
-        self.feed("", true, out);
+        self.feed("", true, &mut |piece| out.push_str(piece));
     }
 
-    fn feed(&mut self, chunk: &str, at_end: bool, out: &mut String) {
+    /// Feeds `chunk` and hands the decided text to `emit`, in pieces (parts
+    /// of `chunk` and replacements), without copying it first.
+    pub fn push_to(&mut self, chunk: &str, mut emit: impl FnMut(&str)) {
+        self.feed(chunk, false, &mut emit);
+    }
+
+    /// Ends the stream, handing the held-back text to `emit`.
+    pub fn finish_to(&mut self, mut emit: impl FnMut(&str)) {
+        self.feed("", true, &mut emit);
+    }
+
+    fn feed(&mut self, chunk: &str, at_end: bool, emit: &mut impl FnMut(&str)) {
         let Some(table) = &self.table else {
-            out.push_str(chunk);
+            if !chunk.is_empty() {
+                emit(chunk);
+            }
             return;
         };
         // Only the held-back tail is copied; a chunk after an empty tail is
@@ -468,7 +595,7 @@ impl StreamReplacer {
             joined = std::mem::take(&mut self.pending);
             joined.as_str()
         };
-        let decided = table.redact(text, self.before, at_end, out);
+        let decided = table.redact(text, self.before, at_end, emit);
         if decided > 0 {
             self.before = text.as_bytes().get(decided - 1).copied();
         }
@@ -661,6 +788,38 @@ mod tests {
         }
         assert!(!out.is_empty(), "the hold is bounded");
         assert!(replacer.pending.len() < MAX_HELD + 64);
+    }
+
+    #[test]
+    fn few_anchor_bytes_cover_many_prefixes() {
+        let prefixes = [
+            "sk-ant-",
+            "sk-",
+            "ghp_",
+            "gho_",
+            "github_pat_",
+            "glpat-",
+            "xoxb-",
+            "sk_live_",
+            "AKIA",
+            "ASIA",
+            "AIza",
+            "hf_",
+            "npm_",
+            "pypi-AgEIcHlwaS5vcmc",
+            "SG.",
+            "://",
+        ];
+        let needles: Vec<&[u8]> = prefixes.iter().map(|prefix| prefix.as_bytes()).collect();
+        let anchors = Anchors::new(&needles);
+        assert_eq!(anchors.groups.concat(), b"_-I:.", "{anchors:?}");
+        let text = b"x AIzaQ SG.y ://z";
+        let mut hits = vec![None; anchors.groups.len()];
+        let needle = |index: usize| needles[index];
+        assert_eq!(anchors.next(text, 0, &mut hits, needle), Some((2, 10)));
+        assert_eq!(anchors.next(text, 3, &mut hits, needle), Some((8, 14)));
+        assert_eq!(anchors.next(text, 9, &mut hits, needle), Some((13, 15)));
+        assert_eq!(anchors.next(text, 14, &mut hits, needle), None);
     }
 
     #[test]

@@ -147,7 +147,10 @@ mod tests {
             std::fs::write(root.path().join(format!("f{n}")), "x").expect("write");
         }
         let roots = [root.path().to_path_buf()];
-        assert_eq!(scan(&roots, &[skipped.clone()], SAMPLE).linked, 0);
+        assert_eq!(
+            scan(&roots, std::slice::from_ref(&skipped), SAMPLE).linked,
+            0
+        );
         assert_eq!(scan(&roots, &[], SAMPLE).linked, 2);
         assert_eq!(scan(&roots, &[], 3).files, 3);
         assert_eq!(warning(&scan(&roots, &[skipped], SAMPLE)), None);
