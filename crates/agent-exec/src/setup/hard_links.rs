@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
-/// Files looked at, at most, over all roots.
+/// Entries (files and directories) looked at, at most, over all roots.
 pub(crate) const SAMPLE: usize = 5000;
 /// Files named in the warning, at most.
 const NAMED: usize = 5;
@@ -17,7 +17,9 @@ const NAMED: usize = 5;
 /// What a scan found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Scan {
-    /// Files looked at.
+    /// Entries looked at (the sample's size).
+    pub(crate) entries: usize,
+    /// Files among them.
     pub(crate) files: usize,
     /// Regular files with more than one link among them.
     pub(crate) linked: usize,
@@ -25,8 +27,9 @@ pub(crate) struct Scan {
     pub(crate) named: Vec<PathBuf>,
 }
 
-/// Walks `roots` breadth first (symlinks are not followed) until `limit`
-/// files have been looked at, counting regular files with more than one link.
+/// Walks `roots` breadth first (symlinks are not followed, `skip` is not
+/// entered) until `limit` entries have been looked at, counting regular
+/// files with more than one link.
 pub(crate) fn scan(roots: &[PathBuf], skip: &[PathBuf], limit: usize) -> Scan {
     let mut found = Scan::default();
     let mut queue: VecDeque<PathBuf> = roots.iter().cloned().collect();
@@ -35,9 +38,10 @@ pub(crate) fn scan(roots: &[PathBuf], skip: &[PathBuf], limit: usize) -> Scan {
             continue;
         };
         for entry in entries.flatten() {
-            if found.files >= limit {
+            if found.entries >= limit {
                 return found;
             }
+            found.entries += 1;
             let path = entry.path();
             // `DirEntry::metadata` does not follow a symlink.
             let Ok(meta) = entry.metadata() else { continue };
@@ -126,6 +130,8 @@ mod tests {
         }
         std::os::unix::fs::symlink(outside.path(), root.path().join("elsewhere")).expect("symlink");
         let found = scan(&[root.path().to_path_buf()], &[], SAMPLE);
+        // plain, sub, elsewhere, and the seven links.
+        assert_eq!(found.entries, 10);
         assert_eq!((found.files, found.linked, found.named.len()), (9, 7, 5));
         let line = warning(&found).expect("a warning");
         assert!(
@@ -152,7 +158,14 @@ mod tests {
             0
         );
         assert_eq!(scan(&roots, &[], SAMPLE).linked, 2);
-        assert_eq!(scan(&roots, &[], 3).files, 3);
+        assert_eq!(scan(&roots, &[], 3).entries, 3);
+        // Directories count toward the sample: a tree of empty ones ends it too.
+        let deep = tempfile::tempdir().expect("deep");
+        for n in 0..10 {
+            std::fs::create_dir(deep.path().join(format!("d{n}"))).expect("mkdir");
+        }
+        let dirs = scan(&[deep.path().to_path_buf()], &[], 4);
+        assert_eq!((dirs.entries, dirs.files), (4, 0));
         assert_eq!(warning(&scan(&roots, &[skipped], SAMPLE)), None);
         assert!(within(&root.path().join("x/y"), &roots));
     }
