@@ -119,8 +119,8 @@ fn prepare(
         None => Policy::default(),
     };
     let secrets = hide_secrets(&policy.env);
-    let setup = setup::setup(common, &policy, coauthor, secrets)?;
-    let mut config = setup.config.clone();
+    let mut setup = setup::setup(common, &policy, coauthor, secrets)?;
+    let mut config = setup.take_config();
     config.background_after = background_after;
     let env = Arc::new(ExecEnvironment::new(config));
     let mut registry = ToolRegistry::new();

@@ -26,6 +26,18 @@ pub(crate) struct Setup {
     pub(crate) _temp: TempDir,
 }
 
+impl Setup {
+    /// The configuration for the tools. The copy kept here loses the
+    /// scrubbed values, which then live only in the tools' redaction table.
+    pub(crate) fn take_config(&mut self) -> ExecConfig {
+        let config = self.config.clone();
+        for value in self.config.env.removed.values_mut() {
+            *value = String::new();
+        }
+        config
+    }
+}
+
 /// The server's temp directory, removed when dropped.
 pub(crate) struct TempDir(PathBuf);
 
