@@ -24,8 +24,13 @@ use crate::cli::{Cli, Command, CommonArgs};
 const EXIT_REFUSED: u8 = 2;
 
 fn main() -> ExitCode {
+    // Before anything else, in both images (see `reexec.rs`).
+    let undumpable = reexec::forbid_memory_access();
     let cli = Cli::parse();
     init_logging();
+    if let Some(problem) = undumpable {
+        tracing::warn!("{problem}");
+    }
     // Not `stdout().lock()`: held across `mcp`, the lock would block the
     // stdio transport's writer thread for good (a deadlock on every reply).
     let mut stdout = std::io::stdout();
@@ -114,8 +119,8 @@ fn prepare(
         None => Policy::default(),
     };
     let secrets = hide_secrets(&policy.env);
-    let setup = setup::setup(common, &policy, coauthor, secrets)?;
-    let mut config = setup.config.clone();
+    let mut setup = setup::setup(common, &policy, coauthor, secrets)?;
+    let mut config = setup.take_config();
     config.background_after = background_after;
     let env = Arc::new(ExecEnvironment::new(config));
     let mut registry = ToolRegistry::new();

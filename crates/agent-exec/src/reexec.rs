@@ -1,4 +1,4 @@
-//! Keeping the server's own secrets out of `/proc/PID/environ`.
+//! Keeping the server's own secrets out of its commands' reach.
 //!
 //! A command can read its parent's initial environment from
 //! `/proc/PPID/environ`, and the server's parent process is the MCP client,
@@ -6,11 +6,33 @@
 //! re-executes itself with the scrubbed environment and hands the scrubbed
 //! values over in a memfd, whose descriptor it closes as soon as it has read
 //! it: the values then live only in memory, for redaction.
+//!
+//! That memory is out of reach too: both images make themselves not
+//! dumpable before anything else ([`forbid_memory_access`]), and commands
+//! run without `CAP_SYS_PTRACE` (shell-runtime drops it in the child), so no
+//! command can attach to the server or read its `/proc/PID/mem` or
+//! `/proc/PID/environ`, as root too.
 
 use exec_policy::EnvRules;
 
 /// Names the descriptor of the memfd in the re-executed process.
 pub(crate) const SECRETS_FD_VAR: &str = "AGENT_EXEC_SECRETS_FD";
+
+/// Makes this process not dumpable, so that a process without
+/// `CAP_SYS_PTRACE` (every command) can neither attach to it nor read its
+/// memory, whatever its uid. The first thing `main` does, in the image that
+/// starts and again in the re-executed one (`execve` makes a process
+/// dumpable again), before any secret arrives over the memfd. Returns why
+/// it failed, for `main` to report once logging is set up.
+pub(crate) fn forbid_memory_access() -> Option<String> {
+    #[cfg(target_os = "linux")]
+    if let Err(error) = nix::sys::prctl::set_dumpable(false) {
+        return Some(format!(
+            "cannot make the server undumpable ({error}): commands may read its memory"
+        ));
+    }
+    None
+}
 
 /// Returns the scrubbed `(name, value)` pairs: read back from the memfd in
 /// a re-executed server, or, when there are any to hide, after re-executing
@@ -22,7 +44,7 @@ pub(crate) fn hide_secrets(rules: &EnvRules) -> Vec<(String, String)> {
     }
     let secrets: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
-        .filter(|(name, _)| rules.is_scrubbed(name))
+        .filter(|(name, value)| rules.is_scrubbed_var(name, value))
         .collect();
     if secrets.is_empty() {
         return secrets;
@@ -80,8 +102,13 @@ mod linux {
             file.write_all(&[0])?;
         }
         let fd = file.as_raw_fd();
+        // By name (whatever the value, even one that is not UTF-8), and
+        // every variable whose value is a secret.
+        let hidden = |name: &str| {
+            rules.is_scrubbed(name) || secrets.iter().any(|(secret, _)| secret == name)
+        };
         let mut env: Vec<CString> = std::env::vars_os()
-            .filter(|(name, _)| !name.to_str().is_some_and(|name| rules.is_scrubbed(name)))
+            .filter(|(name, _)| !name.to_str().is_some_and(hidden))
             .filter_map(|(name, value)| {
                 let mut entry = name.as_bytes().to_vec();
                 entry.push(b'=');

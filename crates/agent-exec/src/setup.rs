@@ -11,6 +11,8 @@ use exec_tools::ExecConfig;
 
 use crate::cli::{CommonArgs, NetworkMode, SandboxMode};
 
+mod hard_links;
+
 /// Prefix of every server's temp directory; the pid follows, so a later
 /// server can tell which ones belong to servers that died.
 const TEMP_PREFIX: &str = "agent-exec-";
@@ -22,6 +24,18 @@ pub(crate) struct Setup {
     pub(crate) dry_run: bool,
     /// Removed when the setup is dropped, after every shell has ended.
     pub(crate) _temp: TempDir,
+}
+
+impl Setup {
+    /// The configuration for the tools. The copy kept here loses the
+    /// scrubbed values, which then live only in the tools' redaction table.
+    pub(crate) fn take_config(&mut self) -> ExecConfig {
+        let config = self.config.clone();
+        for value in self.config.env.removed.values_mut() {
+            *value = String::new();
+        }
+        config
+    }
 }
 
 /// The server's temp directory, removed when dropped.
@@ -108,6 +122,15 @@ pub(crate) fn setup(
         config.description_note = sandbox.describe();
         if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {
             config.tmpdir = Some(temp.path().join("tmp"));
+            // Our own temp dir is new and holds no links.
+            let ours = vec![temp.path().to_path_buf()];
+            let roots = sandbox
+                .writable
+                .iter()
+                .filter(|root| !hard_links::within(root, &ours))
+                .cloned()
+                .collect();
+            hard_links::warn_in_background(roots, ours);
         }
     }
     Ok(Setup {

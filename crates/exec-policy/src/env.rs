@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::glob::glob_match_ignore_case;
+use crate::tokens::{find_token, is_secret_value};
 
 /// Names that look like secrets (case-insensitive globs), as the contract lists them.
 const SECRET_PATTERNS: &[&str] = &[
@@ -75,13 +76,25 @@ pub struct EnvRules {
 }
 
 impl EnvRules {
-    /// Whether `name` is scrubbed under these rules.
+    /// Whether `name` is scrubbed under these rules, by its name alone.
     pub fn is_scrubbed(&self, name: &str) -> bool {
+        self.decide(name, || false)
+    }
+
+    /// Whether the variable `name=value` is scrubbed: by its name, or by a
+    /// value that is a secret by its form (a token in a well-known format,
+    /// a URL with a password; see [`is_secret_value`]). `drop` scrubs and
+    /// `keep` passes through either way.
+    pub fn is_scrubbed_var(&self, name: &str, value: &str) -> bool {
+        self.decide(name, || is_secret_value(value))
+    }
+
+    fn decide(&self, name: &str, secret_value: impl FnOnce() -> bool) -> bool {
         let listed = |patterns: &[String]| patterns.iter().any(|p| glob_match_ignore_case(p, name));
         if listed(&self.drop) {
             return true;
         }
-        is_secret_name(name) && !listed(&self.keep)
+        (is_secret_name(name) || secret_value()) && !listed(&self.keep)
     }
 }
 
@@ -98,12 +111,21 @@ impl ScrubbedEnv {
     /// `(name, value)` pairs whose values must never appear in tool output:
     /// the scrubbed values at least [`MIN_REDACTED_LEN`] characters long,
     /// longest first so a value containing another is replaced whole.
+    /// A value that holds a token (`Bearer <token>`, a URL with a password)
+    /// also gives the token alone, so it is redacted wherever it appears.
     pub fn redactions(&self) -> Vec<(String, String)> {
         let mut pairs: Vec<(String, String)> = self
             .removed
             .iter()
+            .flat_map(|(name, value)| {
+                let token = find_token(value)
+                    .map(|found| &value[found.start..found.end])
+                    .filter(|token| token.len() < value.len());
+                std::iter::once(value.as_str())
+                    .chain(token)
+                    .map(move |secret| (name.clone(), secret.to_owned()))
+            })
             .filter(|(_, value)| value.chars().count() >= MIN_REDACTED_LEN)
-            .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
         pairs.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
         pairs
@@ -111,7 +133,8 @@ impl ScrubbedEnv {
 }
 
 /// Builds a child environment from `parent`: secret-looking and dropped
-/// names removed, ordinary ones kept, and [`NON_INTERACTIVE`] set.
+/// names, and secret-looking values, removed; ordinary ones kept; and
+/// [`NON_INTERACTIVE`] set.
 pub fn scrub_environment<I, K, V>(parent: I, rules: &EnvRules) -> ScrubbedEnv
 where
     I: IntoIterator<Item = (K, V)>,
@@ -121,7 +144,7 @@ where
     let mut scrubbed = ScrubbedEnv::default();
     for (name, value) in parent {
         let (name, value) = (name.into(), value.into());
-        if rules.is_scrubbed(&name) {
+        if rules.is_scrubbed_var(&name, &value) {
             scrubbed.removed.insert(name, value);
         } else {
             scrubbed.vars.insert(name, value);
@@ -247,6 +270,48 @@ mod tests {
         );
         let names: Vec<String> = env.redactions().into_iter().map(|(name, _)| name).collect();
         assert_eq!(names, ["C_TOKEN", "B_TOKEN"]);
+    }
+
+    #[test]
+    fn secret_values_are_scrubbed_whatever_their_name() {
+        let github = crate::TOKEN_FORMATS
+            .iter()
+            .find(|format| format.id == "github-token")
+            .map(|format| format.example)
+            .expect("a GitHub format");
+        let env = scrub_environment(
+            [
+                (
+                    "DEPLOY_URL",
+                    "https://deploy:pa55word-x@ci.example.com/hook",
+                ),
+                ("GITHUB_HEADER", &*format!("Authorization: token {github}")),
+                ("KEPT_URL", "https://user:kept-value@example.com/"),
+                ("HOME_PAGE", "https://example.com:8080/"),
+                ("TOKENIZERS_PARALLELISM", "false"),
+            ],
+            &EnvRules {
+                keep: vec!["KEPT_*".into()],
+                drop: Vec::new(),
+            },
+        );
+        assert!(env.removed.contains_key("DEPLOY_URL"));
+        assert!(env.removed.contains_key("GITHUB_HEADER"));
+        assert!(
+            env.vars.contains_key("KEPT_URL"),
+            "keep passes a value through"
+        );
+        assert!(env.vars.contains_key("HOME_PAGE"));
+        assert!(env.vars.contains_key("TOKENIZERS_PARALLELISM"));
+        let redactions = env.redactions();
+        let names: Vec<&str> = redactions.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["GITHUB_HEADER", "DEPLOY_URL", "GITHUB_HEADER", "DEPLOY_URL"],
+            "redacted like secret names, the token inside too"
+        );
+        assert_eq!(redactions[2].1, github);
+        assert_eq!(redactions[3].1, "pa55word-x");
     }
 
     proptest! {

@@ -1,5 +1,6 @@
 //! Pure decisions for agent shell commands: dangerous-command analysis,
-//! environment scrubbing, working-directory rules and the sandbox request.
+//! environment scrubbing (by name and by value: [`TOKEN_FORMATS`]),
+//! working-directory rules and the sandbox request.
 //!
 //! ```
 //! use exec_policy::{Analyzer, AnalyzerConfig, Decision};
@@ -20,6 +21,7 @@ mod env;
 mod glob;
 mod policy_file;
 mod sandbox;
+mod tokens;
 mod workdir;
 
 pub use analysis::{
@@ -29,6 +31,9 @@ pub use analysis::{
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
-pub use policy_file::{Policy, PolicyError};
+pub use policy_file::{Policy, PolicyError, RedactRules};
 pub use sandbox::{NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, SkippedWritable};
+pub use tokens::{
+    NOT_SECRETS, TOKEN_FORMATS, TokenFormat, TokenMatch, find_token, is_secret_value,
+};
 pub use workdir::{WorkdirError, canonical_dir, is_within_roots, resolve_working_dir};

@@ -1,6 +1,7 @@
 //! The policy file (`--policy FILE`, TOML): extra deny patterns and
 //! protected paths, allow patterns, environment keep/drop lists, process
-//! names left running, and paths that stay writable under the sandbox.
+//! names left running, paths that stay writable under the sandbox, and
+//! whether output redaction covers token formats.
 
 use std::path::{Path, PathBuf};
 
@@ -68,6 +69,8 @@ struct RawPolicy {
     processes: RawProcesses,
     #[serde(default)]
     sandbox: RawSandbox,
+    #[serde(default)]
+    redact: RawRedact,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,6 +113,26 @@ struct RawSandbox {
     writable: Vec<Spanned<String>>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRedact {
+    formats: Option<bool>,
+}
+
+/// `[redact]`: what output redaction covers besides the scrubbed values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedactRules {
+    /// Redact tokens in the well-known formats ([`crate::TOKEN_FORMATS`])
+    /// from all output, wherever they come from (default true).
+    pub formats: bool,
+}
+
+impl Default for RedactRules {
+    fn default() -> Self {
+        Self { formats: true }
+    }
+}
+
 /// A loaded policy file.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
@@ -126,6 +149,8 @@ pub struct Policy {
     /// `--sandbox workspace-write`, as written (absolute, or `~` for the
     /// home); [`crate::SandboxSpec::add_writable`] expands and checks them.
     pub sandbox_writable: Vec<String>,
+    /// `[redact]`.
+    pub redact: RedactRules,
 }
 
 impl Policy {
@@ -206,6 +231,9 @@ impl Policy {
             keep_processes: raw.processes.keep,
             max_processes: raw.processes.max,
             sandbox_writable,
+            redact: RedactRules {
+                formats: raw.redact.formats.unwrap_or(true),
+            },
         })
     }
 }
@@ -244,6 +272,9 @@ keep = ["gradle*", "sccache", "ssh"]
 
 [sandbox]
 writable = ["~/.npm", "~/.cache/pip"]
+
+[redact]
+formats = true   # redact well-known token formats from all output (default true)
 "#,
         )
         .unwrap();
@@ -252,6 +283,24 @@ writable = ["~/.npm", "~/.cache/pip"]
         assert_eq!(policy.env.drop, ["CORP_*"]);
         assert_eq!(policy.keep_processes, ["gradle*", "sccache", "ssh"]);
         assert_eq!(policy.sandbox_writable, ["~/.npm", "~/.cache/pip"]);
+        assert!(policy.redact.formats);
+    }
+
+    #[test]
+    fn token_format_redaction_is_on_unless_turned_off() {
+        assert!(parse("").unwrap().redact.formats);
+        assert!(Policy::default().redact.formats);
+        assert!(parse("[redact]\n").unwrap().redact.formats);
+        assert!(!parse("[redact]\nformats = false\n").unwrap().redact.formats);
+        let error = parse("[redact]\nformat = false\n").unwrap_err().to_string();
+        assert!(
+            error.starts_with("policy.toml:2: unknown field `format`"),
+            "{error}"
+        );
+        let error = parse("[redact]\nformats = \"no\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("policy.toml:2:"), "{error}");
     }
 
     /// The sample the README points to loads, and uses every section the
@@ -269,7 +318,14 @@ writable = ["~/.npm", "~/.cache/pip"]
         // Each table `RawPolicy` knows is in the sample (keep this list in
         // step with it; a table the loader does not know is refused above).
         let text = std::fs::read_to_string(&sample).unwrap();
-        for table in ["[deny]", "[allow]", "[env]", "[processes]", "[sandbox]"] {
+        for table in [
+            "[deny]",
+            "[allow]",
+            "[env]",
+            "[processes]",
+            "[sandbox]",
+            "[redact]",
+        ] {
             assert!(text.contains(&format!("\n{table}\n")), "{table} is missing");
         }
     }

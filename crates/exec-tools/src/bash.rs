@@ -222,7 +222,7 @@ fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars)
     // bash is found with the server's PATH, so no value a command exports
     // (PATH included) can stop later calls from starting.
     spec.program.clone_from(&exec.shell_program);
-    spec.replacements.clone_from(&exec.replacements);
+    spec.replacements = Some(Arc::clone(&exec.redactions));
     spec.confinement.clone_from(&exec.config.confinement);
     spec
 }

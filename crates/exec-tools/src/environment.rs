@@ -13,7 +13,9 @@ use exec_policy::{
     Analyzer, AnalyzerConfig, EnvRules, NetworkAccess, Policy, SandboxMode, SandboxSpec,
     ScrubbedEnv, scrub_environment,
 };
-use shell_runtime::{ConfineError, Confinement, ConfinementSpec, ShellManager};
+use shell_runtime::{
+    ConfineError, Confinement, ConfinementSpec, Redactions, ShellManager, TokenPattern, TokenSpec,
+};
 
 /// The answer text is held to this many characters (plus one truncation line).
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
@@ -33,6 +35,9 @@ pub struct ExecConfig {
     pub analyzer: AnalyzerConfig,
     /// The environment commands get, and the secrets removed from it.
     pub env: ScrubbedEnv,
+    /// Redact tokens in well-known formats ([`exec_policy::TOKEN_FORMATS`])
+    /// from all output, besides the scrubbed values (`[redact] formats`).
+    pub redact_formats: bool,
     /// Process names left running when a foreground command ends.
     pub keep_processes: Vec<String>,
     /// Where output files and per-call state files go (the server's temp dir).
@@ -97,6 +102,7 @@ impl ExecConfig {
             roots,
             analyzer: policy.analyzer.clone(),
             env: scrub_environment(parent_env, &policy.env),
+            redact_formats: policy.redact.formats,
             keep_processes: policy.keep_processes.clone(),
             output_dir,
             coauthor: None,
@@ -128,8 +134,11 @@ pub struct ExecEnvironment {
     pub(crate) config: ExecConfig,
     pub(crate) analyzer: Analyzer,
     pub(crate) manager: ShellManager,
-    /// `(secret value, [REDACTED:NAME])`, longest first.
-    pub(crate) replacements: Vec<(String, String)>,
+    /// The one redaction table: the scrubbed values (`[REDACTED:NAME]`)
+    /// and, unless turned off, the token formats (`[REDACTED:FORMAT]`).
+    /// Every command's streams share it; the configuration keeps only the
+    /// names of the scrubbed variables.
+    pub(crate) redactions: Arc<Redactions>,
     /// bash's absolute path, found once in the server's own `PATH`.
     pub(crate) shell_program: PathBuf,
     /// Output files kept for the model, oldest first.
@@ -138,20 +147,30 @@ pub struct ExecEnvironment {
 }
 
 impl ExecEnvironment {
-    /// Shared state for `config`, with a shell manager of its own.
-    pub fn new(config: ExecConfig) -> Self {
-        let replacements = config
+    /// Shared state for `config`, with a shell manager of its own. The
+    /// scrubbed values move into the redaction table: `config().env.removed`
+    /// keeps their names with empty values.
+    pub fn new(mut config: ExecConfig) -> Self {
+        let literals = config
             .env
             .redactions()
             .into_iter()
-            .map(|(name, value)| (value, format!("[REDACTED:{name}]")))
-            .collect();
+            .map(|(name, value)| (value, format!("[REDACTED:{name}]")));
+        let patterns = if config.redact_formats {
+            token_patterns()
+        } else {
+            Vec::new()
+        };
+        let redactions = Arc::new(Redactions::new(literals, patterns));
+        for value in config.env.removed.values_mut() {
+            *value = String::new();
+        }
         // Without it `cd` and `export` are not carried over; commands still run.
         let _ = std::fs::create_dir_all(Self::state_dir(&config.output_dir));
         Self {
             analyzer: Analyzer::new(config.analyzer.clone()),
             manager: ShellManager::new(),
-            replacements,
+            redactions,
             shell_program: find_program("bash", config.env.vars.get("PATH").map(String::as_str)),
             config,
             files: Mutex::new(VecDeque::new()),
@@ -174,15 +193,9 @@ impl ExecEnvironment {
         self.manager.shutdown(shell_runtime::KILL_GRACE).await;
     }
 
-    /// Replaces every scrubbed secret value in `text`.
+    /// Replaces every scrubbed secret value and token in `text`.
     pub fn redact(&self, text: &str) -> String {
-        if self.replacements.is_empty() {
-            return text.to_owned();
-        }
-        shell_runtime::replace_all(
-            text,
-            &shell_runtime::StreamReplacer::new(self.replacements.clone()),
-        )
+        self.redactions.replace_all(text)
     }
 
     /// A fresh path stem under the output directory.
@@ -237,6 +250,28 @@ impl ExecEnvironment {
     }
 }
 
+/// exec-policy's token formats, compiled for shell-runtime.
+#[expect(
+    clippy::expect_used,
+    reason = "the formats are constants, and a test compiles every one of them"
+)]
+fn token_patterns() -> Vec<TokenPattern> {
+    exec_policy::TOKEN_FORMATS
+        .iter()
+        .map(|format| {
+            TokenPattern::new(&TokenSpec {
+                label: format.id,
+                prefixes: format.prefixes,
+                regex: format.regex,
+                body: format.body,
+                standalone: format.standalone,
+                needs_digit: format.needs_digit,
+            })
+            .expect("a token format compiles")
+        })
+        .collect()
+}
+
 /// `name`'s path in the first `PATH` directory that has it as an
 /// executable file, or `name` itself for the spawn to look up.
 fn find_program(name: &str, path: Option<&str>) -> PathBuf {
@@ -255,6 +290,118 @@ fn find_program(name: &str, path: Option<&str>) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn environment(policy: &Policy, vars: &[(&str, &str)]) -> ExecEnvironment {
+        let dir = std::env::temp_dir();
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
+        ExecEnvironment::new(ExecConfig::from_policy(
+            policy,
+            vec![dir.clone()],
+            dir,
+            vars,
+        ))
+    }
+
+    /// What exec-policy finds in `text`, replaced: the stream must agree.
+    fn expected(text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(found) = exec_policy::find_token(rest) {
+            out.push_str(&rest[..found.start]);
+            out.push_str(&format!("[REDACTED:{}]", found.format.id));
+            rest = &rest[found.end..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    #[test]
+    fn every_token_format_is_redacted_and_look_alikes_are_not() {
+        let env = environment(&Policy::default(), &[]);
+        assert_eq!(token_patterns().len(), exec_policy::TOKEN_FORMATS.len());
+        for format in exec_policy::TOKEN_FORMATS {
+            let text = format!("cat .env\nKEY={}\n", format.example);
+            let redacted = env.redact(&text);
+            assert!(
+                redacted.contains(&format!("[REDACTED:{}]", format.id)),
+                "{redacted}"
+            );
+            assert_eq!(redacted, expected(&text));
+            for look_alike in format.not_examples {
+                assert_eq!(env.redact(look_alike), *look_alike, "{}", format.id);
+            }
+        }
+        for text in exec_policy::NOT_SECRETS {
+            assert_eq!(env.redact(text), *text);
+        }
+    }
+
+    #[test]
+    fn the_policy_can_turn_format_redaction_off_but_not_value_scrubbing() {
+        let token = exec_policy::TOKEN_FORMATS[2].example;
+        let mut policy = Policy::default();
+        policy.redact.formats = false;
+        let env = environment(
+            &policy,
+            &[("DEPLOY_HOOK", "https://ci:pa55word-x@ci.example.com/")],
+        );
+        assert_eq!(env.redact(token), token, "formats are off");
+        assert_eq!(
+            env.redact("https://ci:pa55word-x@ci.example.com/"),
+            "[REDACTED:DEPLOY_HOOK]",
+            "a variable scrubbed by its value is still redacted"
+        );
+        assert_eq!(env.redact("pa55word-x"), "[REDACTED:DEPLOY_HOOK]");
+        assert!(!env.config().env.vars.contains_key("DEPLOY_HOOK"));
+        assert_eq!(
+            env.config()
+                .env
+                .removed
+                .get("DEPLOY_HOOK")
+                .map(String::as_str),
+            Some(""),
+            "the value lives in the redaction table only"
+        );
+    }
+
+    proptest! {
+        /// Any text with an embedded token, split anywhere into chunks,
+        /// comes out of a stream with the token redacted and everything
+        /// else unchanged.
+        #[test]
+        fn a_token_is_redacted_from_a_stream_however_it_is_cut(
+            head in "[a-z .,:\n\r]{0,40}",
+            tail in "[a-z .,:\n\r]{0,40}",
+            which in 0..exec_policy::TOKEN_FORMATS.len(),
+            cuts in proptest::collection::vec(0usize..300, 0..8),
+        ) {
+            let env = environment(&Policy::default(), &[]);
+            let token = exec_policy::TOKEN_FORMATS[which].example;
+            let text = format!("{head} {token} {tail}");
+            let mut boundaries: Vec<usize> = cuts
+                .into_iter()
+                .map(|cut| cut.min(text.len()))
+                .filter(|cut| text.is_char_boundary(*cut))
+                .collect();
+            boundaries.push(text.len());
+            boundaries.sort_unstable();
+            let mut replacer = shell_runtime::StreamReplacer::new(Some(Arc::clone(&env.redactions)));
+            let mut out = String::new();
+            let mut last = 0;
+            for cut in boundaries {
+                replacer.push(&text[last..cut], &mut out);
+                last = cut;
+            }
+            replacer.finish(&mut out);
+            let redacted = expected(token);
+            prop_assert!(redacted != token);
+            prop_assert_eq!(out, format!("{head} {redacted} {tail}"));
+        }
+    }
 
     #[test]
     fn output_files_past_the_total_cap_go_oldest_first() {

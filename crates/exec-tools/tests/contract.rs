@@ -163,6 +163,78 @@ async fn secrets_of_the_server_never_show() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_in_well_known_formats_never_show_wherever_they_come_from() {
+    let github = "ghp_R4nd0mL00k1ngT0k3nW1thTh1rtySixChr5x";
+    let world = World::new();
+    common::write(
+        &world.root().join(".env"),
+        &format!("GH={github}\nDB=postgres://app:s3cr3t-Passw0rd@db:5432/app\nPLAIN=sk-learn\n"),
+    );
+    let shown = world.bash("cat .env").await;
+    assert_eq!(
+        shown.text(),
+        "GH=[REDACTED:github-token]\nDB=postgres://app:[REDACTED:url-password]@db:5432/app\nPLAIN=sk-learn\n"
+    );
+    // Printed in two writes, so a pipe read may cut it.
+    let (first, second) = github.split_at(20);
+    let split = world
+        .bash(&format!(
+            "printf 'a {first}'; sleep 0.05; printf '{second} b\\n'"
+        ))
+        .await;
+    assert_eq!(split.text(), "a [REDACTED:github-token] b\n");
+    let id = world.background("cat .env").await;
+    let read = world
+        .call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }))
+        .await;
+    assert!(read.text().contains("[REDACTED:github-token]") && !read.text().contains(github));
+    // The command's own text, echoed by a dry run, too.
+    let dry = world.context.clone().with_dry_run(true);
+    let echoed = world
+        .call_in(&dry, "Bash", json!({ "command": format!("echo {github}") }))
+        .await;
+    assert!(!echoed.text().contains(github), "{}", echoed.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_redrawn_in_growing_frames_shows_in_none_of_them() {
+    // What the stream keeps (and output files hold) is every frame, not
+    // only the last drawing the answer shows.
+    let github = "ghp_R4nd0mL00k1ngT0k3nW1thTh1rtySixChr5x";
+    let world = World::with(|mut config| {
+        config.collapse_progress = false;
+        config
+    });
+    let frames = world
+        .bash(&format!(
+            "printf '{}\\r{}\\r{github}\\n'",
+            &github[..10],
+            &github[..30]
+        ))
+        .await;
+    assert_eq!(
+        frames.text(),
+        format!(
+            "{}\r[REDACTED:github-token]\r[REDACTED:github-token]\n",
+            &github[..10]
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_redaction_can_be_turned_off() {
+    let github = "ghp_R4nd0mL00k1ngT0k3nW1thTh1rtySixChr5x";
+    let world = World::with(|mut config| {
+        config.redact_formats = false;
+        config
+    });
+    assert_eq!(
+        world.bash(&format!("echo {github}")).await.text(),
+        format!("{github}\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_interrupts_and_ends_the_tree() {
     let world = World::new();
     let token = CancellationToken::new();

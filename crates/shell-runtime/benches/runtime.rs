@@ -4,8 +4,9 @@
 //! output from a running background shell.
 //!
 //! `cargo bench -p shell-runtime --bench runtime` (`-- --quick` for a short
-//! run with a 64 MiB file instead of 1 GiB). Prints one JSON figure per
-//! line for `cargo xtask bench`.
+//! run with a 64 MiB file instead of 1 GiB; `-- capture` and the like run
+//! only the groups named: spawn, capture, reads, concurrent, sandbox). Prints
+//! one JSON figure per line for `cargo xtask bench`.
 
 #![allow(
     clippy::expect_used,
@@ -231,34 +232,122 @@ fn write_big_file(bytes: u64) -> tempfile::NamedTempFile {
     file
 }
 
+/// The prefixes of exec-policy's token formats (shell-runtime cannot see
+/// that crate), each with a regex of the usual shape: what a server's
+/// redaction table holds, besides its secret values.
+const TOKEN_PREFIXES: &[&str] = &[
+    "sk-ant-",
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxa-",
+    "xoxb-",
+    "xoxo-",
+    "xoxp-",
+    "xoxr-",
+    "xoxs-",
+    "sk_live_",
+    "rk_live_",
+    "sk_test_",
+    "rk_test_",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "hf_",
+    "npm_",
+    "pypi-AgEIcHlwaS5vcmc",
+    "SG.",
+    "://",
+];
+
+fn redaction_table() -> std::sync::Arc<shell_runtime::Redactions> {
+    let patterns = TOKEN_PREFIXES
+        .iter()
+        .map(|prefix| {
+            let regex = format!("{}[A-Za-z0-9_-]{{20,}}", regex_escape(prefix));
+            shell_runtime::TokenPattern::new(&shell_runtime::TokenSpec {
+                label: "token",
+                prefixes: &[prefix],
+                regex: &regex,
+                body: "[A-Za-z0-9_-]",
+                standalone: true,
+                needs_digit: true,
+            })
+            .expect("compiles")
+        })
+        .collect();
+    let secrets = [
+        (
+            "s3cr3t-v4lue-0123456789".to_owned(),
+            "[REDACTED:A_TOKEN]".to_owned(),
+        ),
+        (
+            "hunter2-hunter2-hunter2".to_owned(),
+            "[REDACTED:A_PASSWORD]".to_owned(),
+        ),
+    ];
+    std::sync::Arc::new(shell_runtime::Redactions::new(secrets, patterns))
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
 fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
     let file = write_big_file(bytes);
     let path = test_support::single_quoted(&file.path().to_string_lossy());
     let size = std::fs::metadata(file.path()).expect("size").len();
+    let table = redaction_table();
     // Warm the page cache.
     bare_bash(&format!("cat {path} > /dev/null"));
     let mut bare = Vec::new();
     let mut ours = Vec::new();
-    for _ in 0..rounds {
+    let mut redacted = Vec::new();
+    for round in 0..rounds {
         let t = Instant::now();
         bare_bash(&format!("cat {path} | cat > /dev/null"));
         bare.push(t.elapsed());
-        let t = Instant::now();
-        let shell = runtime.block_on(async {
-            let shell = ShellProcess::spawn(spec(&format!("cat {path}")))
-                .await
-                .unwrap();
-            shell.wait().await;
-            shell
-        });
-        ours.push(t.elapsed());
-        assert_eq!(shell.totals(shell_runtime::Stream::Stdout).0, size);
+        // Alternating which goes first, so drift hits both alike.
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for with_table in order {
+            let mut capture = spec(&format!("cat {path}"));
+            if with_table {
+                capture.replacements = Some(std::sync::Arc::clone(&table));
+            }
+            let t = Instant::now();
+            let shell = runtime.block_on(async {
+                let shell = ShellProcess::spawn(capture).await.unwrap();
+                shell.wait().await;
+                shell
+            });
+            if with_table { &mut redacted } else { &mut ours }.push(t.elapsed());
+            assert_eq!(shell.totals(shell_runtime::Stream::Stdout).0, size);
+        }
     }
     let mib = size as f64 / (1024.0 * 1024.0);
     let bare50 = percentile(&mut bare, 50);
     let ours50 = percentile(&mut ours, 50);
+    let redacted50 = percentile(&mut redacted, 50);
     let bare_rate = mib / bare50.as_secs_f64();
     let ours_rate = mib / ours50.as_secs_f64();
+    let redacted_rate = mib / redacted50.as_secs_f64();
     emit(
         &Figure::new(
             "capture-bare",
@@ -273,6 +362,19 @@ fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
             .per_unit(ours_rate, Unit::MiBPerSecond)
             .against_throughput("capture-bare", ours_rate / bare_rate)
             .target(Metric::Ratio, Op::AtLeast, 0.5, Unit::Times),
+    );
+    emit(
+        &Figure::new(
+            "capture-redacted",
+            format!(
+                "the same with redaction ({} token formats, 2 secret values)",
+                TOKEN_PREFIXES.len()
+            ),
+        )
+        .median(redacted50)
+        .per_unit(redacted_rate, Unit::MiBPerSecond)
+        .against_throughput("capture", redacted_rate / ours_rate)
+        .target(Metric::Ratio, Op::AtLeast, 0.9, Unit::Times),
     );
     emit(
         &Figure::new("peak-rss", "peak RSS of the whole benchmark process")
@@ -318,18 +420,34 @@ fn background_reads(runtime: &tokio::runtime::Runtime, reads: usize) {
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
+    // Any other argument names the groups to run (`capture`, `spawn`, ...).
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with("--"))
+        .collect();
+    let wanted = |group: &str| only.is_empty() || only.iter().any(|name| name == group);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
-    spawn_and_wait(&runtime, if quick { 100 } else { 1000 });
-    capture(
-        &runtime,
-        if quick { 64 << 20 } else { 1 << 30 },
-        if quick { 2 } else { 5 },
-    );
-    background_reads(&runtime, if quick { 1000 } else { 10_000 });
-    concurrent_shells(&runtime, if quick { 2 } else { 5 });
-    sandbox_cost(&runtime, if quick { 100 } else { 1000 });
+    if wanted("spawn") {
+        spawn_and_wait(&runtime, if quick { 100 } else { 1000 });
+    }
+    if wanted("capture") {
+        capture(
+            &runtime,
+            if quick { 64 << 20 } else { 1 << 30 },
+            if quick { 2 } else { 5 },
+        );
+    }
+    if wanted("reads") {
+        background_reads(&runtime, if quick { 1000 } else { 10_000 });
+    }
+    if wanted("concurrent") {
+        concurrent_shells(&runtime, if quick { 2 } else { 5 });
+    }
+    if wanted("sandbox") {
+        sandbox_cost(&runtime, if quick { 100 } else { 1000 });
+    }
 }

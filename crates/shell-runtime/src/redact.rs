@@ -1,102 +1,607 @@
-//! Replacement of given strings in a stream, even when one is cut across reads.
+//! Redaction of output as it streams: given secret values, and tokens in
+//! well-known formats, replaced even when a pipe read cuts one in two.
+//!
+//! One [`Redactions`] table is built per server and shared (`Arc`) by every
+//! stream, so the secret values are held once. A [`StreamReplacer`] keeps
+//! only the undecided end of its stream: a tail that may still grow into a
+//! secret value or a token.
 
-/// Replaces each `needle` with its replacement as text streams through. The
-/// end of each chunk that could still begin a needle is held back until the
-/// next chunk (or the end) decides it, so a secret split by a pipe read is
-/// still caught.
+use std::sync::Arc;
+
+/// Bytes a token candidate may hold back while its end is still unread;
+/// past it, the candidate is decided with what has arrived.
+const MAX_HELD: usize = 1024;
+
+/// A candidate whose run of token characters is cut off by `\r` (a redraw
+/// printing the token in growing frames) is a token once it has this many
+/// characters after its prefix: every frame stays in the stream (output
+/// files, answers that keep redraws), and most of a token is a secret too.
+/// Shorter frames are ordinary words more often than not.
+const MIN_REDRAWN: usize = 12;
+
+/// Why a token format could not be compiled.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("token format `{label}`: {message}")]
+pub struct BadTokenPattern {
+    /// The format's label.
+    pub label: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A token format as plain data (the layers above own the list).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenSpec<'a> {
+    /// Replacements read `[REDACTED:<label>]`.
+    pub label: &'a str,
+    /// Literal starts: every token begins with one of them. They are what
+    /// the stream is searched for; the regex runs only where one occurs.
+    pub prefixes: &'a [&'a str],
+    /// The token, matched from the prefix on. With a capture group, only
+    /// the group is replaced (the password of a URL).
+    pub regex: &'a str,
+    /// A regex class of the characters a token continues with after its
+    /// prefix, such as `[A-Za-z0-9_-]`: a candidate whose run of them
+    /// reaches the end of what has been read may still grow.
+    pub body: &'a str,
+    /// The token must not touch a body character on either side
+    /// (`task-...` holds no `sk-` key).
+    pub standalone: bool,
+    /// The part after the prefix must hold an ASCII digit.
+    pub needs_digit: bool,
+}
+
+/// A compiled token format.
+#[derive(Debug, Clone)]
+pub struct TokenPattern {
+    replacement: String,
+    prefixes: Vec<String>,
+    /// `\A(?:regex)`: matched at a prefix.
+    regex: regex::Regex,
+    grouped: bool,
+    /// Which bytes continue a token (bytes of non-ASCII characters all
+    /// count as the class says of U+FFFD).
+    body: Box<[bool; 256]>,
+    standalone: bool,
+    needs_digit: bool,
+}
+
+impl TokenPattern {
+    /// Compiles `spec`.
+    pub fn new(spec: &TokenSpec<'_>) -> Result<Self, BadTokenPattern> {
+        let bad = |message: String| BadTokenPattern {
+            label: spec.label.to_owned(),
+            message,
+        };
+        if spec.prefixes.is_empty() || spec.prefixes.iter().any(|prefix| prefix.is_empty()) {
+            return Err(bad("every format needs non-empty prefixes".to_owned()));
+        }
+        let regex = regex::Regex::new(&format!(r"\A(?:{})", spec.regex))
+            .map_err(|error| bad(error.to_string()))?;
+        let class = regex::Regex::new(&format!(r"\A(?:{})\z", spec.body))
+            .map_err(|error| bad(error.to_string()))?;
+        let mut body = Box::new([false; 256]);
+        let mut buffer = [0u8; 4];
+        for (byte, slot) in body.iter_mut().enumerate() {
+            let probe = u8::try_from(byte)
+                .ok()
+                .filter(u8::is_ascii)
+                .map_or('\u{fffd}', char::from);
+            *slot = class.is_match(probe.encode_utf8(&mut buffer));
+        }
+        Ok(Self {
+            replacement: format!("[REDACTED:{}]", spec.label),
+            prefixes: spec
+                .prefixes
+                .iter()
+                .map(|&prefix| prefix.to_owned())
+                .collect(),
+            grouped: regex.captures_len() > 1,
+            regex,
+            body,
+            standalone: spec.standalone,
+            needs_digit: spec.needs_digit,
+        })
+    }
+
+    fn continues(&self, byte: Option<u8>) -> bool {
+        byte.is_some_and(|byte| self.body[usize::from(byte)])
+    }
+
+    /// What the candidate at `at` (where `prefix_len` bytes of a prefix
+    /// matched) is, given the byte before it.
+    fn decide(
+        &self,
+        text: &str,
+        at: usize,
+        prefix_len: usize,
+        before: Option<u8>,
+        at_end: bool,
+    ) -> Candidate<'_> {
+        if self.standalone && self.continues(before) {
+            return Candidate::Nothing;
+        }
+        let bytes = text.as_bytes();
+        let body_start = at + prefix_len;
+        let run_end = body_start
+            + bytes[body_start..]
+                .iter()
+                .take_while(|byte| self.body[usize::from(**byte)])
+                .count();
+        if run_end == bytes.len() && !at_end && run_end - at < MAX_HELD {
+            return Candidate::Open;
+        }
+        let has_digit = |end: usize| {
+            bytes[body_start..end.max(body_start)]
+                .iter()
+                .any(u8::is_ascii_digit)
+        };
+        let haystack = &text[at..];
+        let found = if self.grouped {
+            self.regex.captures(haystack).and_then(|captures| {
+                let whole = captures.get(0)?;
+                let secret = captures.get(1).unwrap_or(whole);
+                Some((whole.end(), secret.start(), secret.end()))
+            })
+        } else {
+            self.regex
+                .find(haystack)
+                .map(|whole| (whole.end(), whole.start(), whole.end()))
+        };
+        if let Some((whole_end, start, end)) = found {
+            let whole_end = at + whole_end;
+            let alone = !self.standalone || !self.continues(bytes.get(whole_end).copied());
+            if alone && (!self.needs_digit || has_digit(whole_end)) && end > start {
+                return Candidate::Token {
+                    start: at + start,
+                    end: at + end,
+                    replacement: &self.replacement,
+                };
+            }
+        }
+        let redrawn = !self.grouped
+            && bytes.get(run_end) == Some(&b'\r')
+            && run_end - body_start >= MIN_REDRAWN
+            && (!self.needs_digit || has_digit(run_end));
+        if redrawn {
+            return Candidate::Token {
+                start: at,
+                end: run_end,
+                replacement: &self.replacement,
+            };
+        }
+        Candidate::Nothing
+    }
+}
+
+/// What a position holding a token prefix turned out to be.
+enum Candidate<'a> {
+    /// No token starts here.
+    Nothing,
+    /// It may still become one: hold the text back from here.
+    Open,
+    /// `start..end` is replaced (the whole token, or a URL's password).
+    Token {
+        start: usize,
+        end: usize,
+        replacement: &'a str,
+    },
+}
+
+/// Bytes from rare to common in program output, roughly: each prefix is
+/// looked for by its rarest byte (its anchor), with `memchr`, so text
+/// without any anchor byte costs a few vectorised passes and nothing more.
+const RARITY: &[u8] =
+    b"_:~^`|\\{}[]<>@#$%&*+=!?;\"'-.QJZXKVBPYGFWMUCLDRHSNIOATE0123456789qjzxkvbpygfwmucldrhsnioate/, ";
+
+fn rarity(byte: u8) -> usize {
+    RARITY
+        .iter()
+        .position(|known| *known == byte)
+        .unwrap_or(RARITY.len())
+}
+
+/// Where secret values and token prefixes (the needles) may start: the
+/// anchor byte of each, searched for in groups of up to three bytes (one
+/// `memchr` pass per group). Needles are known by their index; the caller
+/// holds their text, so a secret value is not copied here.
+#[derive(Debug, Default)]
+struct Anchors {
+    groups: Vec<Vec<u8>>,
+    /// For each anchor byte: `(needle, offset of the anchor in it)`.
+    by_byte: Vec<Vec<(usize, usize)>>,
+    /// The largest anchor offset: a needle starts at most this far before
+    /// its anchor.
+    farthest: usize,
+}
+
+impl Anchors {
+    /// Chooses few anchor bytes (fewer `memchr` passes): repeatedly the
+    /// byte that covers the most needles not covered yet, among the three
+    /// rarest bytes of each, the rarer on a tie.
+    fn new(needles: &[&[u8]]) -> Self {
+        let choices: Vec<Vec<u8>> = needles
+            .iter()
+            .map(|needle| {
+                let mut bytes = needle.to_vec();
+                bytes.sort_by_key(|byte| rarity(*byte));
+                bytes.dedup();
+                bytes.truncate(3);
+                bytes
+            })
+            .collect();
+        let mut anchor_of: Vec<Option<u8>> = vec![None; needles.len()];
+        let mut chosen: Vec<u8> = Vec::new();
+        let uncovered = |anchor_of: &[Option<u8>], byte: u8| {
+            anchor_of
+                .iter()
+                .zip(&choices)
+                .filter(|(anchor, bytes)| anchor.is_none() && bytes.contains(&byte))
+                .count()
+        };
+        while let Some(byte) = (0..=255u8)
+            .filter(|byte| uncovered(&anchor_of, *byte) > 0)
+            .max_by_key(|byte| {
+                (
+                    uncovered(&anchor_of, *byte),
+                    std::cmp::Reverse(rarity(*byte)),
+                )
+            })
+        {
+            chosen.push(byte);
+            for (anchor, bytes) in anchor_of.iter_mut().zip(&choices) {
+                if anchor.is_none() && bytes.contains(&byte) {
+                    *anchor = Some(byte);
+                }
+            }
+        }
+        let mut by_byte: Vec<Vec<(usize, usize)>> = vec![Vec::new(); 256];
+        let mut farthest = 0;
+        for (index, (needle, anchor)) in needles.iter().zip(&anchor_of).enumerate() {
+            let Some(anchor) = *anchor else { continue };
+            if let Some(offset) = needle.iter().position(|byte| *byte == anchor) {
+                by_byte[usize::from(anchor)].push((index, offset));
+                farthest = farthest.max(offset);
+            }
+        }
+        Self {
+            groups: chosen.chunks(3).map(<[u8]>::to_vec).collect(),
+            by_byte,
+            farthest,
+        }
+    }
+
+    /// The first byte of `group` at or after `from`.
+    fn find(group: &[u8], bytes: &[u8], from: usize) -> Option<usize> {
+        let rest = bytes.get(from..)?;
+        let found = match *group {
+            [a] => memchr::memchr(a, rest),
+            [a, b] => memchr::memchr2(a, b, rest),
+            [a, b, c] => memchr::memchr3(a, b, c, rest),
+            _ => None,
+        };
+        found.map(|at| from + at)
+    }
+
+    /// The earliest needle occurring at or after `from`, as `(start,
+    /// index)`; of several starting there, the lowest index. `needle`
+    /// gives a needle's bytes; `hits` caches each group's next anchor
+    /// across calls on one text.
+    fn next<'a>(
+        &self,
+        bytes: &[u8],
+        from: usize,
+        hits: &mut [Option<usize>],
+        needle: impl Fn(usize) -> &'a [u8],
+    ) -> Option<(usize, usize)> {
+        let mut best: Option<(usize, usize)> = None;
+        for (group, hit) in self.groups.iter().zip(hits.iter_mut()) {
+            let mut anchor = match *hit {
+                Some(at) if at >= from => Some(at),
+                Some(_) | None => Self::find(group, bytes, from),
+            };
+            *hit = anchor.or(Some(usize::MAX));
+            while let Some(at) = anchor.filter(|at| *at != usize::MAX) {
+                // A later anchor can only give an earlier start this close.
+                if best.is_some_and(|(best, _)| at > best + self.farthest) {
+                    break;
+                }
+                for &(index, offset) in &self.by_byte[usize::from(bytes[at])] {
+                    let Some(start) = at.checked_sub(offset).filter(|start| *start >= from) else {
+                        continue;
+                    };
+                    if best.is_none_or(|best| (start, index) < best)
+                        && bytes[start..].starts_with(needle(index))
+                    {
+                        best = Some((start, index));
+                    }
+                }
+                anchor = Self::find(group, bytes, at + 1);
+            }
+        }
+        best
+    }
+}
+
+/// Everything output redaction replaces: secret values (each with its
+/// replacement) and token formats. Built once, shared by every stream.
+#[derive(Debug, Default)]
+pub struct Redactions {
+    /// `(value, replacement)`, longest value first, so a value containing
+    /// another is replaced whole.
+    literals: Vec<(String, String)>,
+    patterns: Vec<TokenPattern>,
+    /// Every prefix of every pattern, as `(pattern, prefix)`.
+    prefixes: Vec<(usize, usize)>,
+    /// Where the needles may start: the values (indices `0..literals.len()`),
+    /// then the prefixes.
+    anchors: Anchors,
+    /// Bytes of the longest value or prefix: a tail shorter than it may
+    /// still be the beginning of one.
+    longest: usize,
+}
+
+impl Redactions {
+    /// A table for `literals` (`(value, replacement)`; empty values are
+    /// ignored) and token `patterns`.
+    pub fn new(
+        literals: impl IntoIterator<Item = (String, String)>,
+        patterns: Vec<TokenPattern>,
+    ) -> Self {
+        let mut literals: Vec<(String, String)> = literals
+            .into_iter()
+            .filter(|(value, _)| !value.is_empty())
+            .collect();
+        literals.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
+        let prefixes: Vec<(usize, usize)> = patterns
+            .iter()
+            .enumerate()
+            .flat_map(|(pattern, spec)| {
+                (0..spec.prefixes.len()).map(move |prefix| (pattern, prefix))
+            })
+            .collect();
+        let needles: Vec<&[u8]> = literals
+            .iter()
+            .map(|(value, _)| value.as_bytes())
+            .chain(
+                prefixes
+                    .iter()
+                    .map(|&(pattern, prefix)| patterns[pattern].prefixes[prefix].as_bytes()),
+            )
+            .collect();
+        let anchors = Anchors::new(&needles);
+        let longest = needles.iter().map(|needle| needle.len()).max().unwrap_or(0);
+        Self {
+            literals,
+            patterns,
+            prefixes,
+            anchors,
+            longest,
+        }
+    }
+
+    /// True when nothing is replaced (text passes through untouched).
+    pub fn is_empty(&self) -> bool {
+        self.literals.is_empty() && self.patterns.is_empty()
+    }
+
+    /// Replaces every secret value and token in a whole text.
+    pub fn replace_all(&self, text: &str) -> String {
+        if self.is_empty() {
+            return text.to_owned();
+        }
+        let mut out = String::with_capacity(text.len());
+        self.redact(text, None, true, &mut |piece| out.push_str(piece));
+        out
+    }
+
+    /// The token (or the reason to wait) at `at`, where some prefix occurs.
+    fn candidate(&self, text: &str, at: usize, before: Option<u8>, at_end: bool) -> Candidate<'_> {
+        for pattern in &self.patterns {
+            for prefix in &pattern.prefixes {
+                if !text[at..].starts_with(prefix.as_str()) {
+                    continue;
+                }
+                match pattern.decide(text, at, prefix.len(), before, at_end) {
+                    Candidate::Nothing => {}
+                    decided => return decided,
+                }
+            }
+        }
+        Candidate::Nothing
+    }
+
+    /// The earliest position at or after `from`, among the last bytes of
+    /// `text`, where the rest of `text` is the unfinished beginning of a
+    /// value or of a prefix; `text.len()` when there is none.
+    fn unfinished_tail(&self, text: &str, from: usize, before: Option<u8>) -> usize {
+        let len = text.len();
+        let lowest = len.saturating_sub(self.longest.saturating_sub(1)).max(from);
+        for at in lowest..len {
+            if !text.is_char_boundary(at) {
+                continue;
+            }
+            let rest = &text[at..];
+            let begins = |whole: &str| whole.len() > rest.len() && whole.starts_with(rest);
+            if self.literals.iter().any(|(value, _)| begins(value)) {
+                return at;
+            }
+            let previous = if at == 0 {
+                before
+            } else {
+                Some(text.as_bytes()[at - 1])
+            };
+            let token = self.patterns.iter().any(|pattern| {
+                (!pattern.standalone || !pattern.continues(previous))
+                    && pattern.prefixes.iter().any(|prefix| begins(prefix))
+            });
+            if token {
+                return at;
+            }
+        }
+        len
+    }
+
+    /// Appends to `out` the decided part of `text` with its secrets
+    /// replaced, and returns how far that is: all of it when `at_end`,
+    /// else up to what may still be the start of a secret. `before` is the
+    /// byte that preceded `text` in the stream.
+    fn redact(
+        &self,
+        text: &str,
+        before: Option<u8>,
+        at_end: bool,
+        emit: &mut impl FnMut(&str),
+    ) -> usize {
+        let len = text.len();
+        let tail_from = |from: usize| {
+            if at_end {
+                len
+            } else {
+                self.unfinished_tail(text, from, before)
+            }
+        };
+        let mut tail = tail_from(0);
+        let mut at = 0;
+        let mut search = 0;
+        // Each anchor group's next hit, found lazily.
+        let mut hits: Vec<Option<usize>> = vec![None; self.anchors.groups.len()];
+        while let Some((start, index)) =
+            self.anchors
+                .next(text.as_bytes(), search.max(at), &mut hits, |index| {
+                    self.needle(index)
+                })
+        {
+            if start >= tail {
+                break;
+            }
+            let (from, to, replacement) =
+                if let Some((value, replacement)) = self.literals.get(index) {
+                    (start, start + value.len(), replacement.as_str())
+                } else {
+                    let previous = if start == 0 {
+                        before
+                    } else {
+                        Some(text.as_bytes()[start - 1])
+                    };
+                    match self.candidate(text, start, previous, at_end) {
+                        Candidate::Nothing => {
+                            search = start + 1;
+                            continue;
+                        }
+                        Candidate::Open => {
+                            tail = start;
+                            break;
+                        }
+                        Candidate::Token {
+                            start,
+                            end,
+                            replacement,
+                        } => (start, end, replacement),
+                    }
+                };
+            if from > at {
+                emit(&text[at..from]);
+            }
+            emit(replacement);
+            at = to;
+            search = to;
+            if at > tail {
+                tail = tail_from(at);
+            }
+        }
+        let tail = tail.max(at);
+        if tail > at {
+            emit(&text[at..tail]);
+        }
+        tail
+    }
+
+    /// Needle `index`: a value, then the prefixes in order.
+    fn needle(&self, index: usize) -> &[u8] {
+        match self.literals.get(index) {
+            Some((value, _)) => value.as_bytes(),
+            None => self
+                .prefixes
+                .get(index - self.literals.len())
+                .map_or(&[], |&(pattern, prefix)| {
+                    self.patterns[pattern].prefixes[prefix].as_bytes()
+                }),
+        }
+    }
+}
+
+/// Redacts one stream as it arrives. The end of each chunk that could
+/// still begin a secret value or a token is held back until the next chunk
+/// (or the end) decides it, so a secret split by a pipe read is still caught.
 #[derive(Debug, Clone, Default)]
 pub struct StreamReplacer {
-    /// `(needle, replacement)`, longest needle first so a needle containing
-    /// another is replaced whole.
-    pairs: Vec<(String, String)>,
-    longest: usize,
+    table: Option<Arc<Redactions>>,
     pending: String,
+    /// The last byte passed on, for tokens that must stand alone.
+    before: Option<u8>,
 }
 
 impl StreamReplacer {
-    /// A replacer for `pairs` (`(needle, replacement)`); empty needles are ignored.
-    pub fn new(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
-        let mut pairs: Vec<(String, String)> = pairs
-            .into_iter()
-            .filter(|(needle, _)| !needle.is_empty())
-            .collect();
-        pairs.sort_by_key(|(needle, _)| std::cmp::Reverse(needle.len()));
-        let longest = pairs.first().map_or(0, |(needle, _)| needle.len());
+    /// A replacer applying `table`; `None` passes text through untouched.
+    pub fn new(table: Option<Arc<Redactions>>) -> Self {
         Self {
-            pairs,
-            longest,
+            table: table.filter(|table| !table.is_empty()),
             pending: String::new(),
+            before: None,
         }
     }
 
     /// True when there is nothing to replace (text passes through untouched).
     pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
+        self.table.is_none()
     }
 
     /// Feeds `chunk`; appends to `out` the text that is decided.
     pub fn push(&mut self, chunk: &str, out: &mut String) {
-        if self.pairs.is_empty() {
-            out.push_str(chunk);
-            return;
-        }
-        self.pending.push_str(chunk);
-        // A needle starting at or after `safe` might still be incomplete.
-        let mut safe = self.pending.len().saturating_sub(self.longest - 1);
-        while !self.pending.is_char_boundary(safe) {
-            safe -= 1;
-        }
-        let emitted = self.replace_until(safe, out);
-        self.pending.drain(..emitted);
+        self.feed(chunk, false, &mut |piece| out.push_str(piece));
     }
 
     /// Ends the stream: the held-back text is decided and appended.
     pub fn finish(&mut self, out: &mut String) {
-        let end = self.pending.len();
-        let emitted = self.replace_until(end, out);
-        self.pending.drain(..emitted);
-        out.push_str(&self.pending);
-        self.pending.clear();
+        self.feed("", true, &mut |piece| out.push_str(piece));
     }
 
-    /// Emits `pending` up to `limit`, replacing every needle that starts
-    /// before it; returns how far it got (past `limit` when a needle straddles it).
-    fn replace_until(&self, limit: usize, out: &mut String) -> usize {
-        let text = self.pending.as_str();
-        let mut at = 0;
-        while at < limit {
-            let found = self
-                .pairs
-                .iter()
-                .filter_map(|(needle, replacement)| {
-                    text[at..]
-                        .find(needle.as_str())
-                        .map(|offset| (at + offset, needle.len(), replacement))
-                })
-                .min_by_key(|(start, len, _)| (*start, std::cmp::Reverse(*len)));
-            match found {
-                Some((start, len, replacement)) if start < limit => {
-                    out.push_str(&text[at..start]);
-                    out.push_str(replacement);
-                    at = start + len;
-                }
-                _ => {
-                    out.push_str(&text[at..limit]);
-                    at = limit;
-                }
+    /// Feeds `chunk` and hands the decided text to `emit`, in pieces (parts
+    /// of `chunk` and replacements), without copying it first.
+    pub fn push_to(&mut self, chunk: &str, mut emit: impl FnMut(&str)) {
+        self.feed(chunk, false, &mut emit);
+    }
+
+    /// Ends the stream, handing the held-back text to `emit`.
+    pub fn finish_to(&mut self, mut emit: impl FnMut(&str)) {
+        self.feed("", true, &mut emit);
+    }
+
+    fn feed(&mut self, chunk: &str, at_end: bool, emit: &mut impl FnMut(&str)) {
+        let Some(table) = &self.table else {
+            if !chunk.is_empty() {
+                emit(chunk);
             }
+            return;
+        };
+        // Only the held-back tail is copied; a chunk after an empty tail is
+        // read where it lies.
+        let joined;
+        let text = if self.pending.is_empty() {
+            chunk
+        } else {
+            self.pending.push_str(chunk);
+            joined = std::mem::take(&mut self.pending);
+            joined.as_str()
+        };
+        let decided = table.redact(text, self.before, at_end, emit);
+        if decided > 0 {
+            self.before = text.as_bytes().get(decided - 1).copied();
         }
-        at
+        self.pending.clear();
+        self.pending.push_str(&text[decided..]);
     }
-}
-
-/// Replaces every needle in a whole text at once.
-pub fn replace_all(text: &str, replacer: &StreamReplacer) -> String {
-    let mut replacer = StreamReplacer::new(replacer.pairs.iter().cloned());
-    let mut out = String::with_capacity(text.len());
-    replacer.push(text, &mut out);
-    replacer.finish(&mut out);
-    out
 }
 
 #[cfg(test)]
@@ -104,23 +609,244 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn secrets() -> StreamReplacer {
-        StreamReplacer::new([
-            ("sk-abcdefgh".to_owned(), "[REDACTED:KEY]".to_owned()),
-            (
+    fn github() -> TokenPattern {
+        TokenPattern::new(&TokenSpec {
+            label: "github-token",
+            prefixes: &["ghp_", "gho_"],
+            regex: "gh[po]_[A-Za-z0-9]{36,251}",
+            body: "[A-Za-z0-9]",
+            standalone: true,
+            needs_digit: false,
+        })
+        .expect("compiles")
+    }
+
+    fn openai() -> TokenPattern {
+        TokenPattern::new(&TokenSpec {
+            label: "openai-key",
+            prefixes: &["sk-"],
+            regex: "sk-[A-Za-z0-9_-]{20,}",
+            body: "[A-Za-z0-9_-]",
+            standalone: true,
+            needs_digit: true,
+        })
+        .expect("compiles")
+    }
+
+    fn url_password() -> TokenPattern {
+        TokenPattern::new(&TokenSpec {
+            label: "url-password",
+            prefixes: &["://"],
+            regex: "://[^\\s/?#@:]*:([^\\s/?#@]+)@",
+            body: "[^\\s/?#@]",
+            standalone: false,
+            needs_digit: false,
+        })
+        .expect("compiles")
+    }
+
+    fn secrets() -> Redactions {
+        Redactions::new(
+            [
+                ("sk-abcdefgh".to_owned(), "[REDACTED:KEY]".to_owned()),
+                (
+                    "hunter2hunter2".to_owned(),
+                    "[REDACTED:PASSWORD]".to_owned(),
+                ),
+            ],
+            Vec::new(),
+        )
+    }
+
+    fn formats() -> Redactions {
+        Redactions::new(
+            [(
                 "hunter2hunter2".to_owned(),
                 "[REDACTED:PASSWORD]".to_owned(),
-            ),
-        ])
+            )],
+            vec![github(), openai(), url_password()],
+        )
+    }
+
+    const GITHUB: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    const OPENAI: &str = "sk-proj-4f9aB7cD2eF0gH1iJ3kL5mN7";
+
+    /// `text` fed in pieces cut at `cuts` (byte offsets, clamped).
+    fn streamed(table: &Arc<Redactions>, text: &str, cuts: &[usize]) -> String {
+        let mut boundaries: Vec<usize> = cuts
+            .iter()
+            .map(|cut| (*cut).min(text.len()))
+            .filter(|cut| text.is_char_boundary(*cut))
+            .collect();
+        boundaries.push(text.len());
+        boundaries.sort_unstable();
+        let mut replacer = StreamReplacer::new(Some(Arc::clone(table)));
+        let mut out = String::new();
+        let mut last = 0;
+        for cut in boundaries {
+            replacer.push(&text[last..cut], &mut out);
+            last = cut;
+        }
+        replacer.finish(&mut out);
+        out
     }
 
     #[test]
     fn needles_are_replaced_whole() {
         let text = "key=sk-abcdefgh pass=hunter2hunter2 end";
         assert_eq!(
-            replace_all(text, &secrets()),
+            secrets().replace_all(text),
             "key=[REDACTED:KEY] pass=[REDACTED:PASSWORD] end"
         );
+    }
+
+    #[test]
+    fn tokens_are_replaced_by_their_format() {
+        let table = formats();
+        assert_eq!(
+            table.replace_all(&format!("GH={GITHUB}\nkey: {OPENAI}.\n")),
+            "GH=[REDACTED:github-token]\nkey: [REDACTED:openai-key].\n"
+        );
+        assert_eq!(
+            table.replace_all("postgres://app:s3cr3t-pw@db:5432/x https://example.com:8080/a"),
+            "postgres://app:[REDACTED:url-password]@db:5432/x https://example.com:8080/a"
+        );
+    }
+
+    #[test]
+    fn look_alikes_stay() {
+        let table = formats();
+        for text in [
+            "pip install sk-learn-0.24.2 and scikit-learn",
+            "task-0123456789abcdefghijklmnop is a branch, not a key",
+            "sk-abcdefghijklmnopqrstuvwxyz has no digit",
+            "xghp_0123456789abcdefghijABCDEFGHIJ012345 is inside a word",
+            "ghp_0123456789abcdefghij is too short",
+            "ssh://git@example.com/repo https://example.com:8080/path",
+        ] {
+            assert_eq!(table.replace_all(text), text);
+        }
+    }
+
+    #[test]
+    fn a_token_cut_by_a_redraw_is_replaced_in_every_frame() {
+        // A line that prints the token in growing frames: every frame stays
+        // in the stream, so a frame holding most of the token is redacted too.
+        let text = format!("{}\r{GITHUB}\n", &GITHUB[..24]);
+        assert_eq!(
+            formats().replace_all(&text),
+            "[REDACTED:github-token]\r[REDACTED:github-token]\n"
+        );
+        // A short frame is too likely an ordinary word.
+        assert_eq!(
+            formats().replace_all("ghp_0123\rdone\n"),
+            "ghp_0123\rdone\n"
+        );
+    }
+
+    #[test]
+    fn a_stream_holds_back_only_what_may_still_be_a_secret() {
+        let table = Arc::new(formats());
+        let mut replacer = StreamReplacer::new(Some(Arc::clone(&table)));
+        let mut out = String::new();
+        replacer.push("done. Processing items\n", &mut out);
+        assert_eq!(out, "done. Processing items\n", "nothing could continue");
+        out.clear();
+        replacer.push("token ghp_0123456789", &mut out);
+        assert_eq!(out, "token ", "the candidate waits");
+        replacer.push("abcdefghijABCDEFGHIJ012345 ok", &mut out);
+        assert_eq!(out, "token [REDACTED:github-token] ok");
+        out.clear();
+        replacer.push("x hunter2", &mut out);
+        assert_eq!(out, "x ");
+        replacer.push("hunter2 y", &mut out);
+        replacer.finish(&mut out);
+        assert_eq!(out, "x [REDACTED:PASSWORD] y");
+    }
+
+    #[test]
+    fn a_standalone_token_after_a_cut_sees_the_byte_before_it() {
+        let table = Arc::new(formats());
+        let text = format!("x{GITHUB} {GITHUB}");
+        for cut in 0..=text.len() {
+            assert_eq!(
+                streamed(&table, &text, &[cut]),
+                format!("x{GITHUB} [REDACTED:github-token]"),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_endless_candidate_is_decided_after_a_bounded_hold() {
+        let table = Arc::new(formats());
+        let mut replacer = StreamReplacer::new(Some(table));
+        let mut out = String::new();
+        replacer.push("ghp_", &mut out);
+        for _ in 0..100 {
+            replacer.push("abcdefghij0123456789", &mut out);
+        }
+        assert!(!out.is_empty(), "the hold is bounded");
+        assert!(replacer.pending.len() < MAX_HELD + 64);
+    }
+
+    #[test]
+    fn few_anchor_bytes_cover_many_prefixes() {
+        let prefixes = [
+            "sk-ant-",
+            "sk-",
+            "ghp_",
+            "gho_",
+            "github_pat_",
+            "glpat-",
+            "xoxb-",
+            "sk_live_",
+            "AKIA",
+            "ASIA",
+            "AIza",
+            "hf_",
+            "npm_",
+            "pypi-AgEIcHlwaS5vcmc",
+            "SG.",
+            "://",
+        ];
+        let needles: Vec<&[u8]> = prefixes.iter().map(|prefix| prefix.as_bytes()).collect();
+        let anchors = Anchors::new(&needles);
+        assert_eq!(anchors.groups.concat(), b"_-I:.", "{anchors:?}");
+        let text = b"x AIzaQ SG.y ://z";
+        let mut hits = vec![None; anchors.groups.len()];
+        let needle = |index: usize| needles[index];
+        assert_eq!(anchors.next(text, 0, &mut hits, needle), Some((2, 10)));
+        assert_eq!(anchors.next(text, 3, &mut hits, needle), Some((8, 14)));
+        assert_eq!(anchors.next(text, 9, &mut hits, needle), Some((13, 15)));
+        assert_eq!(anchors.next(text, 14, &mut hits, needle), None);
+    }
+
+    #[test]
+    fn bad_formats_are_refused_naming_the_label() {
+        let error = TokenPattern::new(&TokenSpec {
+            label: "broken",
+            prefixes: &["x"],
+            regex: "(unclosed",
+            body: "[a-z]",
+            standalone: true,
+            needs_digit: false,
+        })
+        .expect_err("refused");
+        assert!(
+            error.to_string().starts_with("token format `broken`"),
+            "{error}"
+        );
+        let error = TokenPattern::new(&TokenSpec {
+            label: "empty",
+            prefixes: &[],
+            regex: "x",
+            body: "[a-z]",
+            standalone: true,
+            needs_digit: false,
+        })
+        .expect_err("refused");
+        assert!(error.to_string().contains("prefixes"), "{error}");
     }
 
     proptest! {
@@ -132,21 +858,30 @@ mod tests {
             ),
             cuts in proptest::collection::vec(0usize..200, 0..8),
         ) {
+            let table = Arc::new(secrets());
             let whole: String = parts.concat();
-            let expected = replace_all(&whole, &secrets());
+            let expected = table.replace_all(&whole);
             prop_assert!(!expected.contains("sk-abcdefgh") && !expected.contains("hunter2hunter2"));
-            let mut boundaries: Vec<usize> = cuts.into_iter().map(|cut| cut.min(whole.len())).filter(|cut| whole.is_char_boundary(*cut)).collect();
-            boundaries.push(whole.len());
-            boundaries.sort_unstable();
-            let mut replacer = secrets();
-            let mut out = String::new();
-            let mut last = 0;
-            for cut in boundaries {
-                replacer.push(&whole[last..cut], &mut out);
-                last = cut;
-            }
-            replacer.finish(&mut out);
-            prop_assert_eq!(out, expected);
+            prop_assert_eq!(streamed(&table, &whole, &cuts), expected);
+        }
+
+        /// Any text with an embedded token, split anywhere into chunks,
+        /// comes out with the token redacted and everything else unchanged.
+        #[test]
+        fn an_embedded_token_is_redacted_however_the_text_is_cut(
+            head in "[a-z .,:\n\r]{0,40}",
+            tail in "[a-z .,:\n\r]{0,40}",
+            which in 0usize..3,
+            cuts in proptest::collection::vec(0usize..200, 0..8),
+        ) {
+            let table = Arc::new(formats());
+            let (token, redacted) = [
+                (GITHUB.to_owned(), "[REDACTED:github-token]".to_owned()),
+                (OPENAI.to_owned(), "[REDACTED:openai-key]".to_owned()),
+                ("mysql://root:pa55w0rd@db".to_owned(), "mysql://root:[REDACTED:url-password]@db".to_owned()),
+            ][which].clone();
+            let text = format!("{head} {token} {tail}");
+            prop_assert_eq!(streamed(&table, &text, &cuts), format!("{head} {redacted} {tail}"));
         }
     }
 }

@@ -47,10 +47,10 @@ pub struct SpawnSpec {
     /// the shell exits, such as build daemons; they are ended by
     /// [`ShellManager::shutdown`](crate::ShellManager::shutdown).
     pub keep_running: Vec<String>,
-    /// `(text, replacement)` pairs applied to the output before it is kept
-    /// or spilled (secrets the caller must never see), even when a read
-    /// cuts one in two.
-    pub replacements: Vec<(String, String)>,
+    /// What is redacted from the output before it is kept or spilled
+    /// (secret values and token formats the caller must never see), even
+    /// when a read cuts one in two. One table, shared by every command.
+    pub replacements: Option<std::sync::Arc<crate::Redactions>>,
     /// Confinement applied in the child before exec (the sandbox), shared
     /// by every command of a server.
     pub confinement: Option<std::sync::Arc<crate::Confinement>>,
@@ -93,7 +93,7 @@ impl SpawnSpec {
             drain: Duration::from_millis(100),
             leftover_grace: Duration::from_millis(500),
             keep_running: Vec::new(),
-            replacements: Vec::new(),
+            replacements: None,
             confinement: None,
         }
     }

@@ -337,7 +337,10 @@ async fn replacements_reach_the_buffer_and_the_spill_file() {
     let path = dir.path().join("out.txt");
     // The secret is printed in two writes, so a pipe read may cut it.
     let mut redacted = spec("printf 'key=sk-abc'; sleep 0.05; printf 'defgh done\\n'");
-    redacted.replacements = vec![("sk-abcdefgh".into(), "[REDACTED:KEY]".into())];
+    redacted.replacements = Some(std::sync::Arc::new(shell_runtime::Redactions::new(
+        [("sk-abcdefgh".into(), "[REDACTED:KEY]".into())],
+        Vec::new(),
+    )));
     redacted.stdout_spill = Some(SpillFile {
         path: path.clone(),
         cap_bytes: 1 << 20,

@@ -228,30 +228,21 @@ pub(super) async fn read_stream(
     let mut decoder = Utf8Decoder::new();
     let mut bytes = vec![0u8; READ_CHUNK];
     let mut text = String::with_capacity(READ_CHUNK + 4);
-    let mut replaced = String::new();
     loop {
         match pipe.read(&mut bytes).await {
             Ok(0) | Err(_) => break,
             Ok(read) => {
                 text.clear();
                 decoder.decode(&bytes[..read], &mut text);
-                if replacer.is_empty() {
-                    capture.push(&text);
-                } else {
-                    replaced.clear();
-                    replacer.push(&text, &mut replaced);
-                    capture.push(&replaced);
-                }
+                replacer.push_to(&text, |piece| capture.push(piece));
                 shell.notify_output();
             }
         }
     }
     text.clear();
     decoder.finish(&mut text);
-    replaced.clear();
-    replacer.push(&text, &mut replaced);
-    replacer.finish(&mut replaced);
-    capture.push(&replaced);
+    replacer.push_to(&text, |piece| capture.push(piece));
+    replacer.finish_to(|piece| capture.push(piece));
     if let Some(spill) = capture.spill().as_mut() {
         spill.finish();
         spill.stream_ended = true;

@@ -9,7 +9,8 @@
 //!
 //! The child may only make raw system calls: it shares the parent's memory,
 //! so it must not allocate, lock, or unwind. Everything it needs (paths,
-//! argv, envp, descriptors) is prepared by the parent beforehand.
+//! argv, envp, descriptors, the capability sets it keeps) is prepared by the
+//! parent beforehand.
 
 #![allow(
     unsafe_code,
@@ -30,6 +31,117 @@ pub(crate) struct RawChild {
     pub(crate) stderr: OwnedFd,
 }
 
+/// `CAP_SYS_PTRACE` (linux/capability.h): attaching to and reading the
+/// memory of processes that are not dumpable, such as the server.
+const CAP_SYS_PTRACE: u32 = 19;
+/// `CAP_SETPCAP`: needed to drop a capability from the bounding set.
+const CAP_SETPCAP: u32 = 8;
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets, in two 32-bit words.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+/// `struct __user_cap_data_struct`: one 32-bit word of each set.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// How the child gives up `CAP_SYS_PTRACE` before exec, prepared by the
+/// parent: every command runs without it, so none can attach to the
+/// server or read its memory, as root too.
+#[derive(Clone, Copy)]
+struct PtraceDrop {
+    /// Drop it from the bounding set, so no exec gives it back (a root
+    /// shell's every exec would): only possible with `CAP_SETPCAP`; without
+    /// it, a process has no way to gain it back anyway but a set-user-ID
+    /// or file-capability program.
+    bounding: bool,
+    /// The spawning thread's sets with it cleared, for `capset` (`None`
+    /// when it holds it in none of them).
+    sets: Option<[CapData; 2]>,
+}
+
+impl PtraceDrop {
+    fn prepare() -> Self {
+        let mut header = CapHeader {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let mut data = [CapData::default(); 2];
+        // SAFETY: a valid header and an array of the two words version 3 fills.
+        let read =
+            unsafe { libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) } == 0;
+        let (word, bit) = (CAP_SYS_PTRACE as usize / 32, 1u32 << (CAP_SYS_PTRACE % 32));
+        let mut cleared = data;
+        if let Some(sets) = cleared.get_mut(word) {
+            sets.effective &= !bit;
+            sets.permitted &= !bit;
+            sets.inheritable &= !bit;
+        }
+        let has_setpcap = data
+            .get(CAP_SETPCAP as usize / 32)
+            .is_some_and(|sets| sets.effective & (1 << (CAP_SETPCAP % 32)) != 0);
+        // SAFETY: prctl with integer arguments only.
+        let in_bounding = unsafe {
+            libc::prctl(
+                libc::PR_CAPBSET_READ,
+                libc::c_ulong::from(CAP_SYS_PTRACE),
+                0,
+                0,
+                0,
+            )
+        } == 1;
+        Self {
+            bounding: has_setpcap && in_bounding,
+            sets: (read && cleared != data).then_some(cleared),
+        }
+    }
+
+    /// In the child: bounding set, ambient set, then the thread's own sets.
+    /// Returns false on a failure (errno says why).
+    ///
+    /// # Safety
+    /// Call only in the spawned child.
+    unsafe fn apply(&self) -> bool {
+        let ptrace = libc::c_ulong::from(CAP_SYS_PTRACE);
+        // SAFETY: prctl with integer arguments only.
+        if self.bounding && unsafe { libc::prctl(libc::PR_CAPBSET_DROP, ptrace, 0, 0, 0) } != 0 {
+            return false;
+        }
+        let lower = libc::c_ulong::try_from(libc::PR_CAP_AMBIENT_LOWER).unwrap_or_default();
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, lower, ptrace, 0, 0) } != 0 {
+            // SAFETY: errno is thread-local and always readable.
+            let errno = unsafe { *libc::__errno_location() };
+            // EINVAL: a kernel without ambient capabilities (before 4.3).
+            if errno != libc::EINVAL {
+                return false;
+            }
+        }
+        if let Some(sets) = self.sets {
+            let mut header = CapHeader {
+                version: CAPABILITY_VERSION_3,
+                pid: 0,
+            };
+            // SAFETY: a valid header and the two words of version 3, on our stack.
+            if unsafe { libc::syscall(libc::SYS_capset, &raw mut header, sets.as_ptr()) } != 0 {
+                return false;
+            }
+        }
+        true
+    }
+}
+
 /// What the child reads. Lives on the parent's stack, which the child can
 /// see (`CLONE_VM`) and which stays valid while the parent is suspended.
 struct ChildPlan {
@@ -42,6 +154,7 @@ struct ChildPlan {
     stderr: RawFd,
     report: RawFd,
     parent: libc::pid_t,
+    ptrace: PtraceDrop,
     confinement: *const ChildConfinement,
 }
 
@@ -92,6 +205,7 @@ pub(crate) fn spawn(
         report: report_write.as_raw_fd(),
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
+        ptrace: PtraceDrop::prepare(),
         confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
     };
     // 64 KiB is ample for a child that makes a handful of syscalls.
@@ -228,6 +342,12 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     }
     // SAFETY: `cwd` is a C string the parent keeps alive.
     if unsafe { libc::chdir(plan.cwd) } != 0 {
+        // SAFETY: as above.
+        unsafe { fail(plan) };
+    }
+    // Every command, sandboxed or not, runs without CAP_SYS_PTRACE.
+    // SAFETY: we are the spawned child; `apply` makes raw syscalls only.
+    if !unsafe { plan.ptrace.apply() } {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
