@@ -530,12 +530,12 @@ where
                     Outcome::Skip => {}
                 },
                 Frame::Oversized(id) => {
-                    tracing::warn!(%id, "refused a line over {MAX_LINE} bytes");
+                    let max_line = self.lines.max_line;
+                    tracing::warn!(%id, "refused a line over {max_line} bytes");
                     self.answer(error_line(
                         INVALID_REQUEST,
                         &format!(
-                            "Invalid Request: the line is longer than {} bytes and was discarded",
-                            self.lines.max_line
+                            "Invalid Request: the line is longer than {max_line} bytes and was discarded"
                         ),
                         &id,
                     ));
