@@ -73,6 +73,39 @@ impl Server {
         stdin.flush().expect("flush");
     }
 
+    /// Writes `bytes` as they are: no newline added, no JSON checked.
+    fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Waits for the next message that `wanted` accepts, dropping others.
+    fn next_where(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(message) if wanted(&message) => return message,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => panic!("no {what}"),
+                Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
+            }
+        }
+    }
+
+    /// The peak resident memory of the server (`VmHWM`), in bytes.
+    fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("VmHWM")
+            * 1024
+    }
+
     fn notify(&mut self, method: &str, params: Value) {
         self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
     }
@@ -290,29 +323,39 @@ fn stdin_eof_ends_every_shell_and_removes_the_temp_dir() {
     );
 }
 
+/// SIGHUP, SIGINT and SIGTERM each end every shell, remove the temp dir,
+/// and exit 128+N so a supervisor can tell a signal from a client leaving.
 #[test]
-#[expect(clippy::cast_possible_wrap, reason = "pids fit in i32")]
-fn sigterm_ends_every_shell_and_exits_zero() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let pid_file = dir.path().join("pid");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
-    server.call(
-        "Bash",
-        json!({
-            "command": format!("sleep 300 & echo $! > {}; wait", pid_file.display()),
-            "run_in_background": true
-        }),
-    );
-    let pid = read_pid(&pid_file);
-    nix_kill(server.child.id() as i32);
-    let status = wait_exit(&mut server.child);
-    assert_eq!(status.code(), Some(0));
-    assert!(wait_gone(pid), "{pid} is still running");
+fn each_stop_signal_ends_every_shell_and_exits_128_plus_its_number() {
+    for (signal, code) in [("HUP", 129), ("INT", 130), ("TERM", 143)] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pid_file = dir.path().join("pid");
+        let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+        let server_pid = server.child.id();
+        server.call(
+            "Bash",
+            json!({
+                "command": format!("sleep 300 & echo $! > {}; wait", pid_file.display()),
+                "run_in_background": true
+            }),
+        );
+        let pid = read_pid(&pid_file);
+        let temp_dirs = own_temp_dirs(server_pid);
+        assert_eq!(temp_dirs.len(), 1, "{temp_dirs:?}");
+        send_signal(server_pid, signal);
+        let status = wait_exit(&mut server.child);
+        assert_eq!(status.code(), Some(code), "SIG{signal}: {status:?}");
+        assert!(wait_gone(pid), "SIG{signal}: {pid} is still running");
+        assert!(
+            !temp_dirs[0].exists(),
+            "SIG{signal}: the temp dir outlived the server"
+        );
+    }
 }
 
-fn nix_kill(pid: i32) {
+fn send_signal(pid: u32, signal: &str) {
     let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([format!("-{signal}"), pid.to_string()])
         .status()
         .expect("kill runs");
     assert!(status.success());
@@ -464,4 +507,103 @@ fn background_after_hands_a_long_foreground_command_to_the_background() {
     );
     assert!(text(&read).ends_with("\n\ndone\n"), "{}", text(&read));
     assert!(server.close().success());
+}
+
+#[test]
+fn invalid_json_gets_a_parse_error_and_the_server_goes_on() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    server.send_raw(b"{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": \n");
+    let error = server.next_where("parse error", |message| message.get("error").is_some());
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    assert_eq!(error.get("id"), Some(&Value::Null), "{error}");
+    let ping = server.request("ping", json!({}));
+    assert_eq!(ping["result"], json!({}));
+    assert!(server.close().success());
+}
+
+/// 17 MiB in 1 MiB writes: refused with the id read from its head (or
+/// `null` when the id comes after the first 64 KiB), never held whole.
+#[test]
+fn a_line_over_16_mib_is_refused_and_not_held() {
+    const LINE: usize = 17 << 20;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let chunk = vec![b'x'; 1 << 20];
+    for (id, head, tail) in [
+        (
+            json!(42),
+            r#"{"jsonrpc":"2.0","id":42,"method":"ping","params":{"pad":""#.to_owned(),
+            "\"}}\n".to_owned(),
+        ),
+        (
+            Value::Null,
+            r#"{"jsonrpc":"2.0","method":"ping","params":{"pad":""#.to_owned(),
+            "\"},\"id\":43}\n".to_owned(),
+        ),
+    ] {
+        server.send_raw(head.as_bytes());
+        let mut written = head.len();
+        while written + chunk.len() < LINE {
+            server.send_raw(&chunk);
+            written += chunk.len();
+        }
+        server.send_raw(tail.as_bytes());
+        let error = server.next_where("answer to the long line", |message| {
+            message.get("error").is_some()
+        });
+        assert_eq!(error["error"]["code"], -32600, "{error}");
+        assert_eq!(error.get("id"), Some(&id), "{error}");
+    }
+    let ping = server.request("ping", json!({}));
+    assert_eq!(ping["result"], json!({}));
+    let peak = server.peak_rss();
+    assert!(peak < 64 << 20, "peak RSS {} MiB", peak >> 20);
+    assert!(server.close().success());
+}
+
+#[test]
+fn a_request_whose_id_is_in_flight_is_refused_and_the_first_answers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let call = |command: &str| {
+        json!({
+            "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": { "name": "Bash", "arguments": { "command": command } }
+        })
+    };
+    server.send(&call("sleep 2; echo first"));
+    server.send(&call("echo second"));
+    let refused = server.next_where("refusal", |message| message["id"] == 7);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let answered = server.next_where("answer", |message| message["id"] == 7);
+    assert_eq!(text(&answered["result"]), "first\n", "{answered}");
+    // Answered, the id is free again.
+    server.send(&call("echo third"));
+    let again = server.next_where("answer", |message| message["id"] == 7);
+    assert_eq!(text(&again["result"]), "third\n", "{again}");
+    assert!(server.close().success());
+}
+
+#[test]
+fn closing_stdin_mid_call_ends_the_command_and_the_server_at_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid_file = dir.path().join("pid");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    server.start_request(
+        "tools/call",
+        json!({
+            "name": "Bash",
+            "arguments": {
+                "command": format!("sh -c 'echo $$ > {}; exec sleep 1000'", pid_file.display())
+            }
+        }),
+    );
+    let pid = read_pid(&pid_file);
+    let closed = Instant::now();
+    assert!(server.close().success());
+    // Well under rmcp's 5 s drain, which used to wait for the command.
+    let took = closed.elapsed();
+    assert!(took < Duration::from_secs(5), "exited after {took:?}");
+    assert!(!alive(pid), "{pid} outlived the server");
 }

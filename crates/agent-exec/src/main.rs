@@ -3,6 +3,7 @@
 //! its tool definitions (`agent-exec schema`).
 
 mod cli;
+mod framing;
 mod mcp;
 mod reexec;
 mod run_command;
@@ -78,17 +79,15 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
             )?;
             let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), setup.dry_run);
             let runtime = runtime()?;
-            let served = runtime.block_on(async {
-                let served = mcp::serve(bridge, rmcp::transport::stdio()).await;
-                env.shutdown().await;
-                served
-            });
+            let (stdin, stdout) = rmcp::transport::stdio();
+            // `serve` ends every shell before it returns, whatever stopped it.
+            let stopped = runtime.block_on(mcp::serve(bridge, stdin, stdout, &env));
             // The stdin reader sits in a blocking read that only the client
             // can end; every shell is gone already, so do not wait for it.
             runtime.shutdown_background();
+            // Removes the temp dir.
             drop(setup);
-            served?;
-            Ok(ExitCode::SUCCESS)
+            Ok(ExitCode::from(stopped?.exit_code()))
         }
         Command::Run(args) => {
             let (setup, env, executor) = prepare(&args.common, None, None, hide_secrets)?;

@@ -1,49 +1,133 @@
-//! `agent-exec mcp`: the bridge served over stdio until the client leaves
-//! or a signal arrives.
+//! `agent-exec mcp`: the bridge served over stdio, through the framing in
+//! `framing.rs`, until the client leaves or a signal arrives.
+
+use std::time::Duration;
 
 use agent_exec::Bridge;
 use anyhow::Context as _;
-use rmcp::RoleServer;
+use exec_tools::ExecEnvironment;
+use nix::sys::signal::Signal as NixSignal;
 use rmcp::ServiceExt as _;
-use rmcp::transport::IntoTransport;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
-/// Serves MCP on `transport` (stdin/stdout in the binary) until the client
-/// closes it or SIGTERM/SIGINT arrives.
-pub(crate) async fn serve<T, E, A>(bridge: Bridge, transport: T) -> anyhow::Result<()>
-where
-    T: IntoTransport<RoleServer, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let running = bridge
-        .serve(transport)
-        .await
-        .context("MCP initialization failed")?;
-    let cancel = running.cancellation_token();
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        ended = running.waiting() => {
-            tracing::info!(reason = ?ended.ok(), "client disconnected");
-        }
-        _ = terminate.recv() => {
-            tracing::info!("SIGTERM: shutting down");
-            cancel.cancel();
-        }
-        _ = tokio::signal::ctrl_c() => {
-            tracing::info!("SIGINT: shutting down");
-            cancel.cancel();
+use crate::framing::Framed;
+
+/// How long the answers of calls ended at shutdown may take to go out.
+const DRAIN: Duration = Duration::from_millis(500);
+
+/// Why the server stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The client closed stdin (or reading it failed).
+    ClientLeft,
+    /// A signal asked us to stop.
+    Signal(NixSignal),
+}
+
+impl Stop {
+    /// The exit status: 0 when the client left, 128+N after signal N, as a
+    /// shell reports a process killed by it.
+    pub(crate) fn exit_code(self) -> u8 {
+        match self {
+            Self::ClientLeft => 0,
+            Self::Signal(signal) => u8::try_from(128 + signal as i32).unwrap_or(u8::MAX),
         }
     }
-    Ok(())
+}
+
+/// SIGTERM, SIGINT and SIGHUP, each of which stops the server the same way.
+struct Signals {
+    terminate: Signal,
+    interrupt: Signal,
+    hangup: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    async fn recv(&mut self) -> Stop {
+        let signal = tokio::select! {
+            _ = self.terminate.recv() => NixSignal::SIGTERM,
+            _ = self.interrupt.recv() => NixSignal::SIGINT,
+            _ = self.hangup.recv() => NixSignal::SIGHUP,
+        };
+        tracing::info!("{signal}: shutting down");
+        Stop::Signal(signal)
+    }
+}
+
+/// Serves MCP on `input` and `output` (stdin and stdout in the binary)
+/// until the client closes its side or SIGTERM, SIGINT or SIGHUP arrives;
+/// then every command `env` runs is ended before this returns.
+pub(crate) async fn serve<R, W>(
+    bridge: Bridge,
+    input: R,
+    output: W,
+    env: &ExecEnvironment,
+) -> anyhow::Result<Stop>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    // Before the handshake, so a signal during it is ours too.
+    let mut signals = Signals::new()?;
+    let (transport, input_closed) = Framed::new(input, output);
+    let running = tokio::select! {
+        running = bridge.serve(transport) => {
+            running.context("MCP initialization failed")?
+        }
+        stop = signals.recv() => {
+            env.shutdown().await;
+            return Ok(stop);
+        }
+    };
+    let cancel = running.cancellation_token();
+    let mut waiting = std::pin::pin!(running.waiting());
+    let mut finished = false;
+    // Stdin's end is seen here at once, not after rmcp's drain of up to
+    // 5 s, which would wait for the very commands still running.
+    let stop = tokio::select! {
+        ended = &mut waiting => {
+            finished = true;
+            tracing::info!(reason = ?ended.ok(), "the service ended");
+            Stop::ClientLeft
+        }
+        () = input_closed.cancelled() => {
+            tracing::info!("client disconnected");
+            Stop::ClientLeft
+        }
+        stop = signals.recv() => stop,
+    };
+    // No request is read any more; calls still running see their
+    // cancellation, and every shell gets SIGTERM, then SIGKILL after the
+    // grace.
+    cancel.cancel();
+    env.shutdown().await;
+    if !finished {
+        // The answers of the ended calls go out; a call that started its
+        // shell while the first pass ran is ended by the second.
+        let _ = tokio::time::timeout(DRAIN, &mut waiting).await;
+    }
+    env.shutdown().await;
+    Ok(stop)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use serde_json::{Value, json};
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-    use super::serve;
+    use super::{Stop, serve};
     use crate::cli::Command;
     use crate::tests::{cli, no_secrets};
 
@@ -61,7 +145,11 @@ mod tests {
             crate::prepare(&args.common, None, None, no_secrets).expect("prepares");
         let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), false);
         let (client, server) = tokio::io::duplex(1 << 20);
-        let serving = tokio::spawn(serve(bridge, server));
+        let (server_read, server_write) = tokio::io::split(server);
+        let serving = {
+            let env = Arc::clone(&env);
+            tokio::spawn(async move { serve(bridge, server_read, server_write, &env).await })
+        };
         let (read, mut write) = tokio::io::split(client);
         let messages = [
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -128,11 +216,12 @@ mod tests {
         );
         write.shutdown().await.expect("close");
         drop(write);
-        tokio::time::timeout(Duration::from_secs(30), serving)
+        let stopped = tokio::time::timeout(Duration::from_secs(30), serving)
             .await
             .expect("the server ends when the client leaves")
             .expect("no panic")
             .expect("served");
-        env.shutdown().await;
+        assert_eq!(stopped, Stop::ClientLeft);
+        assert_eq!(stopped.exit_code(), 0);
     }
 }

@@ -1,0 +1,847 @@
+//! The JSON-RPC framing in front of rmcp: newline-delimited messages read
+//! with a size cap, protocol errors answered here, and the ids of requests
+//! in flight tracked so a duplicate never reaches rmcp.
+//!
+//! rmcp's own stdio codec drops what it cannot parse (invalid JSON, a line
+//! over its cap) with at most a log line, and keys its request bookkeeping
+//! by id, so a second request with an id already in flight overwrites the
+//! first one's entry. This transport answers all three instead, as JSON-RPC
+//! 2.0 says:
+//!
+//! - invalid JSON: `-32700` with id `null`;
+//! - a line longer than [`MAX_LINE`]: `-32600` with the id found in its
+//!   first [`ID_WINDOW`] bytes (else `null`); the rest of the line is read
+//!   and thrown away, never held;
+//! - well-formed JSON that is no JSON-RPC message: `-32600` with its id;
+//! - a request whose id is in flight: `-32600` with that id; the first
+//!   request goes on untouched.
+//!
+//! Every line written (rmcp's messages and these answers) goes out whole
+//! under one lock, so two never interleave. Stdin is read as before, with
+//! tokio's blocking stdin (docs/decisions/0005-blocking-stdio-for-mcp.md).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::RoleServer;
+use rmcp::model::{ClientNotification, JsonRpcMessage, RequestId};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// The longest line taken as a message, without its newline: 16 MiB.
+pub(crate) const MAX_LINE: usize = 16 << 20;
+
+/// How much of an over-long line is kept to find its `"id"`: 64 KiB.
+pub(crate) const ID_WINDOW: usize = 64 << 10;
+
+/// The read buffer: one blocking read fills at most this much.
+const READ_CHUNK: usize = 64 << 10;
+
+/// JSON-RPC 2.0: the text is not JSON.
+const PARSE_ERROR: i64 = -32700;
+
+/// JSON-RPC 2.0: the JSON is not a valid request.
+const INVALID_REQUEST: i64 = -32600;
+
+/// One step of the line reader.
+#[derive(Debug)]
+enum Frame {
+    /// A whole line, without its `\n`.
+    Line(Vec<u8>),
+    /// A line longer than the cap, read to its end and dropped; the id
+    /// found in its head, or `null`.
+    Oversized(Value),
+    /// The peer closed its side (a last line without `\n` is dropped).
+    Eof,
+    /// Reading failed.
+    Failed(std::io::Error),
+}
+
+#[cfg(test)]
+impl PartialEq for Frame {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Line(a), Self::Line(b)) => a == b,
+            (Self::Oversized(a), Self::Oversized(b)) => a == b,
+            (Self::Eof, Self::Eof) => true,
+            (Self::Failed(a), Self::Failed(b)) => a.kind() == b.kind(),
+            _ => false,
+        }
+    }
+}
+
+/// Whether the reader is inside a line or throwing away the rest of one
+/// that grew past the cap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Reading,
+    Discarding,
+}
+
+/// Newline-delimited lines, each at most `max_line` bytes held; the head of
+/// a longer one (`id_window` bytes) is all that stays while the rest is
+/// skipped.
+///
+/// Cancellation safe: `fill_buf` consumes nothing when dropped, and every
+/// copy into `line` happens together with its `consume`, so `next` may be
+/// dropped at its await and called again without losing a byte (rmcp polls
+/// `receive` inside a `select!`).
+struct LineReader<R> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    mode: Mode,
+    max_line: usize,
+    id_window: usize,
+    /// The largest the line buffer has been.
+    #[cfg(test)]
+    peak: usize,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    fn new(read: R, max_line: usize, id_window: usize) -> Self {
+        Self {
+            read: BufReader::with_capacity(READ_CHUNK, read),
+            line: Vec::new(),
+            mode: Mode::Reading,
+            max_line,
+            id_window,
+            #[cfg(test)]
+            peak: 0,
+        }
+    }
+
+    async fn next(&mut self) -> Frame {
+        loop {
+            let available = match self.read.fill_buf().await {
+                Ok(available) => available,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => return Frame::Failed(error),
+            };
+            if available.is_empty() {
+                return self.at_eof();
+            }
+            let newline = available.iter().position(|byte| *byte == b'\n');
+            let take = newline.map_or(available.len(), |at| at + 1);
+            let ended = newline.is_some();
+            match self.mode {
+                Mode::Discarding => {}
+                Mode::Reading => {
+                    let content = newline.unwrap_or(available.len());
+                    if self.line.len().saturating_add(content) > self.max_line {
+                        // Keep the head for the id, give the rest back.
+                        self.line.truncate(self.id_window);
+                        let room = self.id_window - self.line.len();
+                        self.line.extend_from_slice(&available[..content.min(room)]);
+                        self.line.shrink_to(self.id_window);
+                        self.mode = Mode::Discarding;
+                    } else {
+                        reserve_within(&mut self.line, take, self.max_line + 1);
+                        self.line.extend_from_slice(&available[..take]);
+                    }
+                    #[cfg(test)]
+                    {
+                        self.peak = self.peak.max(self.line.capacity());
+                    }
+                }
+            }
+            self.read.consume(take);
+            if ended {
+                return self.line_ended();
+            }
+        }
+    }
+
+    /// The line that just got its `\n`, or the answer for an over-long one.
+    fn line_ended(&mut self) -> Frame {
+        match std::mem::replace(&mut self.mode, Mode::Reading) {
+            Mode::Discarding => Frame::Oversized(id_in_head(&std::mem::take(&mut self.line))),
+            Mode::Reading => {
+                // Taken, not cleared: a big message's buffer goes with it.
+                let mut line = std::mem::take(&mut self.line);
+                line.pop();
+                Frame::Line(line)
+            }
+        }
+    }
+
+    fn at_eof(&mut self) -> Frame {
+        match std::mem::replace(&mut self.mode, Mode::Reading) {
+            // Over the cap already: it gets its answer like any other.
+            Mode::Discarding => Frame::Oversized(id_in_head(&std::mem::take(&mut self.line))),
+            Mode::Reading => {
+                if !self.line.is_empty() {
+                    tracing::warn!(
+                        bytes = self.line.len(),
+                        "stdin ended inside a line; the incomplete message is dropped"
+                    );
+                    self.line = Vec::new();
+                }
+                Frame::Eof
+            }
+        }
+    }
+}
+
+/// Grows `line` for `more` bytes by doubling, never past `cap` (a plain
+/// `extend` could double a 16 MiB buffer to 32 MiB).
+fn reserve_within(line: &mut Vec<u8>, more: usize, cap: usize) {
+    let needed = line.len() + more;
+    if needed > line.capacity() {
+        let target = (line.capacity() * 2).max(needed).min(cap.max(needed));
+        line.reserve_exact(target - line.len());
+    }
+}
+
+/// The top-level `"id"` of the JSON object that `head` begins, when it
+/// appears whole in `head` as a number or a string; `null` otherwise. Reads
+/// only as far as the id, so the object may be cut anywhere after it.
+pub(crate) fn id_in_head(head: &[u8]) -> Value {
+    scan_id(head).unwrap_or(Value::Null)
+}
+
+fn scan_id(head: &[u8]) -> Option<Value> {
+    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    let mut at = skip_space(head, 0);
+    if head.get(at) != Some(&b'{') {
+        return None;
+    }
+    at += 1;
+    loop {
+        at = skip_space(head, at);
+        if head.get(at) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string_end(head, at)?;
+        let key = &head[at..key_end];
+        at = skip_space(head, key_end);
+        if head.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_space(head, at + 1);
+        let value_end = value_end(head, at)?;
+        if key == b"\"id\"" {
+            return match serde_json::from_slice::<Value>(&head[at..value_end]) {
+                Ok(id @ (Value::Number(_) | Value::String(_))) => Some(id),
+                _ => None,
+            };
+        }
+        at = skip_space(head, value_end);
+        if head.get(at) != Some(&b',') {
+            return None;
+        }
+        at += 1;
+    }
+}
+
+fn skip_space(text: &[u8], mut at: usize) -> usize {
+    while text
+        .get(at)
+        .is_some_and(|byte| matches!(byte, b' ' | b'\t' | b'\r' | b'\n'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// The index just past the string that starts (with `"`) at `at`.
+fn string_end(text: &[u8], at: usize) -> Option<usize> {
+    let mut index = at + 1;
+    while let Some(byte) = text.get(index) {
+        match byte {
+            b'\\' => index += 2,
+            b'"' => return Some(index + 1),
+            _ => index += 1,
+        }
+    }
+    None
+}
+
+/// The index just past the JSON value that starts at `at`, when it ends
+/// inside `text`. Nested values are skipped by bracket depth, strings by
+/// their quotes; the content is checked later, only for the id.
+fn value_end(text: &[u8], at: usize) -> Option<usize> {
+    let mut index = at;
+    let mut depth = 0usize;
+    loop {
+        let byte = *text.get(index)?;
+        match byte {
+            b'"' => {
+                index = string_end(text, index)?;
+                if depth == 0 {
+                    return Some(index);
+                }
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                if depth == 0 {
+                    return Some(index);
+                }
+                depth -= 1;
+                if depth == 0 {
+                    return Some(index + 1);
+                }
+            }
+            b',' | b' ' | b'\t' | b'\r' | b'\n' if depth == 0 => return Some(index),
+            _ => {}
+        }
+        index += 1;
+    }
+}
+
+/// One JSON-RPC error answer as a line.
+fn error_line(code: i64, message: &str, id: &Value) -> Vec<u8> {
+    let mut line = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": code, "message": message },
+    })
+    .to_string()
+    .into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// What became of one line.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one lives for one line and moves straight on to rmcp; a box would allocate per message"
+)]
+enum Outcome {
+    /// A message for rmcp.
+    Deliver(RxJsonRpcMessage<RoleServer>),
+    /// An error answered here, as a line to write.
+    Answer(Vec<u8>),
+    /// Nothing to do (an empty line, a notification rmcp would not know).
+    Skip,
+}
+
+/// The ids of requests read and not yet answered.
+#[derive(Default)]
+struct InFlight(Mutex<HashSet<RequestId>>);
+
+impl InFlight {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        // The set stays consistent across a panic: each use is one call.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// False when `id` is in flight already.
+    fn begin(&self, id: &RequestId) -> bool {
+        self.ids().insert(id.clone())
+    }
+
+    fn end(&self, id: &RequestId) {
+        self.ids().remove(id);
+    }
+}
+
+/// The one writer: a line goes out whole under the lock, then is flushed.
+struct Writer<W>(tokio::sync::Mutex<Option<W>>);
+
+impl<W: AsyncWrite + Unpin> Writer<W> {
+    async fn write_line(&self, line: &[u8]) -> std::io::Result<()> {
+        let mut writer = self.0.lock().await;
+        let Some(writer) = writer.as_mut() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the transport is closed",
+            ));
+        };
+        writer.write_all(line).await?;
+        writer.flush().await
+    }
+}
+
+/// The server's transport over a byte stream pair (stdin and stdout in the
+/// binary): rmcp's newline-delimited JSON with the framing above.
+pub(crate) struct Framed<R, W> {
+    lines: LineReader<R>,
+    writer: Arc<Writer<W>>,
+    in_flight: Arc<InFlight>,
+    /// The write of the last error answered here: the next line is read
+    /// only once it is out, so a flood of bad lines cannot queue answers
+    /// without bound.
+    answering: Option<JoinHandle<()>>,
+    closed: CancellationToken,
+}
+
+impl<R, W> Framed<R, W>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    /// The transport, and a token cancelled once the input has ended (end
+    /// of file or a read error), before rmcp starts draining its responses.
+    pub(crate) fn new(read: R, write: W) -> (Self, CancellationToken) {
+        Self::with_limits(read, write, MAX_LINE, ID_WINDOW)
+    }
+
+    fn with_limits(
+        read: R,
+        write: W,
+        max_line: usize,
+        id_window: usize,
+    ) -> (Self, CancellationToken) {
+        let closed = CancellationToken::new();
+        let framed = Self {
+            lines: LineReader::new(read, max_line, id_window),
+            writer: Arc::new(Writer(tokio::sync::Mutex::new(Some(write)))),
+            in_flight: Arc::default(),
+            answering: None,
+            closed: closed.clone(),
+        };
+        (framed, closed)
+    }
+
+    fn classify(&self, line: &[u8]) -> Outcome {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Outcome::Skip;
+        }
+        match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+            Ok(message) => self.admit(message),
+            Err(error) if error.is_syntax() || error.is_eof() => {
+                tracing::debug!(%error, "invalid JSON on stdin");
+                Outcome::Answer(error_line(
+                    PARSE_ERROR,
+                    &format!("Parse error: {error}"),
+                    &Value::Null,
+                ))
+            }
+            Err(error) => invalid_message(line, &error),
+        }
+    }
+
+    /// Registers a request's id, refusing one already in flight; a
+    /// cancellation frees the id it names (rmcp sends nothing for it).
+    fn admit(&self, message: RxJsonRpcMessage<RoleServer>) -> Outcome {
+        match &message {
+            JsonRpcMessage::Request(request) => {
+                if !self.in_flight.begin(&request.id) {
+                    tracing::warn!(id = %request.id, "refused a request whose id is in flight");
+                    return Outcome::Answer(error_line(
+                        INVALID_REQUEST,
+                        &format!("Invalid Request: id {} is already in flight", request.id),
+                        &json!(request.id),
+                    ));
+                }
+            }
+            JsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    self.in_flight.end(id);
+                }
+            }
+            JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
+        }
+        Outcome::Deliver(message)
+    }
+
+    /// Starts writing an answer of ours; `receive` waits for it before the
+    /// next line.
+    fn answer(&mut self, line: Vec<u8>) {
+        let writer = Arc::clone(&self.writer);
+        // A task of its own: `receive` may be dropped at any await, and a
+        // line cut off half-written would corrupt the stream.
+        self.answering = Some(tokio::spawn(async move {
+            if let Err(error) = writer.write_line(&line).await {
+                tracing::warn!(%error, "could not write an error answer");
+            }
+        }));
+    }
+}
+
+/// Well-formed JSON that is no message rmcp takes: a notification it does
+/// not know is skipped (notifications are never answered); anything else
+/// is an invalid request, answered with its id when it has one.
+fn invalid_message(line: &[u8], error: &serde_json::Error) -> Outcome {
+    let Ok(value) = serde_json::from_slice::<Value>(line) else {
+        return Outcome::Answer(error_line(
+            PARSE_ERROR,
+            &format!("Parse error: {error}"),
+            &Value::Null,
+        ));
+    };
+    let id = value.get("id");
+    if id.is_none() && value.get("method").is_some_and(Value::is_string) {
+        tracing::debug!(%error, "skipped a notification");
+        return Outcome::Skip;
+    }
+    let id = match id {
+        Some(id @ (Value::Number(_) | Value::String(_))) => id.clone(),
+        _ => Value::Null,
+    };
+    tracing::debug!(%error, "invalid JSON-RPC message on stdin");
+    Outcome::Answer(error_line(
+        INVALID_REQUEST,
+        &format!("Invalid Request: {error}"),
+        &id,
+    ))
+}
+
+impl<R, W> Transport<RoleServer> for Framed<R, W>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        // The id is free once its answer is on its way: the client may
+        // reuse it as soon as it reads the answer.
+        let id = match &item {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        if let Some(id) = id {
+            self.in_flight.end(id);
+        }
+        let line = serde_json::to_vec(&item).map(|mut line| {
+            line.push(b'\n');
+            line
+        });
+        let writer = Arc::clone(&self.writer);
+        async move { writer.write_line(&line?).await }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            if let Some(answering) = self.answering.as_mut() {
+                // A write task that panicked has nothing left to wait for.
+                let _ = answering.await;
+                self.answering = None;
+            }
+            match self.lines.next().await {
+                Frame::Line(line) => match self.classify(&line) {
+                    Outcome::Deliver(message) => return Some(message),
+                    Outcome::Answer(answer) => self.answer(answer),
+                    Outcome::Skip => {}
+                },
+                Frame::Oversized(id) => {
+                    let max_line = self.lines.max_line;
+                    tracing::warn!(%id, "refused a line over {max_line} bytes");
+                    self.answer(error_line(
+                        INVALID_REQUEST,
+                        &format!(
+                            "Invalid Request: the line is longer than {max_line} bytes and was discarded"
+                        ),
+                        &id,
+                    ));
+                }
+                Frame::Eof => {
+                    self.closed.cancel();
+                    return None;
+                }
+                Frame::Failed(error) => {
+                    tracing::error!(%error, "reading stdin failed");
+                    self.closed.cancel();
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let mut writer = self.writer.0.lock().await;
+        if let Some(mut writer) = writer.take() {
+            writer.flush().await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+    use rmcp::model::{EmptyResult, ServerResult};
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStream};
+
+    use super::*;
+
+    async fn frames(input: &[u8], max_line: usize, id_window: usize) -> Vec<Frame> {
+        let mut reader = LineReader::new(input, max_line, id_window);
+        let mut frames = Vec::new();
+        loop {
+            let frame = reader.next().await;
+            let done = matches!(frame, Frame::Eof | Frame::Failed(_));
+            frames.push(frame);
+            if done {
+                return frames;
+            }
+        }
+    }
+
+    fn line(text: &str) -> Frame {
+        Frame::Line(text.as_bytes().to_vec())
+    }
+
+    #[tokio::test]
+    async fn lines_come_whole_and_a_last_line_without_newline_is_dropped() {
+        let got = frames(b"{\"a\":1}\n\n{\"b\":2}\r\nhalf", 64, 16).await;
+        assert_eq!(
+            got,
+            [line("{\"a\":1}"), line(""), line("{\"b\":2}\r"), Frame::Eof]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_oversized_line_is_skipped_to_its_end_with_the_id_of_its_head() {
+        let long = format!("{{\"id\":7,\"x\":\"{}\"}}\n{{\"ok\":1}}\n", "y".repeat(200));
+        let got = frames(long.as_bytes(), 64, 16).await;
+        assert_eq!(
+            got,
+            [Frame::Oversized(json!(7)), line("{\"ok\":1}"), Frame::Eof]
+        );
+        // The id past the window is not read: null.
+        let late = format!("{{\"x\":\"{}\",\"id\":7}}\n", "y".repeat(200));
+        let got = frames(late.as_bytes(), 64, 16).await;
+        assert_eq!(got, [Frame::Oversized(Value::Null), Frame::Eof]);
+        // Exactly at the cap is still a line; one more byte is not.
+        let at_cap = "z".repeat(64);
+        let got = frames(format!("{at_cap}\n{at_cap}z\n").as_bytes(), 64, 16).await;
+        assert_eq!(
+            got,
+            [line(&at_cap), Frame::Oversized(Value::Null), Frame::Eof]
+        );
+        // Ended by EOF instead of a newline, it is still answered.
+        let got = frames(format!("{{\"id\":\"s\",{at_cap}").as_bytes(), 64, 16).await;
+        assert_eq!(got, [Frame::Oversized(json!("s")), Frame::Eof]);
+    }
+
+    /// A 17 MiB line in 64 KiB reads: the buffer never grows past the cap,
+    /// and only the window is kept once it is passed.
+    #[tokio::test]
+    async fn the_line_buffer_stays_within_the_cap() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let writing = tokio::spawn(async move {
+            client
+                .write_all(b"{\"id\":3,\"p\":\"")
+                .await
+                .expect("write");
+            let chunk = vec![b'x'; 1 << 20];
+            for _ in 0..17 {
+                client.write_all(&chunk).await.expect("write");
+            }
+            client.write_all(b"\"}\n").await.expect("write");
+        });
+        let mut reader = LineReader::new(server, MAX_LINE, ID_WINDOW);
+        let frame = reader.next().await;
+        writing.await.expect("writer");
+        assert_eq!(frame, Frame::Oversized(json!(3)));
+        assert!(
+            reader.peak <= MAX_LINE + 1,
+            "the buffer grew to {} bytes",
+            reader.peak
+        );
+        assert!(reader.peak >= MAX_LINE / 2, "{}", reader.peak);
+        assert!(reader.line.capacity() <= ID_WINDOW);
+    }
+
+    #[test]
+    fn the_id_is_read_from_the_head_of_the_object() {
+        for (head, id) in [
+            (
+                r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"#,
+                json!(42),
+            ),
+            (r#" {"id" : "abc" , "#, json!("abc")),
+            (
+                r#"{"params":{"id":1,"a":[1,{"b":"}"}]},"id":-5,"x""#,
+                json!(-5),
+            ),
+            (r#"{"s":"quote \" and \\","id":"x\"y"}"#, json!("x\"y")),
+            ("\u{feff}{\"id\":1}", json!(1)),
+            (r#"{"params":{"id":1},"method":"x""#, Value::Null),
+            (r#"{"id":null,"#, Value::Null),
+            (r#"{"id":[1],"#, Value::Null),
+            (r#"{"id":12"#, Value::Null),
+            (r#"[{"id":1}]"#, Value::Null),
+            ("not json", Value::Null),
+            ("", Value::Null),
+        ] {
+            assert_eq!(id_in_head(head.as_bytes()), id, "{head}");
+        }
+    }
+
+    proptest! {
+        /// Whatever comes before it, a top-level id that fits in the head
+        /// is found, at any cut after it; no input makes the scan panic.
+        #[test]
+        fn the_id_is_found_at_any_cut_after_it(
+            before in proptest::collection::btree_map("[a-z\"\\\\{}]{0,6}", any::<i32>(), 0..4),
+            id in prop_oneof![any::<i64>().prop_map(|n| json!(n)), "[ -~]{0,8}".prop_map(|s| json!(s))],
+            cut in 0usize..40,
+        ) {
+            let mut text = String::from("{");
+            for (key, value) in &before {
+                if key != "id" {
+                    text.push_str(&format!("{}:{{\"n\":[{value}]}},", json!(key)));
+                }
+            }
+            text.push_str(&format!("\"id\":{id},\"rest\":\"{}\"}}", "r".repeat(40)));
+            let through_id = text.find(",\"rest\"").expect("rest") + 1;
+            let cut = (through_id + cut).min(text.len());
+            prop_assert_eq!(id_in_head(&text.as_bytes()[..cut]), id);
+        }
+
+        #[test]
+        fn any_bytes_scan_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = id_in_head(&bytes);
+        }
+    }
+
+    type Reads = tokio::io::ReadHalf<DuplexStream>;
+    type Writes = tokio::io::WriteHalf<DuplexStream>;
+    type Answers = tokio::io::Lines<BufReader<Reads>>;
+
+    /// The transport over an in-memory pipe, and the client's end of it.
+    fn transport() -> (Framed<Reads, Writes>, CancellationToken, Writes, Answers) {
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (server_read, server_write) = tokio::io::split(server);
+        let (client_read, client_write) = tokio::io::split(client);
+        let (framed, closed) = Framed::with_limits(server_read, server_write, 256, 32);
+        (
+            framed,
+            closed,
+            client_write,
+            BufReader::new(client_read).lines(),
+        )
+    }
+
+    async fn answer(lines: &mut Answers) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("an answer in time")
+            .expect("read")
+            .expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    }
+
+    #[tokio::test]
+    async fn protocol_errors_are_answered_and_reading_goes_on() {
+        let (mut framed, closed, mut client, mut lines) = transport();
+        let input = [
+            "not json".to_owned(),
+            r#"{"jsonrpc":"2.0","id":9,"nope":true}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","method":"notifications/unknown"}"#.to_owned(),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"big","method":"ping","params":{{"x":"{}"}}}}"#,
+                "x".repeat(300)
+            ),
+            "[1,2]".to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_owned(),
+        ];
+        for line in &input {
+            client
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .expect("write");
+        }
+        let mut delivered = Vec::new();
+        for _ in 0..2 {
+            let message = tokio::time::timeout(Duration::from_secs(10), framed.receive())
+                .await
+                .expect("a message in time")
+                .expect("a message");
+            delivered.push(message);
+        }
+        // The unknown notification is rmcp's to ignore; then the ping.
+        assert!(
+            matches!(&delivered[0], JsonRpcMessage::Notification(_)),
+            "{delivered:?}"
+        );
+        assert!(
+            matches!(&delivered[1], JsonRpcMessage::Request(request) if request.id == RequestId::Number(1)),
+            "{delivered:?}"
+        );
+        let parse = answer(&mut lines).await;
+        assert_eq!(parse["error"]["code"], PARSE_ERROR);
+        assert_eq!(parse["id"], Value::Null);
+        assert!(parse.as_object().expect("object").contains_key("id"));
+        let shape = answer(&mut lines).await;
+        assert_eq!(
+            (shape["error"]["code"].clone(), shape["id"].clone()),
+            (json!(INVALID_REQUEST), json!(9))
+        );
+        let big = answer(&mut lines).await;
+        assert_eq!(
+            (big["error"]["code"].clone(), big["id"].clone()),
+            (json!(INVALID_REQUEST), json!("big"))
+        );
+        let batch = answer(&mut lines).await;
+        assert_eq!(
+            (batch["error"]["code"].clone(), batch["id"].clone()),
+            (json!(INVALID_REQUEST), Value::Null)
+        );
+        assert!(!closed.is_cancelled());
+        client.shutdown().await.expect("closed");
+        assert!(framed.receive().await.is_none());
+        assert!(closed.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn an_id_in_flight_is_refused_until_its_answer_is_sent() {
+        let (mut framed, _closed, mut client, mut lines) = transport();
+        let ping = |id: u32| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
+        for id in [7, 7, 8] {
+            client.write_all(ping(id).as_bytes()).await.expect("write");
+        }
+        let first = framed.receive().await.expect("the first 7");
+        assert!(matches!(first, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(7)));
+        let next = framed.receive().await.expect("8");
+        assert!(matches!(next, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(8)));
+        let refused = answer(&mut lines).await;
+        assert_eq!(refused["id"], 7);
+        assert_eq!(refused["error"]["code"], INVALID_REQUEST);
+        // Answered, 7 may come again.
+        framed
+            .send(JsonRpcMessage::response(
+                ServerResult::EmptyResult(EmptyResult {}),
+                RequestId::Number(7),
+            ))
+            .await
+            .expect("sent");
+        assert_eq!(answer(&mut lines).await["result"], json!({}));
+        client.write_all(ping(7).as_bytes()).await.expect("write");
+        let again = framed.receive().await.expect("7 again");
+        assert!(matches!(again, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(7)));
+        // A cancellation frees the id too: rmcp answers nothing for it.
+        client
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}\n")
+            .await
+            .expect("write");
+        assert!(matches!(
+            framed.receive().await,
+            Some(JsonRpcMessage::Notification(_))
+        ));
+        client.write_all(ping(7).as_bytes()).await.expect("write");
+        assert!(matches!(
+            framed.receive().await,
+            Some(JsonRpcMessage::Request(_))
+        ));
+        framed.close().await.expect("closed");
+        assert!(
+            framed
+                .send(JsonRpcMessage::response(
+                    ServerResult::EmptyResult(EmptyResult {}),
+                    RequestId::Number(8),
+                ))
+                .await
+                .is_err()
+        );
+    }
+}
