@@ -68,6 +68,9 @@ fn measure(root: &Path) -> anyhow::Result<PathBuf> {
         "--workspace",
         "--exclude",
         "xtask",
+        // Test code shared by the tests, like the tests themselves.
+        "--exclude",
+        "test-support",
         "--lib",
         "--bins",
         "--skip-clean",
@@ -93,7 +96,7 @@ fn measure(root: &Path) -> anyhow::Result<PathBuf> {
         .iter()
         // xtask is excluded above; its tests (the tidy checks) read the
         // repository, not the crates whose coverage is measured.
-        .filter(|package| package.name.as_str() != "xtask")
+        .filter(|package| !["xtask", "test-support"].contains(&package.name.as_str()))
         .flat_map(|package| &package.targets)
         .filter(|target| target.is_test() && !OUT_OF_PROCESS_TESTS.contains(&target.name.as_str()))
         .map(|target| target.name.clone())
