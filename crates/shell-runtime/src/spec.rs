@@ -43,8 +43,9 @@ pub struct SpawnSpec {
     pub drain: Duration,
     /// Grace between SIGTERM and SIGKILL for processes the shell left behind.
     pub leftover_grace: Duration,
-    /// Process names (`*` matches any run of characters) left running when
-    /// the shell exits, such as build daemons; they are ended by
+    /// Executable file names (`*` matches any run of characters) left
+    /// running when the shell exits, such as build daemons (matched on
+    /// `/proc/PID/exe`, never on a name the process sets); they are ended by
     /// [`ShellManager::shutdown`](crate::ShellManager::shutdown).
     pub keep_running: Vec<String>,
     /// What is redacted from the output before it is kept or spilled

@@ -101,17 +101,17 @@ mod imp {
             .is_ok_and(|environ| environ.split(|byte| *byte == 0).any(|item| item == entry))
     }
 
-    /// The program name: `comm`, and the file name of `argv[0]` (comm is cut at 15 bytes).
-    pub(crate) fn program_names(pid: i32, comm: &str) -> Vec<String> {
-        let mut names = vec![comm.to_owned()];
-        if let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) {
-            let argv0 = cmdline.split(|byte| *byte == 0).next().unwrap_or_default();
-            let argv0 = String::from_utf8_lossy(argv0);
-            if let Some(name) = argv0.rsplit('/').next().filter(|name| !name.is_empty()) {
-                names.push(name.to_owned());
-            }
-        }
-        names
+    /// The file name of the executable the process runs (`/proc/PID/exe`),
+    /// which, unlike `comm` or `argv[0]`, the process cannot choose
+    /// (`exec -a NAME` sets both of those).
+    pub(crate) fn executable_name(pid: i32) -> Option<String> {
+        let target = fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+        let name = target.file_name()?.to_string_lossy().into_owned();
+        // A binary replaced or removed since it started reads `NAME (deleted)`.
+        Some(
+            name.strip_suffix(" (deleted)")
+                .map_or(name.clone(), str::to_owned),
+        )
     }
 }
 
@@ -134,13 +134,13 @@ mod imp {
     pub(crate) fn environ_contains(_pid: i32, _entry: &[u8]) -> bool {
         false
     }
-    pub(crate) fn program_names(_pid: i32, comm: &str) -> Vec<String> {
-        vec![comm.to_owned()]
+    pub(crate) fn executable_name(_pid: i32) -> Option<String> {
+        None
     }
 }
 
 pub(crate) use imp::{
-    become_subreaper, children, environ_contains, main_thread_children, program_names, stat,
+    become_subreaper, children, environ_contains, executable_name, main_thread_children, stat,
 };
 
 /// Sends `signal` to one process; a process already gone is not an error.

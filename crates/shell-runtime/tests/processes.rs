@@ -128,6 +128,20 @@ async fn processes_named_to_keep_are_left_running() {
     assert!(gone(pid).await);
 }
 
+/// `exec -a NAME` sets both `comm` and `argv[0]`: a process that calls
+/// itself by a kept name is still ended, since the keep list matches the
+/// executable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_names_itself_after_a_kept_program_is_still_ended() {
+    let mut spec = spec("(exec -a sccache sleep 1000) & echo $!");
+    spec.keep_running = vec!["sccache".into()];
+    let shell = ShellProcess::spawn(spec).await.expect("spawns");
+    shell.wait().await;
+    let pid = pids_in(&stdout(&shell))[0];
+    assert!(shell.kept_processes().is_empty());
+    assert!(gone(pid).await, "the disguised sleep {pid} was kept");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_zombies_after_a_hundred_commands() {
     for index in 0..100 {

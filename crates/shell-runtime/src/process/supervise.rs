@@ -189,7 +189,9 @@ async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
     jobs
 }
 
-/// Members whose program name matches a `keep_running` pattern, with their descendants.
+/// Members whose executable's file name matches a `keep_running` pattern,
+/// with their descendants. Never the name a process gives itself: a
+/// command could call anything `sccache` to outlive its call.
 fn kept_pids(found: &tree::TreeMembers, patterns: &[String]) -> Vec<i32> {
     if patterns.is_empty() {
         return Vec::new();
@@ -198,9 +200,8 @@ fn kept_pids(found: &tree::TreeMembers, patterns: &[String]) -> Vec<i32> {
         .members
         .iter()
         .filter(|member| {
-            sys::program_names(member.pid, &member.comm)
-                .iter()
-                .any(|name| patterns.iter().any(|pattern| name_matches(pattern, name)))
+            sys::executable_name(member.pid)
+                .is_some_and(|name| patterns.iter().any(|pattern| name_matches(pattern, &name)))
         })
         .map(|member| member.pid)
         .collect();
