@@ -196,6 +196,10 @@ mod tests {
         let me = stat(pid).expect("own stat");
         assert_eq!(me.pid, pid);
         assert_eq!(me.sid, own_sid());
-        assert!(!program_names(pid, &me.comm).is_empty());
+        let exe = std::env::current_exe().expect("own executable");
+        assert_eq!(
+            executable_name(pid).as_deref(),
+            exe.file_name().and_then(|name| name.to_str())
+        );
     }
 }
