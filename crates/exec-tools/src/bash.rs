@@ -227,17 +227,14 @@ fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars)
     spec
 }
 
-fn spill_pair(stem: &std::path::Path) -> (SpillFile, SpillFile) {
-    (
-        SpillFile {
-            path: stem.with_extension("stdout"),
-            cap_bytes: OUTPUT_FILE_CAP,
-        },
-        SpillFile {
-            path: stem.with_extension("stderr"),
-            cap_bytes: OUTPUT_FILE_CAP,
-        },
-    )
+/// A command's two spill files, taking their bytes from the server's budget.
+fn spill_pair(exec: &ExecEnvironment, stem: &std::path::Path) -> (SpillFile, SpillFile) {
+    let spill = |extension: &str| SpillFile {
+        path: stem.with_extension(extension),
+        cap_bytes: OUTPUT_FILE_CAP,
+        budget: Some(exec.budget().clone()),
+    };
+    (spill("stdout"), spill("stderr"))
 }
 
 async fn start_background(
@@ -249,7 +246,7 @@ async fn start_background(
 ) -> ToolResult {
     let stem = exec.next_path("background");
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars);
-    let (stdout, stderr) = spill_pair(&stem);
+    let (stdout, stderr) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout);
     spec.stderr_spill = Some(stderr);
     spec.timeout = timeout;
@@ -257,7 +254,7 @@ async fn start_background(
     let spills = [stem.with_extension("stdout"), stem.with_extension("stderr")];
     match exec.manager.spawn(spec).await {
         Ok((id, _)) => {
-            exec.keep_files(&[&spills[0], &spills[1]]);
+            exec.keep_files(Some(&id), &[&spills[0], &spills[1]]);
             ToolResult::ok(format!(
             "Started background shell: {id}\nCommand: {}\nRead its output with BashOutput (bash_id: \"{id}\"); stop it with KillShell (shell_id: \"{id}\").",
             exec.redact(command)
@@ -290,7 +287,7 @@ async fn run_foreground(
     let state_files = StateFiles::new(&exec.state_path(&stem));
     let mut spec = base_spec(exec, wrap_command(command, &state_files), cwd, &vars);
     spec.command = command.to_owned();
-    let (stdout_spill, stderr_spill) = spill_pair(&stem);
+    let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout_spill);
     spec.stderr_spill = Some(stderr_spill);
     spec.timeout = Some(timeout);
@@ -453,10 +450,13 @@ fn backgrounded_answer(
     id: &str,
     stem: &std::path::Path,
 ) -> ToolResult {
-    exec.keep_files(&[
-        &stem.with_extension("stdout"),
-        &stem.with_extension("stderr"),
-    ]);
+    exec.keep_files(
+        Some(id),
+        &[
+            &stem.with_extension("stdout"),
+            &stem.with_extension("stderr"),
+        ],
+    );
     let after = exec
         .config
         .background_after

@@ -14,7 +14,8 @@ use exec_policy::{
     ScrubbedEnv, scrub_environment,
 };
 use shell_runtime::{
-    ConfineError, Confinement, ConfinementSpec, Redactions, ShellManager, TokenPattern, TokenSpec,
+    ConfineError, Confinement, ConfinementSpec, Redactions, ShellManager, SpillBudget,
+    TokenPattern, TokenSpec,
 };
 
 /// The answer text is held to this many characters (plus one truncation line).
@@ -58,6 +59,9 @@ pub struct ExecConfig {
     /// background shell (for clients whose call timeout is shorter than a
     /// command); `None` waits until the command ends.
     pub background_after: Option<Duration>,
+    /// Bytes all output files of this server may hold together
+    /// ([`OUTPUT_TOTAL_CAP`] unless changed).
+    pub output_budget: u64,
 }
 
 /// Turns the policy's sandbox request into a confinement shell-runtime
@@ -112,6 +116,7 @@ impl ExecConfig {
             confinement: None,
             tmpdir: None,
             background_after: None,
+            output_budget: OUTPUT_TOTAL_CAP,
         }
     }
 
@@ -142,7 +147,9 @@ pub struct ExecEnvironment {
     /// bash's absolute path, found once in the server's own `PATH`.
     pub(crate) shell_program: PathBuf,
     /// Output files kept for the model, oldest first.
-    files: Mutex<VecDeque<PathBuf>>,
+    files: Mutex<VecDeque<KeptFile>>,
+    /// The bytes all output files may hold together.
+    budget: SpillBudget,
     counter: AtomicU64,
 }
 
@@ -151,6 +158,7 @@ impl ExecEnvironment {
     /// scrubbed values move into the redaction table: `config().env.removed`
     /// keeps their names with empty values.
     pub fn new(mut config: ExecConfig) -> Self {
+        let output_budget = config.output_budget;
         let literals = config
             .env
             .redactions()
@@ -174,6 +182,8 @@ impl ExecEnvironment {
             shell_program: find_program("bash", config.env.vars.get("PATH").map(String::as_str)),
             config,
             files: Mutex::new(VecDeque::new()),
+            budget: SpillBudget::new(output_budget),
+
             counter: AtomicU64::new(0),
         }
     }
@@ -220,34 +230,58 @@ impl ExecEnvironment {
         output_dir.join("state")
     }
 
-    /// Records output files kept for the model (a truncated answer's file,
-    /// a background shell's spills) and removes the oldest while all of them
-    /// together exceed [`OUTPUT_TOTAL_CAP`]. Sizes are read from disk, since
-    /// a background shell's files grow after they are recorded.
-    pub(crate) fn keep_files(&self, paths: &[&Path]) {
+    /// Records output files kept for the model: a truncated answer's file
+    /// (`owner` `None`) or a background shell's spills (`owner` its id).
+    /// Then, while the output budget has less than an eighth of it free (room
+    /// for the next command's files), removes the oldest files whose shell
+    /// is no longer tracked, giving their bytes back. Files of tracked
+    /// shells are never removed: they stop growing at the budget instead
+    /// (see [`SpillBudget`]).
+    pub(crate) fn keep_files(&self, owner: Option<&str>, paths: &[&Path]) {
         /// Entries kept at most, files or not: a long-running server's ledger
         /// stays small.
         const MAX_ENTRIES: usize = 4096;
         let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
-        files.extend(paths.iter().map(|path| path.to_path_buf()));
-        // A background shell's spill files appear only once its output outgrows memory.
-        let mut sizes: VecDeque<u64> = files
-            .iter()
-            .map(|path| std::fs::metadata(path).map_or(0, |meta| meta.len()))
-            .collect();
-        let mut total: u64 = sizes.iter().sum();
-        while (total > OUTPUT_TOTAL_CAP || files.len() > MAX_ENTRIES) && files.len() > paths.len() {
-            if let (Some(old), Some(size)) = (files.pop_front(), sizes.pop_front()) {
-                let _ = std::fs::remove_file(old);
-                total -= size;
+        files.extend(paths.iter().map(|path| KeptFile {
+            path: path.to_path_buf(),
+            owner: owner.map(str::to_owned),
+        }));
+        let headroom = self.budget.limit() / 8;
+        let removable = |kept: &KeptFile| {
+            kept.owner
+                .as_deref()
+                .is_none_or(|id| self.manager.get(id).is_none())
+        };
+        while self.budget.used() + headroom > self.budget.limit() || files.len() > MAX_ENTRIES {
+            let newest = files.len().saturating_sub(paths.len());
+            let Some(index) = files.iter().take(newest).position(removable) else {
+                break;
+            };
+            if let Some(old) = files.remove(index) {
+                let size = std::fs::metadata(&old.path).map_or(0, |meta| meta.len());
+                if std::fs::remove_file(&old.path).is_ok() {
+                    self.budget.give_back(size);
+                }
             }
         }
+    }
+
+    /// The budget every output file of this server takes its bytes from.
+    pub(crate) fn budget(&self) -> &SpillBudget {
+        &self.budget
     }
 
     /// The base environment of every command, before the carried changes.
     pub(crate) fn base_env(&self) -> &BTreeMap<String, String> {
         &self.config.env.vars
     }
+}
+
+/// An output file in the ledger, and the shell it belongs to, if any.
+#[derive(Debug)]
+struct KeptFile {
+    path: PathBuf,
+    owner: Option<String>,
 }
 
 /// exec-policy's token formats, compiled for shell-runtime.
@@ -404,24 +438,25 @@ mod tests {
     }
 
     #[test]
-    fn output_files_past_the_total_cap_go_oldest_first() {
+    fn output_files_of_untracked_shells_go_oldest_first_to_make_room() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let env = ExecEnvironment::new(ExecConfig::new(
-            vec![dir.path().to_path_buf()],
-            dir.path().to_path_buf(),
-        ));
-        let big = usize::try_from(OUTPUT_TOTAL_CAP / 2).expect("fits") + 1;
+        let mut config = ExecConfig::new(vec![dir.path().to_path_buf()], dir.path().to_path_buf());
+        config.output_budget = 8_000;
+        let env = ExecEnvironment::new(config);
         let paths: Vec<PathBuf> = (0..3)
             .map(|n| dir.path().join(format!("out-{n}")))
             .collect();
-        for path in &paths {
-            // Sparse files: the size counts, the disk is not used.
-            let file = std::fs::File::create(path).expect("create");
-            file.set_len(big as u64).expect("size");
-            env.keep_files(&[path]);
+        for (index, path) in paths.iter().enumerate() {
+            std::fs::write(path, vec![b'x'; 3_000]).expect("write");
+            assert_eq!(
+                env.budget().take(3_000),
+                if index < 2 { 3_000 } else { 2_000 }
+            );
+            // `shell_x` is no shell the manager tracks: its files may go.
+            env.keep_files(if index == 0 { Some("shell_x") } else { None }, &[path]);
         }
         assert!(!paths[0].exists(), "the oldest was removed");
-        assert!(paths[1].exists() || paths[2].exists());
-        assert!(paths[2].exists(), "the newest stays");
+        assert!(paths[1].exists() && paths[2].exists());
+        assert_eq!(env.budget().used(), 5_000);
     }
 }

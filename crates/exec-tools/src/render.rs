@@ -153,7 +153,7 @@ pub(crate) fn render_streams(
         spill.and_then(|(shell, stem)| combine_spills(env, shell, stem))
     });
     if let Some((shell, _)) = spill {
-        remove_spills(shell);
+        remove_spills(env, shell);
     }
     rendered
 }
@@ -248,28 +248,40 @@ fn combine_spills(
     let out = shell.ensure_spill_file(Stream::Stdout)?;
     let err = shell.ensure_spill_file(Stream::Stderr)?;
     let path = stem.with_extension("txt");
+    const SEPARATOR: &[u8] = b"\n[stderr]\n";
+    let wanted = (out.written + SEPARATOR.len() as u64 + err.written).min(OUTPUT_FILE_CAP);
+    let granted = exec.budget().take(wanted);
     let mut copy = CappedCopy {
         to: std::fs::File::create(&path).ok()?,
-        room: OUTPUT_FILE_CAP,
+        room: granted,
+        room_ends: if granted < wanted {
+            SpillShortfall::Budget
+        } else {
+            SpillShortfall::Cap
+        },
         written: 0,
         shortfall: out.shortfall.or(err.shortfall),
     };
     copy.file(&out.file.path);
     if err.written > 0 {
-        copy.bytes(b"\n[stderr]\n");
+        copy.bytes(SEPARATOR);
         copy.file(&err.file.path);
     }
-    exec.keep_files(&[&path]);
     // A failed write may have written part of what it was given.
     let bytes = copy.to.metadata().map_or(copy.written, |meta| meta.len());
+    exec.budget().give_back(granted.saturating_sub(bytes));
+    exec.keep_files(None, &[&path]);
     Some(SavedOutput::new(path, bytes, copy.shortfall))
 }
 
-/// Copies into the combined output file, up to the per-command cap,
-/// remembering the first reason it holds less than the whole output.
+/// Copies into the combined output file, up to the room taken from the
+/// budget (at most the per-command cap), remembering the first reason it
+/// holds less than the whole output.
 struct CappedCopy {
     to: std::fs::File,
     room: u64,
+    /// Why the room ends: the per-command cap, or the server's budget.
+    room_ends: SpillShortfall,
     written: u64,
     shortfall: Option<SpillShortfall>,
 }
@@ -283,7 +295,7 @@ impl CappedCopy {
         };
         let length = source.metadata().map_or(0, |meta| meta.len());
         if length > self.room {
-            self.shortfall.get_or_insert(SpillShortfall::Cap);
+            self.shortfall.get_or_insert(self.room_ends);
         }
         let mut limited = source.take(self.room);
         match std::io::copy(&mut limited, &mut self.to) {
@@ -298,7 +310,7 @@ impl CappedCopy {
 
     fn bytes(&mut self, bytes: &[u8]) {
         if (bytes.len() as u64) > self.room {
-            self.shortfall.get_or_insert(SpillShortfall::Cap);
+            self.shortfall.get_or_insert(self.room_ends);
             self.room = 0;
             return;
         }
@@ -318,10 +330,12 @@ impl CappedCopy {
     }
 }
 
-fn remove_spills(shell: &ShellProcess) {
+fn remove_spills(exec: &ExecEnvironment, shell: &ShellProcess) {
     for stream in [Stream::Stdout, Stream::Stderr] {
-        if let Some(spill) = shell.spill_report(stream).filter(|spill| spill.on_disk) {
-            let _ = std::fs::remove_file(&spill.file.path);
+        if let Some(spill) = shell.spill_report(stream).filter(|spill| spill.on_disk)
+            && std::fs::remove_file(&spill.file.path).is_ok()
+        {
+            exec.budget().give_back(spill.written);
         }
     }
 }

@@ -146,3 +146,44 @@ async fn finished_shells_hold_no_file_descriptor_after_a_cut_read() {
         "{before} fds before, {after} after 30 shells"
     );
 }
+
+/// A world whose output files may hold 3,000,000 bytes together.
+fn small_budget_world() -> World {
+    World::with(|mut config| {
+        config.output_budget = 3_000_000;
+        config
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_of_tracked_shells_are_kept_and_stop_at_the_budget() {
+    let world = small_budget_world();
+    // 2 MB each, past what memory keeps: both go to disk.
+    let print = "head -c 2000000 /dev/zero | tr '\\0' x; echo";
+    let first = world.background(print).await;
+    let read = world
+        .call("BashOutput", json!({ "bash_id": first, "wait_ms": 10000 }))
+        .await;
+    assert!(
+        marker(read.text()).contains("full output in"),
+        "{}",
+        marker(read.text())
+    );
+    let second = world.background(print).await;
+    let read = world
+        .call("BashOutput", json!({ "bash_id": second, "wait_ms": 10000 }))
+        .await;
+    let (bytes, file, why) = first_bytes_in(marker(read.text()));
+    assert_eq!(why, "the server's budget for output files was reached");
+    assert!(bytes < 2_000_000, "{bytes}");
+    assert_eq!(std::fs::metadata(file).expect("kept").len(), bytes);
+    // A third command needs room, but both shells are still tracked: their
+    // files stay (before, the oldest was removed while still named).
+    world.bash("seq 1 100000").await;
+    let spills = world
+        .output_files()
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|ext| ext == "stdout"))
+        .count();
+    assert_eq!(spills, 2, "{:?}", world.output_files());
+}

@@ -36,7 +36,7 @@ pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellMan
 pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, SpillShortfall, Stream};
 pub use redact::{BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec};
 pub use spawn::confine::{ConfineError, Confinement};
-pub use spec::{ConfinementSpec, SpawnSpec, SpillFile};
+pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
 pub use tree::SHELL_TAG_VAR;
 /// The capture's building blocks, public for the fuzz targets only.

@@ -13,7 +13,75 @@ pub struct SpillFile {
     pub path: PathBuf,
     /// Bytes written at most; the rest of the stream is only counted.
     pub cap_bytes: u64,
+    /// Bytes all files sharing this budget may hold together; writing stops
+    /// when it is spent (the caller gives bytes back as it removes files).
+    pub budget: Option<SpillBudget>,
 }
+
+/// Disk bytes shared by many spill files (one server's output files): a
+/// write takes its bytes first, and stops where none are left.
+#[derive(Debug, Clone)]
+pub struct SpillBudget(std::sync::Arc<BudgetState>);
+
+#[derive(Debug)]
+struct BudgetState {
+    limit: u64,
+    used: std::sync::atomic::AtomicU64,
+}
+
+impl SpillBudget {
+    /// A budget of `limit` bytes, none used.
+    pub fn new(limit: u64) -> Self {
+        Self(std::sync::Arc::new(BudgetState {
+            limit,
+            used: std::sync::atomic::AtomicU64::new(0),
+        }))
+    }
+
+    /// Takes up to `wanted` bytes; returns how many were granted.
+    pub fn take(&self, wanted: u64) -> u64 {
+        use std::sync::atomic::Ordering;
+        let mut granted = 0;
+        let _ = self
+            .0
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                granted = wanted.min(self.0.limit.saturating_sub(used));
+                Some(used + granted)
+            });
+        granted
+    }
+
+    /// Gives back `bytes` (a file removed, or bytes taken but not written).
+    pub fn give_back(&self, bytes: u64) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .0
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+
+    /// Bytes in use.
+    pub fn used(&self) -> u64 {
+        self.0.used.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> u64 {
+        self.0.limit
+    }
+}
+
+/// Two handles are equal when they share one budget.
+impl PartialEq for SpillBudget {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SpillBudget {}
 
 /// Everything needed to start one shell.
 #[derive(Debug, Clone)]

@@ -128,6 +128,43 @@ async fn processes_named_to_keep_are_left_running() {
     assert!(gone(pid).await);
 }
 
+/// Spill files sharing a budget stop writing where it is spent, and say so;
+/// bytes given back (a file removed) can be written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spill_files_sharing_a_budget_stop_at_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let budget = shell_runtime::SpillBudget::new(3_000_000);
+    let mut reports = Vec::new();
+    for name in ["first", "second"] {
+        // 2 MB each: past what memory keeps, so both go to disk.
+        let mut big = spec("head -c 2000000 /dev/zero | tr '\\0' x");
+        big.stdout_spill = Some(SpillFile {
+            path: dir.path().join(name),
+            cap_bytes: 64 << 20,
+            budget: Some(budget.clone()),
+        });
+        let shell = ShellProcess::spawn(big).await.expect("spawns");
+        shell.wait().await;
+        reports.push(shell.spill_report(Stream::Stdout).expect("spill"));
+    }
+    assert_eq!(reports[0].written, 2_000_000);
+    assert!(reports[0].is_whole());
+    assert_eq!(reports[1].written, 1_000_000);
+    assert_eq!(
+        reports[1].shortfall,
+        Some(shell_runtime::SpillShortfall::Budget)
+    );
+    assert_eq!(budget.used(), 3_000_000);
+    assert_eq!(
+        std::fs::metadata(dir.path().join("second"))
+            .expect("file")
+            .len(),
+        1_000_000
+    );
+    budget.give_back(2_000_000);
+    assert_eq!(budget.take(5_000_000), 2_000_000);
+}
+
 /// `exec -a NAME` sets both `comm` and `argv[0]`: a process that calls
 /// itself by a kept name is still ended, since the keep list matches the
 /// executable.
@@ -309,6 +346,7 @@ async fn large_output_stays_bounded_and_spills_to_a_capped_file() {
     big.stdout_spill = Some(SpillFile {
         path: path.clone(),
         cap_bytes: 1_000_000,
+        budget: None,
     });
     let shell = ShellProcess::spawn(big).await.expect("spawns");
     shell.wait().await;
@@ -358,6 +396,7 @@ async fn replacements_reach_the_buffer_and_the_spill_file() {
     redacted.stdout_spill = Some(SpillFile {
         path: path.clone(),
         cap_bytes: 1 << 20,
+        budget: None,
     });
     let shell = ShellProcess::spawn(redacted).await.expect("spawns");
     shell.wait().await;

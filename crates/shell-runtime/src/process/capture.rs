@@ -42,6 +42,9 @@ impl SpillReport {
 pub enum SpillShortfall {
     /// The stream was longer than the file's cap; the file holds its start.
     Cap,
+    /// The budget the file shares with others was spent; the file holds
+    /// the start of the stream.
+    Budget,
     /// Creating or writing the file failed (a full disk, say); the file
     /// holds what was written before.
     WriteFailed(std::io::ErrorKind),
@@ -53,6 +56,7 @@ impl SpillShortfall {
     pub fn reason(self) -> String {
         match self {
             Self::Cap => "the per-command cap was reached".to_owned(),
+            Self::Budget => "the server's budget for output files was reached".to_owned(),
             Self::WriteFailed(
                 std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded,
             ) => "the disk is full".to_owned(),
@@ -73,6 +77,16 @@ pub(super) struct Spill {
     /// The stream has ended: a file made now is written whole and closed
     /// at once, so a finished shell holds no descriptor.
     stream_ended: bool,
+}
+
+/// The longest start of `text` of at most `bytes` bytes that ends on a
+/// character boundary, so a file cut there stays valid UTF-8.
+fn cut_at_char(text: &str, bytes: u64) -> &str {
+    let mut cut = usize::try_from(bytes).unwrap_or(usize::MAX).min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
 }
 
 impl Spill {
@@ -104,18 +118,29 @@ impl Spill {
         };
         let room = self.file.cap_bytes.saturating_sub(self.written);
         let mut part = text;
+        let mut short = None;
         if part.len() as u64 > room {
-            // Cut at a character boundary so the file stays valid UTF-8.
-            let mut cut = usize::try_from(room).unwrap_or(usize::MAX).min(part.len());
-            while !part.is_char_boundary(cut) {
-                cut -= 1;
+            part = cut_at_char(part, room);
+            short = Some(SpillShortfall::Cap);
+        }
+        if let Some(budget) = &self.file.budget {
+            let granted = budget.take(part.len() as u64);
+            if granted < part.len() as u64 {
+                part = cut_at_char(part, granted);
+                // A cut inside a character leaves a byte or three unused.
+                budget.give_back(granted - part.len() as u64);
+                short = Some(SpillShortfall::Budget);
             }
-            part = &part[..cut];
-            self.shortfall = Some(SpillShortfall::Cap);
+        }
+        if short.is_some() {
+            self.shortfall = short;
         }
         // Spill files live on a local disk or tmpfs: a blocking write of a
         // buffered chunk costs microseconds, less than a blocking-pool hop.
         if let Err(error) = writer.write_all(part.as_bytes()) {
+            if let Some(budget) = &self.file.budget {
+                budget.give_back(part.len() as u64);
+            }
             self.fail(&error);
             return;
         }
@@ -130,6 +155,7 @@ impl Spill {
     /// written part of what it was given.
     fn fail(&mut self, error: &std::io::Error) {
         self.shortfall = Some(SpillShortfall::WriteFailed(error.kind()));
+        let handed_over = self.written;
         if let Some(writer) = self.writer.take() {
             // Dropping the writer would try to flush again; its buffer is
             // what could not be written.
@@ -137,6 +163,9 @@ impl Spill {
             self.written = file.metadata().map_or(0, |meta| meta.len());
         } else {
             self.written = std::fs::metadata(&self.file.path).map_or(0, |meta| meta.len());
+        }
+        if let Some(budget) = &self.file.budget {
+            budget.give_back(handed_over.saturating_sub(self.written));
         }
     }
 
