@@ -1,10 +1,11 @@
 //! The bounded buffer: `head + dropped + tail == total`, the cap holds,
 //! kept text is a prefix and a suffix of the stream, and successive reads
-//! see every byte exactly once (as text or as a counted gap).
+//! see every byte and every character exactly once (as text or as a
+//! counted gap).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shell_runtime::{BufferLimits, OutputBuffer};
+use shell_runtime::{BufferLimits, OutputBuffer, StreamPosition};
 
 fuzz_target!(|input: (u8, u8, Vec<(String, bool)>)| {
     let (head, tail, pushes) = input;
@@ -14,8 +15,9 @@ fuzz_target!(|input: (u8, u8, Vec<(String, bool)>)| {
     };
     let mut buffer = OutputBuffer::new(limits);
     let mut whole = String::new();
-    let mut cursor = 0;
+    let mut cursor = StreamPosition::default();
     let mut seen = 0u64;
+    let mut seen_chars = 0u64;
     for (text, read) in pushes {
         buffer.push(&text);
         whole.push_str(&text);
@@ -27,12 +29,18 @@ fuzz_target!(|input: (u8, u8, Vec<(String, bool)>)| {
         if read {
             let (slice, next) = buffer.read_since(cursor);
             seen += (slice.before_gap.len() + slice.after_gap.len()) as u64 + slice.dropped;
+            seen_chars += (slice.before_gap.chars().count() + slice.after_gap.chars().count())
+                as u64
+                + slice.dropped_chars;
             cursor = next;
         }
     }
     let (slice, _) = buffer.read_since(cursor);
     seen += (slice.before_gap.len() + slice.after_gap.len()) as u64 + slice.dropped;
+    seen_chars += (slice.before_gap.chars().count() + slice.after_gap.chars().count()) as u64
+        + slice.dropped_chars;
     assert_eq!(seen, buffer.total_bytes());
+    assert_eq!(seen_chars, whole.chars().count() as u64);
     assert_eq!(buffer.total_bytes(), whole.len() as u64);
     let snapshot = buffer.snapshot();
     assert!(whole.starts_with(&snapshot.before_gap));
