@@ -416,21 +416,7 @@ mod tests {
             let env = environment(&Policy::default(), &[]);
             let token = exec_policy::TOKEN_FORMATS[which].example;
             let text = format!("{head} {token} {tail}");
-            let mut boundaries: Vec<usize> = cuts
-                .into_iter()
-                .map(|cut| cut.min(text.len()))
-                .filter(|cut| text.is_char_boundary(*cut))
-                .collect();
-            boundaries.push(text.len());
-            boundaries.sort_unstable();
-            let mut replacer = shell_runtime::StreamReplacer::new(Some(Arc::clone(&env.redactions)));
-            let mut out = String::new();
-            let mut last = 0;
-            for cut in boundaries {
-                replacer.push(&text[last..cut], &mut out);
-                last = cut;
-            }
-            replacer.finish(&mut out);
+            let out = shell_runtime::replace_in_pieces(&env.redactions, &text, &cuts);
             let redacted = expected(token);
             prop_assert!(redacted != token);
             prop_assert_eq!(out, format!("{head} {redacted} {tail}"));

@@ -34,7 +34,9 @@ pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
 pub use error::{ManagerError, SpawnError};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
 pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, SpillShortfall, Stream};
-pub use redact::{BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec};
+pub use redact::{
+    BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
+};
 pub use spawn::confine::{ConfineError, Confinement};
 pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};

@@ -604,6 +604,30 @@ impl StreamReplacer {
     }
 }
 
+/// `text` fed to a fresh [`StreamReplacer`] in pieces cut at `cuts` (byte
+/// offsets, clamped; those inside a character are skipped): what a reader
+/// that got the text in those reads keeps. For the property tests of this
+/// crate and of those that build its tables.
+#[doc(hidden)]
+pub fn replace_in_pieces(table: &Arc<Redactions>, text: &str, cuts: &[usize]) -> String {
+    let mut boundaries: Vec<usize> = cuts
+        .iter()
+        .map(|cut| (*cut).min(text.len()))
+        .filter(|cut| text.is_char_boundary(*cut))
+        .collect();
+    boundaries.push(text.len());
+    boundaries.sort_unstable();
+    let mut replacer = StreamReplacer::new(Some(Arc::clone(table)));
+    let mut out = String::new();
+    let mut last = 0;
+    for cut in boundaries {
+        replacer.push(&text[last..cut], &mut out);
+        last = cut;
+    }
+    replacer.finish(&mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -671,24 +695,8 @@ mod tests {
     const GITHUB: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
     const OPENAI: &str = "sk-proj-4f9aB7cD2eF0gH1iJ3kL5mN7";
 
-    /// `text` fed in pieces cut at `cuts` (byte offsets, clamped).
     fn streamed(table: &Arc<Redactions>, text: &str, cuts: &[usize]) -> String {
-        let mut boundaries: Vec<usize> = cuts
-            .iter()
-            .map(|cut| (*cut).min(text.len()))
-            .filter(|cut| text.is_char_boundary(*cut))
-            .collect();
-        boundaries.push(text.len());
-        boundaries.sort_unstable();
-        let mut replacer = StreamReplacer::new(Some(Arc::clone(table)));
-        let mut out = String::new();
-        let mut last = 0;
-        for cut in boundaries {
-            replacer.push(&text[last..cut], &mut out);
-            last = cut;
-        }
-        replacer.finish(&mut out);
-        out
+        replace_in_pieces(table, text, cuts)
     }
 
     #[test]
