@@ -88,6 +88,8 @@ fn measure(root: &Path) -> anyhow::Result<PathBuf> {
         "*/tests/*",
         "tests/*",
         "fuzz/*",
+        // Test code shared by the tests: measured by what it tests.
+        "crates/test-support/*",
     ] {
         command.args(["--exclude-files", pattern]);
     }
