@@ -89,7 +89,7 @@ fn measure(root: &Path) -> anyhow::Result<PathBuf> {
         "tests/*",
         "fuzz/*",
         // Test code shared by the tests: measured by what it tests.
-        "crates/test-support/*",
+        "*/test-support/*",
     ] {
         command.args(["--exclude-files", pattern]);
     }
