@@ -721,3 +721,74 @@ fn analysis_modules_import_only_modules_before_them() {
         }
     }
 }
+
+/// Wrappers that run their arguments as a command (or a shell string) are
+/// unwrapped like sudo: what they run is what is judged.
+#[test]
+fn command_running_wrappers_are_unwrapped() {
+    for command in [
+        "runuser -u root -- rm -rf /",
+        "runuser -u root rm -rf /etc",
+        "runuser -l root -c 'rm -rf /'",
+        "runuser root -c 'rm -rf /'",
+        "setpriv --reuid=0 --regid=0 --init-groups rm -rf /",
+        "setpriv --reuid 0 --regid 0 --groups 0 --inh-caps=-all rm -rf /",
+        "unshare -m rm -rf /",
+        "unshare --mount --user -r rm -rf /",
+        "nsenter -t 1 -m -u -i -n -p rm -rf /",
+        "nsenter --target 1 --mount rm -rf /",
+        "chrt -f 99 rm -rf /",
+        "chrt 10 rm -rf /",
+        "taskset 0x1 rm -rf /",
+        "taskset -c 0,1 rm -rf /",
+        "ionice -c 3 -n 7 rm -rf /",
+        "stdbuf -oL rm -rf /",
+        "time rm -rf /",
+        "doas -u root rm -rf /",
+        "pkexec rm -rf /",
+        "pkexec --user root rm -rf /",
+        "systemd-run --user rm -rf /",
+        "systemd-run -p User=root --unit=x rm -rf /",
+        "systemd-run --unit x --scope rm -rf /",
+        "strace -f -o /tmp/trace rm -rf /",
+        "ltrace -o /tmp/t rm -rf /",
+        "script -c 'rm -rf /' /dev/null",
+        "script -qc 'rm -rf /' /dev/null",
+        "sg root -c 'rm -rf /'",
+        "sg root 'rm -rf /'",
+        "su -c 'rm -rf /'",
+        "su - root -c 'rm -rf /'",
+        "su -lc 'rm -rf /'",
+        "tcsh -c 'rm -rf /'",
+        "csh -c 'rm -rf /'",
+        "ksh -c 'rm -rf /'",
+        "mksh -c 'rm -rf /'",
+        "rbash -c 'rm -rf /'",
+    ] {
+        assert!(denied_by(command).is_some(), "allowed: {command}");
+    }
+    for command in [
+        "runuser -u app -- ls /",
+        "runuser -l app -c 'ls /'",
+        "setpriv --reuid=1000 ls",
+        "unshare -m ls",
+        "nsenter -t 1 -m ls",
+        "chrt -f 99 ls",
+        "taskset -c 0 make -j1",
+        "ionice -c 3 cargo build",
+        "stdbuf -oL tail -f log.txt",
+        "time cargo test",
+        "doas -u app ls",
+        "pkexec ls",
+        "systemd-run --user --scope make",
+        "strace -f -o /tmp/trace ls",
+        "ltrace ls",
+        "script -c 'ls -la' /dev/null",
+        "sg staff -c 'ls'",
+        "su -c 'ls'",
+        "tcsh -c 'echo rm -rf /'",
+        "csh -c 'ls'",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+}
