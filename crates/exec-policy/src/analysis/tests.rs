@@ -792,3 +792,59 @@ fn command_running_wrappers_are_unwrapped() {
         assert_eq!(denied_by(command), None, "{command}");
     }
 }
+
+/// System subdirectories, every direct child of /var/lib and /boot, and the
+/// home's key directories are protected from recursive delete, chmod/chown -R
+/// and mv; patterns inside a /var/lib child, other /etc subdirectories and
+/// /usr/local are not.
+#[test]
+fn system_subdirectories_and_home_key_dirs_are_protected() {
+    for command in [
+        "rm -rf /usr/lib",
+        "rm -rf /usr/lib64/",
+        "rm -rf /usr/bin",
+        "sudo rm -rf /usr/sbin",
+        "rm -rf /usr/share",
+        "rm -fr /usr/include",
+        "rm -rf /var/lib",
+        "rm -rf /var/lib/*",
+        "rm -rf /var/lib/dpkg",
+        "rm -rf /var/lib/docker/",
+        "rm -rf /var/lib/d*",
+        "rm -rf /etc/ssh",
+        "rm -rf /boot/grub",
+        "rm -rf /boot/efi",
+        "rm -rf /lib/modules",
+        "chmod -R 777 /usr/lib",
+        "chown -R nobody /var/lib/postgresql",
+        "mv /usr/bin /tmp/x",
+        "mv /etc/ssh /tmp/ssh.bak",
+        "rm -rf ~/.ssh",
+        "rm -rf $HOME/.gnupg",
+        "rm -rf /home/agent/.config",
+        "rm -rf ~/.local",
+        "chmod -R 777 ~/.ssh",
+        "mv ~/.gnupg /tmp/g",
+    ] {
+        assert!(denied_by(command).is_some(), "allowed: {command}");
+    }
+    for command in [
+        "rm -rf /etc/nginx",
+        "rm -rf /etc/nginx/sites-enabled/*",
+        "sudo rm -rf /var/lib/apt/lists/*",
+        "rm -rf /var/lib/apt/*",
+        "rm -rf /var/lib/docker/tmp",
+        "rm -rf /usr/local/*",
+        "rm -rf /usr/local/lib/python3",
+        "rm -rf /usr/share/doc/foo",
+        "rm -rf ~/.config/nvim",
+        "rm -rf ~/.local/share/Trash/files/*",
+        "rm -rf ~/.cache",
+        "rm -rf .ssh",
+        "chmod 700 ~/.ssh",
+        "mv ~/.ssh/known_hosts ~/.ssh/known_hosts.old",
+        "ls -R /usr/lib",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+}
