@@ -146,6 +146,89 @@ pub static RULES: &[Rule] = &[
         ],
         check: overwrite_device,
     },
+    Rule {
+        id: "stop-machine",
+        reason: "stopping, rebooting or isolating the machine ends every process on it",
+        blocks: &[
+            "shutdown",
+            "shutdown -h now",
+            "sudo /sbin/shutdown -r +0",
+            "reboot",
+            "poweroff -f",
+            "halt -p",
+            "init 0",
+            "/sbin/init 6",
+            "telinit 1",
+            "systemctl poweroff",
+            "systemctl --no-wall --no-block reboot",
+            "systemctl -ff halt",
+            "systemctl kexec",
+            "systemctl isolate rescue.target",
+            "systemctl start ctrl-alt-del.target",
+            "loginctl poweroff",
+            "kill -INT 1",
+            "kill -s SIGRTMIN+4 1",
+        ],
+        allows: &[
+            "shutdown -c",
+            "shutdown --help",
+            "reboot --help",
+            "poweroff --version",
+            "halt --help",
+            "telinit --help",
+            "telinit q",
+            "systemctl --help",
+            "systemctl restart nginx",
+            "systemctl status",
+            "systemctl start docker.service",
+            "echo shutdown -h now",
+            "kill -HUP 1",
+            "kill -0 1",
+            "command -v shutdown",
+        ],
+        check: stop_machine,
+    },
+    Rule {
+        id: "kill-all",
+        reason: "signalling every process (kill -1, killall5, a pkill that matches everything)",
+        blocks: &[
+            "kill -9 -1",
+            "kill -KILL -1",
+            "kill -s KILL -1",
+            "kill -n 9 -1",
+            "kill -- -1",
+            "kill -9 -- -1",
+            "/usr/bin/kill --signal KILL -1",
+            "killall5",
+            "killall5 -9",
+            "pkill -9 .",
+            "pkill -f '.*'",
+            "pkill -v x",
+            "pkill --inverse -x foo",
+            "pkill -9 -P 1",
+            "pkill -9 -u root",
+            "killall -9 -r .",
+            "killall -u root -s KILL",
+        ],
+        allows: &[
+            "kill 12345",
+            "kill -9 12345",
+            "kill -1 12345",
+            "kill -- -12345",
+            "kill -l",
+            "kill %1 %2",
+            "pkill -f myserver",
+            "pkill -x node",
+            "pkill -u me node",
+            "pkill --help",
+            "pkill -V",
+            "killall -9 node",
+            "killall .",
+            "killall --help",
+            "killall5 --help",
+        ],
+        check: kill_all,
+    },
 ];
 
 /// The fork-bomb rule: a function that runs itself at least twice, one of
@@ -364,4 +447,225 @@ pub(crate) fn fork_bombs(cmds: &[Cmd]) -> Option<&Cmd> {
         .into_values()
         .find(|(count, multiplied, _)| *count >= 2 && *multiplied)
         .map(|(_, _, cmd)| cmd)
+}
+
+/// Whether the command only asks for its usage or version.
+fn asks_help(cmd: &Cmd) -> bool {
+    cmd.words
+        .iter()
+        .skip(1)
+        .any(|w| matches!(w.value(), Some("--help" | "--version")))
+}
+
+/// The first word after the program that is not an option, skipping the
+/// values of `valued` options.
+fn first_operand<'a>(cmd: &'a Cmd, valued: &[&str]) -> Option<&'a str> {
+    let mut words = cmd.words.iter().skip(1);
+    while let Some(word) = words.next() {
+        let value = word.value()?;
+        if valued.contains(&value) {
+            words.next();
+        } else if !value.starts_with('-') || value == "-" {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// systemd targets that stop the machine or every service.
+const STOP_TARGETS: &[&str] = &[
+    "poweroff.target",
+    "reboot.target",
+    "halt.target",
+    "kexec.target",
+    "soft-reboot.target",
+    "ctrl-alt-del.target",
+    "rescue.target",
+    "emergency.target",
+    "runlevel0.target",
+    "runlevel1.target",
+    "runlevel6.target",
+];
+
+fn stop_machine(cmd: &Cmd, _: &Protected) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    if asks_help(cmd) {
+        return false;
+    }
+    match program {
+        // `shutdown -c` cancels, `-k` only warns.
+        "shutdown" => !cmd
+            .words
+            .iter()
+            .any(|w| matches!(w.value(), Some("-c" | "-k"))),
+        // `-w` / `--wtmp-only` only writes the record.
+        "reboot" | "poweroff" | "halt" => !cmd
+            .words
+            .iter()
+            .any(|w| matches!(w.value(), Some("-w" | "--wtmp-only"))),
+        "init" | "telinit" => matches!(
+            first_operand(cmd, &[]),
+            Some("0" | "1" | "6" | "s" | "S" | "single" | "emergency")
+        ),
+        "systemctl" | "loginctl" => {
+            let valued = [
+                "-t", "-p", "-H", "-M", "-n", "-o", "-s", "--signal", "--type",
+            ];
+            let mut words = cmd.words.iter().skip(1);
+            let mut verb = None;
+            let mut units = Vec::new();
+            while let Some(word) = words.next() {
+                let Some(value) = word.value() else { continue };
+                if valued.contains(&value) {
+                    words.next();
+                } else if !value.starts_with('-') {
+                    if verb.is_none() {
+                        verb = Some(value);
+                    } else {
+                        units.push(value);
+                    }
+                }
+            }
+            match verb {
+                Some(
+                    "poweroff"
+                    | "reboot"
+                    | "halt"
+                    | "kexec"
+                    | "soft-reboot"
+                    | "emergency"
+                    | "rescue"
+                    | "isolate"
+                    | "suspend"
+                    | "hibernate"
+                    | "hybrid-sleep"
+                    | "suspend-then-hibernate",
+                ) => true,
+                Some("start" | "restart" | "reload-or-restart" | "try-restart") => {
+                    units.iter().any(|unit| STOP_TARGETS.contains(unit))
+                }
+                _ => false,
+            }
+        }
+        "kill" => {
+            let (signal, pids) = kill_arguments(cmd);
+            pids.contains(&"1")
+                && !matches!(
+                    signal.map(|s| s.trim_start_matches("SIG")),
+                    Some("0" | "1" | "HUP" | "USR1" | "USR2" | "10" | "12")
+                )
+        }
+        _ => false,
+    }
+}
+
+/// The signal (as written, `-` removed) and the pid operands of a `kill`;
+/// no pids when it only lists signals.
+fn kill_arguments(cmd: &Cmd) -> (Option<&str>, Vec<&str>) {
+    let mut signal = None;
+    let mut pids = Vec::new();
+    let mut rest = false;
+    let mut words = cmd.words.iter().skip(1);
+    while let Some(word) = words.next() {
+        let Some(value) = word.value() else { continue };
+        if rest {
+            pids.push(value);
+        } else if value == "--" {
+            rest = true;
+        } else if matches!(value, "-s" | "-n" | "--signal") {
+            signal = words.next().and_then(Word::value);
+        } else if let Some(name) = value.strip_prefix("--signal=") {
+            signal = Some(name);
+        } else if matches!(value, "-l" | "-L" | "--list" | "--table") {
+            return (None, Vec::new());
+        } else if value.starts_with('-') && value.len() > 1 && signal.is_none() {
+            signal = Some(&value[1..]);
+        } else {
+            pids.push(value);
+        }
+    }
+    (signal, pids)
+}
+
+/// Patterns that match every process name or command line.
+const MATCH_ALL: &[&str] = &[".", ".*", "^", "$", "^.*$", ".+", "^.*", ".*$", ""];
+
+fn kill_all(cmd: &Cmd, _: &Protected) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    if asks_help(cmd) {
+        return false;
+    }
+    match program {
+        "kill" => kill_arguments(cmd).1.contains(&"-1"),
+        "killall5" => true,
+        "pkill" | "killall" => {
+            let valued = [
+                "-s",
+                "--signal",
+                "-g",
+                "--pgroup",
+                "-G",
+                "--group",
+                "-P",
+                "--parent",
+                "-t",
+                "--terminal",
+                "-u",
+                "--euid",
+                "-U",
+                "--uid",
+                "--user",
+                "-F",
+                "--pidfile",
+                "--ns",
+                "--nslist",
+                "-o",
+                "--older-than",
+                "-y",
+                "--younger-than",
+                "-n",
+                "--session",
+            ];
+            let mut inverse = false;
+            let mut regex = program == "pkill";
+            let mut parent_init = false;
+            let mut by_user = false;
+            let mut patterns = Vec::new();
+            let mut words = cmd.words.iter().skip(1);
+            while let Some(word) = words.next() {
+                let Some(value) = word.value() else {
+                    patterns.push(None);
+                    continue;
+                };
+                let (name, inline) = match value.split_once('=') {
+                    Some((name, inline)) if name.starts_with("--") => (name, Some(inline)),
+                    _ => (value, None),
+                };
+                if valued.contains(&name) {
+                    let argument = inline.or_else(|| words.next().and_then(Word::value));
+                    match name {
+                        "-P" | "--parent" => parent_init |= argument == Some("1"),
+                        "-u" | "--euid" | "-U" | "--uid" | "--user" => by_user = true,
+                        _ => {}
+                    }
+                } else if matches!(name, "-v" | "--inverse") {
+                    inverse = true;
+                } else if matches!(name, "-r" | "--regexp") {
+                    regex = true;
+                } else if !name.starts_with('-') || name == "-" {
+                    patterns.push(Some(value));
+                }
+            }
+            let matches_all = regex
+                && patterns
+                    .iter()
+                    .any(|p| p.is_some_and(|p| MATCH_ALL.contains(&p)));
+            inverse || matches_all || (patterns.is_empty() && (parent_init || by_user))
+        }
+        _ => false,
+    }
 }

@@ -848,3 +848,63 @@ fn system_subdirectories_and_home_key_dirs_are_protected() {
         assert_eq!(denied_by(command), None, "{command}");
     }
 }
+
+/// Stopping the machine and signalling every process are refused in every
+/// spelling; cancelling, asking for help, and signalling one process run.
+#[test]
+fn stopping_the_machine_and_killing_everything_are_refused() {
+    for (command, rule) in [
+        ("shutdown now", "stop-machine"),
+        ("shutdown --reboot now", "stop-machine"),
+        ("/usr/sbin/shutdown -h 23:59", "stop-machine"),
+        ("sudo reboot", "stop-machine"),
+        ("reboot --force --force", "stop-machine"),
+        ("poweroff --no-wall", "stop-machine"),
+        ("halt -f", "stop-machine"),
+        ("init 6", "stop-machine"),
+        ("sudo telinit 0", "stop-machine"),
+        ("systemctl reboot -i", "stop-machine"),
+        ("/usr/bin/systemctl --force reboot", "stop-machine"),
+        ("systemctl isolate runlevel0.target", "stop-machine"),
+        (
+            "systemctl start reboot.target --job-mode=replace-irreversibly",
+            "stop-machine",
+        ),
+        ("sleep 60 && reboot", "stop-machine"),
+        ("kill -SIGRTMIN+5 1", "stop-machine"),
+        ("kill -9 -1", "kill-all"),
+        ("kill -SIGKILL -1", "kill-all"),
+        ("kill -s 9 -1", "kill-all"),
+        ("/bin/kill -s 9 -- -1", "kill-all"),
+        ("env kill -9 -1", "kill-all"),
+        ("sudo killall5 -15", "kill-all"),
+        ("pkill -KILL -f '.*'", "kill-all"),
+        ("pkill -v -f zzz", "kill-all"),
+        ("killall --regexp '.*'", "kill-all"),
+    ] {
+        assert_eq!(denied_by(command).as_deref(), Some(rule), "{command}");
+    }
+    for command in [
+        "shutdown -c",
+        "shutdown --help",
+        "reboot --help",
+        "systemctl --version",
+        "systemctl restart nginx",
+        "systemctl start reboot-notifier.service",
+        "telinit q",
+        "kill 12345",
+        "kill -TERM %1",
+        "kill -0 $$",
+        "kill -s HUP 4242",
+        "kill -- -12345",
+        "kill -l",
+        "/bin/kill --version",
+        "pkill -f myserver",
+        "pkill -V",
+        "killall -V",
+        "echo reboot > /tmp/next-action",
+        "rg -n 'reboot|poweroff|halt' .",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+}
