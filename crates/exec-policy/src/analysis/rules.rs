@@ -276,6 +276,14 @@ fn has_long(flags: &[&str], name: &str) -> bool {
         .any(|f| *f == name || f.starts_with(&format!("{name}=")))
 }
 
+/// `--recursive` or an abbreviation getopt accepts for it (`--rec`,
+/// `--recursi`; `--re` alone could be `--reference` for chmod).
+fn has_recursive(flags: &[&str]) -> bool {
+    flags
+        .iter()
+        .any(|f| f.len() >= 5 && "--recursive".starts_with(*f))
+}
+
 /// The absolute path `word` names, resolving relative paths against a
 /// known working directory; `None` when unknown.
 fn resolve(word: &Word, cmd: &Cmd) -> Option<String> {
@@ -304,7 +312,7 @@ fn recursive_delete(cmd: &Cmd, protected: &Protected) -> bool {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
-    let recursive = has_short(&flags, &['r', 'R']) || has_long(&flags, "--recursive");
+    let recursive = has_short(&flags, &['r', 'R']) || has_recursive(&flags);
     recursive && targets(operands, cmd).any(|w| reaches(w, cmd, protected))
 }
 
@@ -322,7 +330,7 @@ fn recursive_chmod(cmd: &Cmd, protected: &Protected) -> bool {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
-    let recursive = has_short(&flags, &['R']) || has_long(&flags, "--recursive");
+    let recursive = has_short(&flags, &['R']) || has_recursive(&flags);
     // The first operand is the mode or owner unless --reference names it.
     let skip = usize::from(!has_long(&flags, "--reference"));
     recursive
@@ -341,11 +349,19 @@ fn move_protected(cmd: &Cmd, protected: &Protected) -> bool {
     while let Some(word) = words.next() {
         match word.value() {
             Some("--") if !rest => rest = true,
-            Some("-t" | "--target-directory") if !rest => {
+            // `--t` is already unambiguous for mv's `--target-directory`.
+            Some(flag) if !rest && (flag == "-t" || is_target_option(flag)) => {
                 target_given = true;
                 words.next();
             }
-            Some(flag) if !rest && flag.starts_with("--target-directory=") => target_given = true,
+            Some(flag)
+                if !rest
+                    && flag
+                        .split_once('=')
+                        .is_some_and(|(name, _)| is_target_option(name)) =>
+            {
+                target_given = true;
+            }
             Some(flag) if !rest && flag.starts_with('-') && flag.len() > 1 => {}
             _ => sources.push(word),
         }
@@ -354,6 +370,11 @@ fn move_protected(cmd: &Cmd, protected: &Protected) -> bool {
         sources.pop();
     }
     targets(sources, cmd).any(|w| reaches(w, cmd, protected))
+}
+
+/// `--target-directory` or an abbreviation of it (`--t`, `--target`).
+fn is_target_option(flag: &str) -> bool {
+    flag.len() >= 3 && "--target-directory".starts_with(flag)
 }
 
 fn make_filesystem(cmd: &Cmd, _: &Protected) -> bool {
@@ -472,6 +493,22 @@ fn first_operand<'a>(cmd: &'a Cmd, valued: &[&str]) -> Option<&'a str> {
     None
 }
 
+/// logind and systemd manager methods that stop the machine.
+const STOP_METHODS: &[&str] = &[
+    "PowerOff",
+    "Reboot",
+    "Halt",
+    "KExec",
+    "SoftReboot",
+    "PowerOffWithFlags",
+    "RebootWithFlags",
+    "HaltWithFlags",
+    "Suspend",
+    "Hibernate",
+    "HybridSleep",
+    "SuspendThenHibernate",
+];
+
 /// systemd targets that stop the machine or every service.
 const STOP_TARGETS: &[&str] = &[
     "poweroff.target",
@@ -549,6 +586,13 @@ fn stop_machine(cmd: &Cmd, _: &Protected) -> bool {
                 _ => false,
             }
         }
+        // D-Bus calls to logind's or systemd's manager.
+        "busctl" | "dbus-send" | "gdbus" | "qdbus" => cmd.words.iter().skip(1).any(|w| {
+            w.value().is_some_and(|v| {
+                let method = v.rsplit('.').next().unwrap_or(v);
+                STOP_METHODS.contains(&method)
+            })
+        }),
         "kill" => {
             let (signal, pids) = kill_arguments(cmd);
             pids.contains(&"1")

@@ -908,3 +908,35 @@ fn stopping_the_machine_and_killing_everything_are_refused() {
         assert_eq!(denied_by(command), None, "{command}");
     }
 }
+
+/// Spellings found by the outside corpus: abbreviated long options, the
+/// multiarch library directories, `taskset --cpu-list`, stopping the machine
+/// over D-Bus.
+#[test]
+fn abbreviations_multiarch_dirs_and_dbus_stops_are_refused() {
+    for command in [
+        "rm --recursi ~/.ssh",
+        "rm --recursive --force /usr/lib/x86_64-linux-gnu",
+        "rm -rf /lib/x86_64-linux-gnu",
+        "chmod --recur 0 /usr/bin",
+        "mv --target=/tmp /usr/lib",
+        "mv --t /tmp /usr/lib",
+        "taskset --cpu-list 0-1 rm -rf /etc",
+        "busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager PowerOff b false",
+        "dbus-send --system --dest=org.freedesktop.login1 --type=method_call /org/freedesktop/login1 org.freedesktop.login1.Manager.Reboot boolean:false",
+        "gdbus call -y -d org.freedesktop.login1 -o /org/freedesktop/login1 -m org.freedesktop.login1.Manager.Reboot false",
+    ] {
+        assert!(denied_by(command).is_some(), "allowed: {command}");
+    }
+    for command in [
+        "rm --recursive ./build",
+        "chmod --reference=a.txt b.txt",
+        "rm -rf /usr/lib/x86_64-linux-gnu/libfoo.so.1.old",
+        "mv --target=/tmp ./a ./b",
+        "taskset --cpu-list 0-1 make",
+        "busctl introspect org.freedesktop.login1 /org/freedesktop/login1",
+        "busctl list",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+}

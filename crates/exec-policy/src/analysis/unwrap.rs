@@ -131,7 +131,6 @@ fn option_takes_value(program: &str, option: &str) -> bool {
             "--sched-period",
             "--sched-deadline",
         ],
-        "taskset" => &["--cpu-list"],
         "pkexec" => &["--user", "-u"],
         "systemd-run" => &[
             "-p",
