@@ -308,7 +308,7 @@ fn targets<'a>(operands: Vec<&'a Word>, cmd: &'a Cmd) -> impl Iterator<Item = &'
 }
 
 fn recursive_delete(cmd: &Cmd, protected: &Protected) -> bool {
-    if cmd.program() != Some("rm") {
+    if cmd.program() != Some("rm") || asks_help(cmd) {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
@@ -378,13 +378,14 @@ fn is_target_option(flag: &str) -> bool {
 }
 
 fn make_filesystem(cmd: &Cmd, _: &Protected) -> bool {
-    cmd.program().is_some_and(|p| {
-        p.starts_with("mkfs") || matches!(p, "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs")
-    })
+    !asks_help(cmd)
+        && cmd.program().is_some_and(|p| {
+            p.starts_with("mkfs") || matches!(p, "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs")
+        })
 }
 
 fn wipe(cmd: &Cmd, _: &Protected) -> bool {
-    matches!(cmd.program(), Some("wipefs" | "shred"))
+    !asks_help(cmd) && matches!(cmd.program(), Some("wipefs" | "shred"))
 }
 
 fn writes_system(word: &Word, cmd: &Cmd, protected: &Protected) -> bool {
@@ -470,12 +471,18 @@ pub(crate) fn fork_bombs(cmds: &[Cmd]) -> Option<&Cmd> {
         .map(|(_, _, cmd)| cmd)
 }
 
-/// Whether the command only asks for its usage or version.
+/// Whether the command only asks for its usage or version: getopt acts on
+/// `--help`/`--version` anywhere before `--`, and a lone `-V`/`-h` is the
+/// version or usage of the filesystem and wiping tools.
 fn asks_help(cmd: &Cmd) -> bool {
-    cmd.words
-        .iter()
-        .skip(1)
-        .any(|w| matches!(w.value(), Some("--help" | "--version")))
+    let lone_short = cmd.words.len() == 2 && matches!(cmd.words[1].value(), Some("-V" | "-h"));
+    lone_short
+        || cmd
+            .words
+            .iter()
+            .skip(1)
+            .take_while(|w| w.value() != Some("--"))
+            .any(|w| matches!(w.value(), Some("--help" | "--version")))
 }
 
 /// The first word after the program that is not an option, skipping the

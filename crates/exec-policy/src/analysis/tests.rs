@@ -940,3 +940,31 @@ fn abbreviations_multiarch_dirs_and_dbus_stops_are_refused() {
         assert_eq!(denied_by(command), None, "{command}");
     }
 }
+
+/// `--help`/`--version` (before `--`), and a lone `-V`/`-h`, of the
+/// filesystem, wiping and delete tools only print and exit (`mkfs.TYPE`
+/// stays refused by the seed's `^mkfs\.` pattern).
+#[test]
+fn help_and_version_of_destructive_tools_run() {
+    for command in [
+        "mkfs --help",
+        "mkfs -V",
+        "mke2fs -V",
+        "mkswap -h",
+        "wipefs --help",
+        "wipefs -V",
+        "shred --version",
+        "rm -rf /etc --help",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+    for command in [
+        "mkfs -V -t ext4 /dev/sda",
+        "mkfs.ext4 -V /dev/sda1",
+        "shred -u /dev/sda -- --help",
+        "rm -rf -- --help /",
+        "wipefs -a /dev/sda",
+    ] {
+        assert!(denied_by(command).is_some(), "allowed: {command}");
+    }
+}
