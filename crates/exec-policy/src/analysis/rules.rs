@@ -276,12 +276,13 @@ fn has_long(flags: &[&str], name: &str) -> bool {
         .any(|f| *f == name || f.starts_with(&format!("{name}=")))
 }
 
-/// `--recursive` or an abbreviation getopt accepts for it (`--rec`,
-/// `--recursi`; `--re` alone could be `--reference` for chmod).
-fn has_recursive(flags: &[&str]) -> bool {
+/// `--recursive` or an abbreviation getopt accepts for it: `shortest` is
+/// the length of the shortest unambiguous one (`--r` for rm; `--rec` for
+/// chmod, where `--re` could be `--reference`).
+fn has_recursive(flags: &[&str], shortest: usize) -> bool {
     flags
         .iter()
-        .any(|f| f.len() >= 5 && "--recursive".starts_with(*f))
+        .any(|f| f.len() >= shortest && "--recursive".starts_with(*f))
 }
 
 /// The absolute path `word` names, resolving relative paths against a
@@ -312,7 +313,7 @@ fn recursive_delete(cmd: &Cmd, protected: &Protected) -> bool {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
-    let recursive = has_short(&flags, &['r', 'R']) || has_recursive(&flags);
+    let recursive = has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3);
     recursive && targets(operands, cmd).any(|w| reaches(w, cmd, protected))
 }
 
@@ -330,9 +331,14 @@ fn recursive_chmod(cmd: &Cmd, protected: &Protected) -> bool {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
-    let recursive = has_short(&flags, &['R']) || has_recursive(&flags);
-    // The first operand is the mode or owner unless --reference names it.
-    let skip = usize::from(!has_long(&flags, "--reference"));
+    let recursive = has_short(&flags, &['R']) || has_recursive(&flags, 5);
+    // The first operand is the mode or owner unless --reference names it or
+    // the mode was written like an option (`chmod -R -x DIR`).
+    let mode_as_flag = cmd.program() == Some("chmod")
+        && flags
+            .iter()
+            .any(|f| f.len() > 1 && f[1..].chars().all(|c| "rwxXst".contains(c)));
+    let skip = usize::from(!has_long(&flags, "--reference") && !mode_as_flag);
     recursive
         && targets(operands.into_iter().skip(skip).collect(), cmd)
             .any(|w| reaches(w, cmd, protected))

@@ -916,6 +916,11 @@ fn stopping_the_machine_and_killing_everything_are_refused() {
 fn abbreviations_multiarch_dirs_and_dbus_stops_are_refused() {
     for command in [
         "rm --recursi ~/.ssh",
+        "rm --r -f /etc",
+        "rm --rec -f /etc",
+        "chown --rec nobody /etc",
+        "chmod -R -x /usr/bin",
+        "chmod -R -wx /etc",
         "rm --recursive --force /usr/lib/x86_64-linux-gnu",
         "rm -rf /lib/x86_64-linux-gnu",
         "chmod --recur 0 /usr/bin",
@@ -931,6 +936,9 @@ fn abbreviations_multiarch_dirs_and_dbus_stops_are_refused() {
     for command in [
         "rm --recursive ./build",
         "chmod --reference=a.txt b.txt",
+        "chmod -R -x ./scripts",
+        "chmod -R -v 755 ./dist",
+        "chown --re=a.txt /etc/hosts",
         "rm -rf /usr/lib/x86_64-linux-gnu/libfoo.so.1.old",
         "mv --target=/tmp ./a ./b",
         "taskset --cpu-list 0-1 make",
