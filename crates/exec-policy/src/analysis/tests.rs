@@ -764,6 +764,13 @@ fn command_running_wrappers_are_unwrapped() {
         "ksh -c 'rm -rf /'",
         "mksh -c 'rm -rf /'",
         "rbash -c 'rm -rf /'",
+        "sudo -iu root rm -rf /etc",
+        "flock -x /tmp/lk -c 'rm -rf /usr'",
+        "prlimit --nofile=1024 rm -rf /etc",
+        "ssh-agent rm -rf /etc",
+        "dbus-run-session -- rm -rf /etc",
+        "eatmydata rm -rf /usr",
+        "trap 'kill -9 -1' EXIT",
     ] {
         assert!(denied_by(command).is_some(), "allowed: {command}");
     }
@@ -788,6 +795,13 @@ fn command_running_wrappers_are_unwrapped() {
         "su -c 'ls'",
         "tcsh -c 'echo rm -rf /'",
         "csh -c 'ls'",
+        "sudo -uroot ls",
+        "sudo -iu root ls",
+        "flock /tmp/lk -c 'make'",
+        "prlimit --nofile=1024 make",
+        "eatmydata apt-get install -y curl",
+        "trap 'rm -f /tmp/lock' EXIT",
+        "trap - EXIT",
     ] {
         assert_eq!(denied_by(command), None, "{command}");
     }

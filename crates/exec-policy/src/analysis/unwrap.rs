@@ -68,6 +68,8 @@ fn option_takes_value(program: &str, option: &str) -> bool {
         "chroot" => &["--userspec", "--groups"],
         "flock" => &["-w", "-E", "--timeout", "--conflict-exit-code"],
         "watch" => &["-n", "-d", "--interval"],
+        "prlimit" => &["-p", "--pid", "-o", "--output"],
+        "ssh-agent" => &["-a", "-E", "-t", "-P", "-O"],
         "runuser" => &[
             "-u",
             "--user",
@@ -194,7 +196,13 @@ pub(crate) fn unwrap_step(program: &str, words: &[Word]) -> Step {
         "sudo" | "doas" | "env" | "nice" | "ionice" | "nohup" | "stdbuf" | "time" | "command"
         | "builtin" | "exec" | "timeout" | "setsid" | "chroot" | "flock" | "taskset"
         | "unbuffer" | "watch" | "setpriv" | "unshare" | "nsenter" | "chrt" | "pkexec"
-        | "systemd-run" | "strace" | "ltrace" => wrapper_step(program, words),
+        | "systemd-run" | "strace" | "ltrace" | "prlimit" | "ssh-agent" | "dbus-run-session"
+        | "eatmydata" => wrapper_step(program, words),
+        // `trap 'CMD' SIGNAL...`: the handler runs later in this shell.
+        "trap" if words.len() >= 3 => words[1]
+            .value()
+            .filter(|v| *v != "-")
+            .map_or(Step::Done, |v| Step::Script(v.to_owned())),
         // `runuser -u USER cmd` wraps; `runuser [-l] USER -c CMD` runs a script.
         "runuser" => cluster_value(words, 'c', &["--command"]).map_or_else(
             || {
@@ -281,6 +289,17 @@ fn skip_options(program: &str, rest: &[Word]) -> usize {
         i += 1;
         if !inline_value && option_takes_value(program, name) {
             i += 1;
+        } else if !inline_value && !name.starts_with("--") {
+            // A cluster (`-iu USER`): getopt reads flags until one takes a
+            // value, which is the rest of the word or, at its end, the next.
+            let letters: Vec<char> = name.chars().skip(1).collect();
+            if let Some(at) = letters
+                .iter()
+                .position(|c| option_takes_value(program, &format!("-{c}")))
+                && at + 1 == letters.len()
+            {
+                i += 1;
+            }
         }
     }
     // Fixed operands before the wrapped command. Never past the end: an
@@ -294,6 +313,11 @@ fn skip_options(program: &str, rest: &[Word]) -> usize {
 }
 
 fn wrapper_step(program: &str, words: &[Word]) -> Step {
+    if program == "flock"
+        && let Some(script) = cluster_value(words, 'c', &["--command"])
+    {
+        return Step::Script(script);
+    }
     if program == "env"
         && let Some(script) = flag_value(words, &["-S", "--split-string"])
     {
