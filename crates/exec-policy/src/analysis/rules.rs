@@ -327,7 +327,7 @@ fn find_delete(cmd: &Cmd, protected: &Protected) -> bool {
 }
 
 fn recursive_chmod(cmd: &Cmd, protected: &Protected) -> bool {
-    if !matches!(cmd.program(), Some("chmod" | "chown" | "chgrp")) {
+    if !matches!(cmd.program(), Some("chmod" | "chown" | "chgrp" | "setfacl")) {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
@@ -338,7 +338,10 @@ fn recursive_chmod(cmd: &Cmd, protected: &Protected) -> bool {
         && flags
             .iter()
             .any(|f| f.len() > 1 && f[1..].chars().all(|c| "rwxXst".contains(c)));
-    let skip = usize::from(!has_long(&flags, "--reference") && !mode_as_flag);
+    // setfacl's ACL is an option's value (`-m ACL`), never an operand.
+    let skip = usize::from(
+        !has_long(&flags, "--reference") && !mode_as_flag && cmd.program() != Some("setfacl"),
+    );
     recursive
         && targets(operands.into_iter().skip(skip).collect(), cmd)
             .any(|w| reaches(w, cmd, protected))
