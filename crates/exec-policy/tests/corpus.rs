@@ -84,9 +84,9 @@ fn harmless_corpus_is_all_allowed() {
 #[test]
 fn the_outside_corpus_does_not_regress() {
     /// Dangerous lines refused at least (of 1326).
-    const DANGEROUS_REFUSED_FLOOR: usize = 547;
+    const DANGEROUS_REFUSED_FLOOR: usize = 869;
     /// Harmless lines refused at most (of 644).
-    const HARMLESS_REFUSED_CEILING: usize = 54;
+    const HARMLESS_REFUSED_CEILING: usize = 44;
     let analyzer = analyzer();
     let dangerous = cases(include_str!("../../../tests/policy/redteam-dangerous.txt"));
     let harmless = cases(include_str!("../../../tests/policy/redteam-harmless.txt"));

@@ -33,11 +33,52 @@ pub(crate) fn components(path: &str) -> Vec<&str> {
     out
 }
 
-/// The protected paths built into every policy.
+/// The protected paths built into every policy. A `*` component stands for
+/// any one name (`/var/lib/*` is every direct child of /var/lib), and such an
+/// entry does not extend to patterns inside that child (`/var/lib/apt/*`).
+/// Other /etc subdirectories and /usr/local are left out on purpose: they are
+/// what administrators and Dockerfiles rebuild.
 pub(crate) const BUILTIN_PROTECTED: &[&str] = &[
-    "/", "/home", "/root", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-    "/boot", "/var", "/opt", "/srv", "/sys", "/proc", "/dev",
+    "/",
+    "/home",
+    "/root",
+    "/etc",
+    "/etc/ssh",
+    "/usr",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/libexec",
+    "/usr/share",
+    "/usr/include",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib/modules",
+    "/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/boot/*",
+    "/var",
+    "/var/lib",
+    "/var/lib/*",
+    "/opt",
+    "/srv",
+    "/sys",
+    "/proc",
+    "/dev",
 ];
+
+/// Directories inside the home that hold keys and configuration, protected
+/// like the home itself.
+const HOME_PROTECTED: &[&str] = &[".ssh", ".gnupg", ".config", ".local"];
 
 /// Directories whose contents no command should overwrite.
 const SYSTEM_DIRS: &[&str] = &[
@@ -61,10 +102,15 @@ pub(crate) struct Protected {
 impl Protected {
     /// The built-in list plus `home` and `extra` (already expanded).
     pub(crate) fn new(home: &str, extra: &[String]) -> Self {
+        let home_dirs: Vec<String> = HOME_PROTECTED
+            .iter()
+            .map(|dir| join_path(home, dir))
+            .collect();
         let mut paths: Vec<Vec<String>> = BUILTIN_PROTECTED
             .iter()
             .copied()
             .chain(std::iter::once(home))
+            .chain(home_dirs.iter().map(String::as_str))
             .chain(extra.iter().map(String::as_str))
             .map(|p| components(p).into_iter().map(str::to_owned).collect())
             .collect();
@@ -80,10 +126,13 @@ impl Protected {
         let parts = components(target);
         for protected in &self.paths {
             let n = protected.len();
+            let any_child = protected.iter().any(|prot| prot == "*");
             let same = |count: usize| {
                 parts.len() == count
                     && parts.iter().take(n).zip(protected).all(|(part, prot)| {
-                        if glob {
+                        if prot == "*" {
+                            true
+                        } else if glob {
                             glob_match(part, prot)
                         } else {
                             part == prot
@@ -93,8 +142,10 @@ impl Protected {
             // The path itself (or a pattern matching it)...
             let itself = same(n);
             // ...or a pattern for everything directly inside it (`/etc/*`).
-            let contents =
-                glob && same(n + 1) && parts.last().is_some_and(|last| crate::glob::has_glob(last));
+            let contents = glob
+                && !any_child
+                && same(n + 1)
+                && parts.last().is_some_and(|last| crate::glob::has_glob(last));
             let lib_family = !glob
                 && n == 1
                 && protected[0] == "lib"

@@ -146,6 +146,89 @@ pub static RULES: &[Rule] = &[
         ],
         check: overwrite_device,
     },
+    Rule {
+        id: "stop-machine",
+        reason: "stopping, rebooting or isolating the machine ends every process on it",
+        blocks: &[
+            "shutdown",
+            "shutdown -h now",
+            "sudo /sbin/shutdown -r +0",
+            "reboot",
+            "poweroff -f",
+            "halt -p",
+            "init 0",
+            "/sbin/init 6",
+            "telinit 1",
+            "systemctl poweroff",
+            "systemctl --no-wall --no-block reboot",
+            "systemctl -ff halt",
+            "systemctl kexec",
+            "systemctl isolate rescue.target",
+            "systemctl start ctrl-alt-del.target",
+            "loginctl poweroff",
+            "kill -INT 1",
+            "kill -s SIGRTMIN+4 1",
+        ],
+        allows: &[
+            "shutdown -c",
+            "shutdown --help",
+            "reboot --help",
+            "poweroff --version",
+            "halt --help",
+            "telinit --help",
+            "telinit q",
+            "systemctl --help",
+            "systemctl restart nginx",
+            "systemctl status",
+            "systemctl start docker.service",
+            "echo shutdown -h now",
+            "kill -HUP 1",
+            "kill -0 1",
+            "command -v shutdown",
+        ],
+        check: stop_machine,
+    },
+    Rule {
+        id: "kill-all",
+        reason: "signalling every process (kill -1, killall5, a pkill that matches everything)",
+        blocks: &[
+            "kill -9 -1",
+            "kill -KILL -1",
+            "kill -s KILL -1",
+            "kill -n 9 -1",
+            "kill -- -1",
+            "kill -9 -- -1",
+            "/usr/bin/kill --signal KILL -1",
+            "killall5",
+            "killall5 -9",
+            "pkill -9 .",
+            "pkill -f '.*'",
+            "pkill -v x",
+            "pkill --inverse -x foo",
+            "pkill -9 -P 1",
+            "pkill -9 -u root",
+            "killall -9 -r .",
+            "killall -u root -s KILL",
+        ],
+        allows: &[
+            "kill 12345",
+            "kill -9 12345",
+            "kill -1 12345",
+            "kill -- -12345",
+            "kill -l",
+            "kill %1 %2",
+            "pkill -f myserver",
+            "pkill -x node",
+            "pkill -u me node",
+            "pkill --help",
+            "pkill -V",
+            "killall -9 node",
+            "killall .",
+            "killall --help",
+            "killall5 --help",
+        ],
+        check: kill_all,
+    },
 ];
 
 /// The fork-bomb rule: a function that runs itself at least twice, one of
@@ -193,6 +276,15 @@ fn has_long(flags: &[&str], name: &str) -> bool {
         .any(|f| *f == name || f.starts_with(&format!("{name}=")))
 }
 
+/// `--recursive` or an abbreviation getopt accepts for it: `shortest` is
+/// the length of the shortest unambiguous one (`--r` for rm; `--rec` for
+/// chmod, where `--re` could be `--reference`).
+fn has_recursive(flags: &[&str], shortest: usize) -> bool {
+    flags
+        .iter()
+        .any(|f| f.len() >= shortest && "--recursive".starts_with(*f))
+}
+
 /// The absolute path `word` names, resolving relative paths against a
 /// known working directory; `None` when unknown.
 fn resolve(word: &Word, cmd: &Cmd) -> Option<String> {
@@ -217,11 +309,11 @@ fn targets<'a>(operands: Vec<&'a Word>, cmd: &'a Cmd) -> impl Iterator<Item = &'
 }
 
 fn recursive_delete(cmd: &Cmd, protected: &Protected) -> bool {
-    if cmd.program() != Some("rm") {
+    if cmd.program() != Some("rm") || asks_help(cmd) {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
-    let recursive = has_short(&flags, &['r', 'R']) || has_long(&flags, "--recursive");
+    let recursive = has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3);
     recursive && targets(operands, cmd).any(|w| reaches(w, cmd, protected))
 }
 
@@ -235,13 +327,21 @@ fn find_delete(cmd: &Cmd, protected: &Protected) -> bool {
 }
 
 fn recursive_chmod(cmd: &Cmd, protected: &Protected) -> bool {
-    if !matches!(cmd.program(), Some("chmod" | "chown" | "chgrp")) {
+    if !matches!(cmd.program(), Some("chmod" | "chown" | "chgrp" | "setfacl")) {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
-    let recursive = has_short(&flags, &['R']) || has_long(&flags, "--recursive");
-    // The first operand is the mode or owner unless --reference names it.
-    let skip = usize::from(!has_long(&flags, "--reference"));
+    let recursive = has_short(&flags, &['R']) || has_recursive(&flags, 5);
+    // The first operand is the mode or owner unless --reference names it or
+    // the mode was written like an option (`chmod -R -x DIR`).
+    let mode_as_flag = cmd.program() == Some("chmod")
+        && flags
+            .iter()
+            .any(|f| f.len() > 1 && f[1..].chars().all(|c| "rwxXst".contains(c)));
+    // setfacl's ACL is an option's value (`-m ACL`), never an operand.
+    let skip = usize::from(
+        !has_long(&flags, "--reference") && !mode_as_flag && cmd.program() != Some("setfacl"),
+    );
     recursive
         && targets(operands.into_iter().skip(skip).collect(), cmd)
             .any(|w| reaches(w, cmd, protected))
@@ -258,11 +358,19 @@ fn move_protected(cmd: &Cmd, protected: &Protected) -> bool {
     while let Some(word) = words.next() {
         match word.value() {
             Some("--") if !rest => rest = true,
-            Some("-t" | "--target-directory") if !rest => {
+            // `--t` is already unambiguous for mv's `--target-directory`.
+            Some(flag) if !rest && (flag == "-t" || is_target_option(flag)) => {
                 target_given = true;
                 words.next();
             }
-            Some(flag) if !rest && flag.starts_with("--target-directory=") => target_given = true,
+            Some(flag)
+                if !rest
+                    && flag
+                        .split_once('=')
+                        .is_some_and(|(name, _)| is_target_option(name)) =>
+            {
+                target_given = true;
+            }
             Some(flag) if !rest && flag.starts_with('-') && flag.len() > 1 => {}
             _ => sources.push(word),
         }
@@ -273,14 +381,20 @@ fn move_protected(cmd: &Cmd, protected: &Protected) -> bool {
     targets(sources, cmd).any(|w| reaches(w, cmd, protected))
 }
 
+/// `--target-directory` or an abbreviation of it (`--t`, `--target`).
+fn is_target_option(flag: &str) -> bool {
+    flag.len() >= 3 && "--target-directory".starts_with(flag)
+}
+
 fn make_filesystem(cmd: &Cmd, _: &Protected) -> bool {
-    cmd.program().is_some_and(|p| {
-        p.starts_with("mkfs") || matches!(p, "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs")
-    })
+    !asks_help(cmd)
+        && cmd.program().is_some_and(|p| {
+            p.starts_with("mkfs") || matches!(p, "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs")
+        })
 }
 
 fn wipe(cmd: &Cmd, _: &Protected) -> bool {
-    matches!(cmd.program(), Some("wipefs" | "shred"))
+    !asks_help(cmd) && matches!(cmd.program(), Some("wipefs" | "shred"))
 }
 
 fn writes_system(word: &Word, cmd: &Cmd, protected: &Protected) -> bool {
@@ -364,4 +478,254 @@ pub(crate) fn fork_bombs(cmds: &[Cmd]) -> Option<&Cmd> {
         .into_values()
         .find(|(count, multiplied, _)| *count >= 2 && *multiplied)
         .map(|(_, _, cmd)| cmd)
+}
+
+/// Whether the command only asks for its usage or version: getopt acts on
+/// `--help`/`--version` anywhere before `--`, and a lone `-V`/`-h` is the
+/// version or usage of the filesystem and wiping tools.
+fn asks_help(cmd: &Cmd) -> bool {
+    let lone_short = cmd.words.len() == 2 && matches!(cmd.words[1].value(), Some("-V" | "-h"));
+    lone_short
+        || cmd
+            .words
+            .iter()
+            .skip(1)
+            .take_while(|w| w.value() != Some("--"))
+            .any(|w| matches!(w.value(), Some("--help" | "--version")))
+}
+
+/// The first word after the program that is not an option, skipping the
+/// values of `valued` options.
+fn first_operand<'a>(cmd: &'a Cmd, valued: &[&str]) -> Option<&'a str> {
+    let mut words = cmd.words.iter().skip(1);
+    while let Some(word) = words.next() {
+        let value = word.value()?;
+        if valued.contains(&value) {
+            words.next();
+        } else if !value.starts_with('-') || value == "-" {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// logind and systemd manager methods that stop the machine.
+const STOP_METHODS: &[&str] = &[
+    "PowerOff",
+    "Reboot",
+    "Halt",
+    "KExec",
+    "SoftReboot",
+    "PowerOffWithFlags",
+    "RebootWithFlags",
+    "HaltWithFlags",
+    "Suspend",
+    "Hibernate",
+    "HybridSleep",
+    "SuspendThenHibernate",
+];
+
+/// systemd targets that stop the machine or every service.
+const STOP_TARGETS: &[&str] = &[
+    "poweroff.target",
+    "reboot.target",
+    "halt.target",
+    "kexec.target",
+    "soft-reboot.target",
+    "ctrl-alt-del.target",
+    "rescue.target",
+    "emergency.target",
+    "runlevel0.target",
+    "runlevel1.target",
+    "runlevel6.target",
+];
+
+fn stop_machine(cmd: &Cmd, _: &Protected) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    if asks_help(cmd) {
+        return false;
+    }
+    match program {
+        // `shutdown -c` cancels, `-k` only warns.
+        "shutdown" => !cmd
+            .words
+            .iter()
+            .any(|w| matches!(w.value(), Some("-c" | "-k"))),
+        // `-w` / `--wtmp-only` only writes the record.
+        "reboot" | "poweroff" | "halt" => !cmd
+            .words
+            .iter()
+            .any(|w| matches!(w.value(), Some("-w" | "--wtmp-only"))),
+        "init" | "telinit" => matches!(
+            first_operand(cmd, &[]),
+            Some("0" | "1" | "6" | "s" | "S" | "single" | "emergency")
+        ),
+        "systemctl" | "loginctl" => {
+            let valued = [
+                "-t", "-p", "-H", "-M", "-n", "-o", "-s", "--signal", "--type",
+            ];
+            let mut words = cmd.words.iter().skip(1);
+            let mut verb = None;
+            let mut units = Vec::new();
+            while let Some(word) = words.next() {
+                let Some(value) = word.value() else { continue };
+                if valued.contains(&value) {
+                    words.next();
+                } else if !value.starts_with('-') {
+                    if verb.is_none() {
+                        verb = Some(value);
+                    } else {
+                        units.push(value);
+                    }
+                }
+            }
+            match verb {
+                Some(
+                    "poweroff"
+                    | "reboot"
+                    | "halt"
+                    | "kexec"
+                    | "soft-reboot"
+                    | "emergency"
+                    | "rescue"
+                    | "isolate"
+                    | "suspend"
+                    | "hibernate"
+                    | "hybrid-sleep"
+                    | "suspend-then-hibernate",
+                ) => true,
+                Some("start" | "restart" | "reload-or-restart" | "try-restart") => {
+                    units.iter().any(|unit| STOP_TARGETS.contains(unit))
+                }
+                _ => false,
+            }
+        }
+        // D-Bus calls to logind's or systemd's manager.
+        "busctl" | "dbus-send" | "gdbus" | "qdbus" => cmd.words.iter().skip(1).any(|w| {
+            w.value().is_some_and(|v| {
+                let method = v.rsplit('.').next().unwrap_or(v);
+                STOP_METHODS.contains(&method)
+            })
+        }),
+        "kill" => {
+            let (signal, pids) = kill_arguments(cmd);
+            pids.contains(&"1")
+                && !matches!(
+                    signal.map(|s| s.trim_start_matches("SIG")),
+                    Some("0" | "1" | "HUP" | "USR1" | "USR2" | "10" | "12")
+                )
+        }
+        _ => false,
+    }
+}
+
+/// The signal (as written, `-` removed) and the pid operands of a `kill`;
+/// no pids when it only lists signals.
+fn kill_arguments(cmd: &Cmd) -> (Option<&str>, Vec<&str>) {
+    let mut signal = None;
+    let mut pids = Vec::new();
+    let mut rest = false;
+    let mut words = cmd.words.iter().skip(1);
+    while let Some(word) = words.next() {
+        let Some(value) = word.value() else { continue };
+        if rest {
+            pids.push(value);
+        } else if value == "--" {
+            rest = true;
+        } else if matches!(value, "-s" | "-n" | "--signal") {
+            signal = words.next().and_then(Word::value);
+        } else if let Some(name) = value.strip_prefix("--signal=") {
+            signal = Some(name);
+        } else if matches!(value, "-l" | "-L" | "--list" | "--table") {
+            return (None, Vec::new());
+        } else if value.starts_with('-') && value.len() > 1 && signal.is_none() {
+            signal = Some(&value[1..]);
+        } else {
+            pids.push(value);
+        }
+    }
+    (signal, pids)
+}
+
+/// Patterns that match every process name or command line.
+const MATCH_ALL: &[&str] = &[".", ".*", "^", "$", "^.*$", ".+", "^.*", ".*$", ""];
+
+fn kill_all(cmd: &Cmd, _: &Protected) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    if asks_help(cmd) {
+        return false;
+    }
+    match program {
+        "kill" => kill_arguments(cmd).1.contains(&"-1"),
+        "killall5" => true,
+        "pkill" | "killall" => {
+            let valued = [
+                "-s",
+                "--signal",
+                "-g",
+                "--pgroup",
+                "-G",
+                "--group",
+                "-P",
+                "--parent",
+                "-t",
+                "--terminal",
+                "-u",
+                "--euid",
+                "-U",
+                "--uid",
+                "--user",
+                "-F",
+                "--pidfile",
+                "--ns",
+                "--nslist",
+                "-o",
+                "--older-than",
+                "-y",
+                "--younger-than",
+                "-n",
+                "--session",
+            ];
+            let mut inverse = false;
+            let mut regex = program == "pkill";
+            let mut parent_init = false;
+            let mut by_user = false;
+            let mut patterns = Vec::new();
+            let mut words = cmd.words.iter().skip(1);
+            while let Some(word) = words.next() {
+                let Some(value) = word.value() else {
+                    patterns.push(None);
+                    continue;
+                };
+                let (name, inline) = match value.split_once('=') {
+                    Some((name, inline)) if name.starts_with("--") => (name, Some(inline)),
+                    _ => (value, None),
+                };
+                if valued.contains(&name) {
+                    let argument = inline.or_else(|| words.next().and_then(Word::value));
+                    match name {
+                        "-P" | "--parent" => parent_init |= argument == Some("1"),
+                        "-u" | "--euid" | "-U" | "--uid" | "--user" => by_user = true,
+                        _ => {}
+                    }
+                } else if matches!(name, "-v" | "--inverse") {
+                    inverse = true;
+                } else if matches!(name, "-r" | "--regexp") {
+                    regex = true;
+                } else if !name.starts_with('-') || name == "-" {
+                    patterns.push(Some(value));
+                }
+            }
+            let matches_all = regex
+                && patterns
+                    .iter()
+                    .any(|p| p.is_some_and(|p| MATCH_ALL.contains(&p)));
+            inverse || matches_all || (patterns.is_empty() && (parent_init || by_user))
+        }
+        _ => false,
+    }
 }

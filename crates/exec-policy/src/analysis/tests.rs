@@ -721,3 +721,276 @@ fn analysis_modules_import_only_modules_before_them() {
         }
     }
 }
+
+/// Wrappers that run their arguments as a command (or a shell string) are
+/// unwrapped like sudo: what they run is what is judged.
+#[test]
+fn command_running_wrappers_are_unwrapped() {
+    for command in [
+        "runuser -u root -- rm -rf /",
+        "runuser -u root rm -rf /etc",
+        "runuser -l root -c 'rm -rf /'",
+        "runuser root -c 'rm -rf /'",
+        "setpriv --reuid=0 --regid=0 --init-groups rm -rf /",
+        "setpriv --reuid 0 --regid 0 --groups 0 --inh-caps=-all rm -rf /",
+        "unshare -m rm -rf /",
+        "unshare --mount --user -r rm -rf /",
+        "nsenter -t 1 -m -u -i -n -p rm -rf /",
+        "nsenter --target 1 --mount rm -rf /",
+        "chrt -f 99 rm -rf /",
+        "chrt 10 rm -rf /",
+        "taskset 0x1 rm -rf /",
+        "taskset -c 0,1 rm -rf /",
+        "ionice -c 3 -n 7 rm -rf /",
+        "stdbuf -oL rm -rf /",
+        "time rm -rf /",
+        "doas -u root rm -rf /",
+        "pkexec rm -rf /",
+        "pkexec --user root rm -rf /",
+        "systemd-run --user rm -rf /",
+        "systemd-run -p User=root --unit=x rm -rf /",
+        "systemd-run --unit x --scope rm -rf /",
+        "strace -f -o /tmp/trace rm -rf /",
+        "ltrace -o /tmp/t rm -rf /",
+        "script -c 'rm -rf /' /dev/null",
+        "script -qc 'rm -rf /' /dev/null",
+        "sg root -c 'rm -rf /'",
+        "sg root 'rm -rf /'",
+        "su -c 'rm -rf /'",
+        "su - root -c 'rm -rf /'",
+        "su -lc 'rm -rf /'",
+        "tcsh -c 'rm -rf /'",
+        "csh -c 'rm -rf /'",
+        "ksh -c 'rm -rf /'",
+        "mksh -c 'rm -rf /'",
+        "rbash -c 'rm -rf /'",
+        "sudo -iu root rm -rf /etc",
+        "flock -x /tmp/lk -c 'rm -rf /usr'",
+        "prlimit --nofile=1024 rm -rf /etc",
+        "ssh-agent rm -rf /etc",
+        "dbus-run-session -- rm -rf /etc",
+        "eatmydata rm -rf /usr",
+        "trap 'kill -9 -1' EXIT",
+    ] {
+        assert!(denied_by(command).is_some(), "allowed: {command}");
+    }
+    for command in [
+        "runuser -u app -- ls /",
+        "runuser -l app -c 'ls /'",
+        "setpriv --reuid=1000 ls",
+        "unshare -m ls",
+        "nsenter -t 1 -m ls",
+        "chrt -f 99 ls",
+        "taskset -c 0 make -j1",
+        "ionice -c 3 cargo build",
+        "stdbuf -oL tail -f log.txt",
+        "time cargo test",
+        "doas -u app ls",
+        "pkexec ls",
+        "systemd-run --user --scope make",
+        "strace -f -o /tmp/trace ls",
+        "ltrace ls",
+        "script -c 'ls -la' /dev/null",
+        "sg staff -c 'ls'",
+        "su -c 'ls'",
+        "tcsh -c 'echo rm -rf /'",
+        "csh -c 'ls'",
+        "sudo -uroot ls",
+        "sudo -iu root ls",
+        "flock /tmp/lk -c 'make'",
+        "prlimit --nofile=1024 make",
+        "eatmydata apt-get install -y curl",
+        "trap 'rm -f /tmp/lock' EXIT",
+        "trap - EXIT",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+}
+
+/// System subdirectories, every direct child of /var/lib and /boot, and the
+/// home's key directories are protected from recursive delete, chmod/chown -R
+/// and mv; patterns inside a /var/lib child, other /etc subdirectories and
+/// /usr/local are not.
+#[test]
+fn system_subdirectories_and_home_key_dirs_are_protected() {
+    for command in [
+        "rm -rf /usr/lib",
+        "rm -rf /usr/lib64/",
+        "rm -rf /usr/bin",
+        "sudo rm -rf /usr/sbin",
+        "rm -rf /usr/share",
+        "rm -fr /usr/include",
+        "rm -rf /var/lib",
+        "rm -rf /var/lib/*",
+        "rm -rf /var/lib/dpkg",
+        "rm -rf /var/lib/docker/",
+        "rm -rf /var/lib/d*",
+        "rm -rf /etc/ssh",
+        "rm -rf /boot/grub",
+        "rm -rf /boot/efi",
+        "rm -rf /lib/modules",
+        "chmod -R 777 /usr/lib",
+        "chown -R nobody /var/lib/postgresql",
+        "mv /usr/bin /tmp/x",
+        "mv /etc/ssh /tmp/ssh.bak",
+        "rm -rf ~/.ssh",
+        "rm -rf $HOME/.gnupg",
+        "rm -rf /home/agent/.config",
+        "rm -rf ~/.local",
+        "chmod -R 777 ~/.ssh",
+        "mv ~/.gnupg /tmp/g",
+    ] {
+        assert!(denied_by(command).is_some(), "allowed: {command}");
+    }
+    for command in [
+        "rm -rf /etc/nginx",
+        "rm -rf /etc/nginx/sites-enabled/*",
+        "sudo rm -rf /var/lib/apt/lists/*",
+        "rm -rf /var/lib/apt/*",
+        "rm -rf /var/lib/docker/tmp",
+        "rm -rf /usr/local/*",
+        "rm -rf /usr/local/lib/python3",
+        "rm -rf /usr/share/doc/foo",
+        "rm -rf ~/.config/nvim",
+        "rm -rf ~/.local/share/Trash/files/*",
+        "rm -rf ~/.cache",
+        "rm -rf .ssh",
+        "chmod 700 ~/.ssh",
+        "mv ~/.ssh/known_hosts ~/.ssh/known_hosts.old",
+        "ls -R /usr/lib",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+}
+
+/// Stopping the machine and signalling every process are refused in every
+/// spelling; cancelling, asking for help, and signalling one process run.
+#[test]
+fn stopping_the_machine_and_killing_everything_are_refused() {
+    for (command, rule) in [
+        ("shutdown now", "stop-machine"),
+        ("shutdown --reboot now", "stop-machine"),
+        ("/usr/sbin/shutdown -h 23:59", "stop-machine"),
+        ("sudo reboot", "stop-machine"),
+        ("reboot --force --force", "stop-machine"),
+        ("poweroff --no-wall", "stop-machine"),
+        ("halt -f", "stop-machine"),
+        ("init 6", "stop-machine"),
+        ("sudo telinit 0", "stop-machine"),
+        ("systemctl reboot -i", "stop-machine"),
+        ("/usr/bin/systemctl --force reboot", "stop-machine"),
+        ("systemctl isolate runlevel0.target", "stop-machine"),
+        (
+            "systemctl start reboot.target --job-mode=replace-irreversibly",
+            "stop-machine",
+        ),
+        ("sleep 60 && reboot", "stop-machine"),
+        ("kill -SIGRTMIN+5 1", "stop-machine"),
+        ("kill -9 -1", "kill-all"),
+        ("kill -SIGKILL -1", "kill-all"),
+        ("kill -s 9 -1", "kill-all"),
+        ("/bin/kill -s 9 -- -1", "kill-all"),
+        ("env kill -9 -1", "kill-all"),
+        ("sudo killall5 -15", "kill-all"),
+        ("pkill -KILL -f '.*'", "kill-all"),
+        ("pkill -v -f zzz", "kill-all"),
+        ("killall --regexp '.*'", "kill-all"),
+    ] {
+        assert_eq!(denied_by(command).as_deref(), Some(rule), "{command}");
+    }
+    for command in [
+        "shutdown -c",
+        "shutdown --help",
+        "reboot --help",
+        "systemctl --version",
+        "systemctl restart nginx",
+        "systemctl start reboot-notifier.service",
+        "telinit q",
+        "kill 12345",
+        "kill -TERM %1",
+        "kill -0 $$",
+        "kill -s HUP 4242",
+        "kill -- -12345",
+        "kill -l",
+        "/bin/kill --version",
+        "pkill -f myserver",
+        "pkill -V",
+        "killall -V",
+        "echo reboot > /tmp/next-action",
+        "rg -n 'reboot|poweroff|halt' .",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+}
+
+/// Spellings found by the outside corpus: abbreviated long options, the
+/// multiarch library directories, `taskset --cpu-list`, stopping the machine
+/// over D-Bus.
+#[test]
+fn abbreviations_multiarch_dirs_and_dbus_stops_are_refused() {
+    for command in [
+        "rm --recursi ~/.ssh",
+        "rm --r -f /etc",
+        "rm --rec -f /etc",
+        "chown --rec nobody /etc",
+        "chmod -R -x /usr/bin",
+        "chmod -R -wx /etc",
+        "setfacl -R -m u:nobody:rwx /etc",
+        "setfacl --recursive -b /usr/lib",
+        "rm --recursive --force /usr/lib/x86_64-linux-gnu",
+        "rm -rf /lib/x86_64-linux-gnu",
+        "chmod --recur 0 /usr/bin",
+        "mv --target=/tmp /usr/lib",
+        "mv --t /tmp /usr/lib",
+        "taskset --cpu-list 0-1 rm -rf /etc",
+        "busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager PowerOff b false",
+        "dbus-send --system --dest=org.freedesktop.login1 --type=method_call /org/freedesktop/login1 org.freedesktop.login1.Manager.Reboot boolean:false",
+        "gdbus call -y -d org.freedesktop.login1 -o /org/freedesktop/login1 -m org.freedesktop.login1.Manager.Reboot false",
+    ] {
+        assert!(denied_by(command).is_some(), "allowed: {command}");
+    }
+    for command in [
+        "rm --recursive ./build",
+        "chmod --reference=a.txt b.txt",
+        "chmod -R -x ./scripts",
+        "chmod -R -v 755 ./dist",
+        "setfacl -R -m u:me:rwx ./data",
+        "setfacl -m u:me:r /etc/hosts",
+        "chown --re=a.txt /etc/hosts",
+        "rm -rf /usr/lib/x86_64-linux-gnu/libfoo.so.1.old",
+        "mv --target=/tmp ./a ./b",
+        "taskset --cpu-list 0-1 make",
+        "busctl introspect org.freedesktop.login1 /org/freedesktop/login1",
+        "busctl list",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+}
+
+/// `--help`/`--version` (before `--`), and a lone `-V`/`-h`, of the
+/// filesystem, wiping and delete tools only print and exit (`mkfs.TYPE`
+/// stays refused by the seed's `^mkfs\.` pattern).
+#[test]
+fn help_and_version_of_destructive_tools_run() {
+    for command in [
+        "mkfs --help",
+        "mkfs -V",
+        "mke2fs -V",
+        "mkswap -h",
+        "wipefs --help",
+        "wipefs -V",
+        "shred --version",
+        "rm -rf /etc --help",
+    ] {
+        assert_eq!(denied_by(command), None, "{command}");
+    }
+    for command in [
+        "mkfs -V -t ext4 /dev/sda",
+        "mkfs.ext4 -V /dev/sda1",
+        "shred -u /dev/sda -- --help",
+        "rm -rf -- --help /",
+        "wipefs -a /dev/sda",
+    ] {
+        assert!(denied_by(command).is_some(), "allowed: {command}");
+    }
+}

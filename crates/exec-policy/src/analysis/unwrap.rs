@@ -68,6 +68,122 @@ fn option_takes_value(program: &str, option: &str) -> bool {
         "chroot" => &["--userspec", "--groups"],
         "flock" => &["-w", "-E", "--timeout", "--conflict-exit-code"],
         "watch" => &["-n", "-d", "--interval"],
+        "prlimit" => &["-p", "--pid", "-o", "--output"],
+        "ssh-agent" => &["-a", "-E", "-t", "-P", "-O"],
+        "runuser" => &[
+            "-u",
+            "--user",
+            "-g",
+            "--group",
+            "-G",
+            "--supp-group",
+            "-s",
+            "--shell",
+            "-w",
+            "--whitelist-environment",
+        ],
+        "setpriv" => &[
+            "--reuid",
+            "--regid",
+            "--ruid",
+            "--rgid",
+            "--euid",
+            "--egid",
+            "--groups",
+            "--inh-caps",
+            "--ambient-caps",
+            "--bounding-set",
+            "--securebits",
+            "--pdeathsig",
+            "--selinux-label",
+            "--apparmor-profile",
+            "--landlock-access",
+            "--landlock-rule",
+        ],
+        "unshare" => &[
+            "-S",
+            "-G",
+            "-R",
+            "-w",
+            "--setuid",
+            "--setgid",
+            "--root",
+            "--wd",
+            "--map-user",
+            "--map-group",
+            "--map-users",
+            "--map-groups",
+            "--propagation",
+        ],
+        "nsenter" => &[
+            "-t",
+            "--target",
+            "-S",
+            "--setuid",
+            "-G",
+            "--setgid",
+            "-N",
+            "--net-socket",
+        ],
+        "chrt" => &[
+            "-T",
+            "-P",
+            "-D",
+            "--sched-runtime",
+            "--sched-period",
+            "--sched-deadline",
+        ],
+        "pkexec" => &["--user", "-u"],
+        "systemd-run" => &[
+            "-p",
+            "--property",
+            "-u",
+            "--unit",
+            "--description",
+            "--slice",
+            "-E",
+            "--setenv",
+            "--uid",
+            "--gid",
+            "--nice",
+            "-M",
+            "--machine",
+            "-H",
+            "--host",
+            "--working-directory",
+            "--service-type",
+            "--timer-property",
+            "--path-property",
+            "--socket-property",
+            "--on-active",
+            "--on-boot",
+            "--on-startup",
+            "--on-unit-active",
+            "--on-unit-inactive",
+            "--on-calendar",
+            "--expand-environment",
+        ],
+        "strace" => &[
+            "-o", "-e", "-p", "-s", "-u", "-E", "-a", "-I", "-O", "-S", "-P", "-X", "-b",
+            "--output", "--attach", "--user", "--env",
+        ],
+        "ltrace" => &[
+            "-o",
+            "-e",
+            "-p",
+            "-s",
+            "-u",
+            "-a",
+            "-n",
+            "-l",
+            "-A",
+            "-D",
+            "-F",
+            "-x",
+            "-L",
+            "--output",
+            "--library",
+        ],
         // Everything else (nohup, command, setsid, ...) takes no option values.
         _ => &[],
     };
@@ -79,10 +195,36 @@ pub(crate) fn unwrap_step(program: &str, words: &[Word]) -> Step {
     match program {
         "sudo" | "doas" | "env" | "nice" | "ionice" | "nohup" | "stdbuf" | "time" | "command"
         | "builtin" | "exec" | "timeout" | "setsid" | "chroot" | "flock" | "taskset"
-        | "unbuffer" | "watch" => wrapper_step(program, words),
+        | "unbuffer" | "watch" | "setpriv" | "unshare" | "nsenter" | "chrt" | "pkexec"
+        | "systemd-run" | "strace" | "ltrace" | "prlimit" | "ssh-agent" | "dbus-run-session"
+        | "eatmydata" => wrapper_step(program, words),
+        // `trap 'CMD' SIGNAL...`: the handler runs later in this shell.
+        "trap" if words.len() >= 3 => words[1]
+            .value()
+            .filter(|v| *v != "-")
+            .map_or(Step::Done, |v| Step::Script(v.to_owned())),
+        // `runuser -u USER cmd` wraps; `runuser [-l] USER -c CMD` runs a script.
+        "runuser" => cluster_value(words, 'c', &["--command"]).map_or_else(
+            || {
+                if words
+                    .iter()
+                    .any(|w| matches!(w.value(), Some("-u" | "--user")))
+                {
+                    wrapper_step(program, words)
+                } else {
+                    Step::Done
+                }
+            },
+            Step::Script,
+        ),
+        // `sg GROUP [-c] CMD`: the command is a shell string.
+        "sg" => sg_step(words),
         "busybox" | "toybox" => Step::Strip(1),
-        "sh" | "bash" | "zsh" | "dash" | "ksh" | "ash" | "mksh" | "fish" => shell_step(words),
-        "su" => flag_value(words, &["-c", "--command"]).map_or(Step::Done, Step::Script),
+        "sh" | "bash" | "zsh" | "dash" | "ksh" | "ash" | "mksh" | "fish" | "tcsh" | "csh"
+        | "rbash" | "yash" | "posh" => shell_step(words),
+        "su" | "script" => {
+            cluster_value(words, 'c', &["--command"]).map_or(Step::Done, Step::Script)
+        }
         "eval" => Step::Script(
             words[1..]
                 .iter()
@@ -147,19 +289,35 @@ fn skip_options(program: &str, rest: &[Word]) -> usize {
         i += 1;
         if !inline_value && option_takes_value(program, name) {
             i += 1;
+        } else if !inline_value && !name.starts_with("--") {
+            // A cluster (`-iu USER`): getopt reads flags until one takes a
+            // value, which is the rest of the word or, at its end, the next.
+            let letters: Vec<char> = name.chars().skip(1).collect();
+            if let Some(at) = letters
+                .iter()
+                .position(|c| option_takes_value(program, &format!("-{c}")))
+                && at + 1 == letters.len()
+            {
+                i += 1;
+            }
         }
     }
     // Fixed operands before the wrapped command. Never past the end: an
     // option missing its value (`xargs -I`) must not make callers slice out
     // of range (fuzzing: `analyzer_grammar` panicked on it).
     let skipped = match program {
-        "timeout" | "chroot" | "flock" | "taskset" => i + 1,
+        "timeout" | "chroot" | "flock" | "taskset" | "chrt" => i + 1,
         _ => i,
     };
     skipped.min(rest.len())
 }
 
 fn wrapper_step(program: &str, words: &[Word]) -> Step {
+    if program == "flock"
+        && let Some(script) = cluster_value(words, 'c', &["--command"])
+    {
+        return Step::Script(script);
+    }
     if program == "env"
         && let Some(script) = flag_value(words, &["-S", "--split-string"])
     {
@@ -197,6 +355,36 @@ fn shell_step(words: &[Word]) -> Step {
         break;
     }
     Step::Done
+}
+
+/// `sg [-] GROUP [-c] COMMAND`: the command string, if any.
+fn sg_step(words: &[Word]) -> Step {
+    let mut rest = words.iter().skip(1).skip_while(|w| w.value() == Some("-"));
+    if rest.next().is_none() {
+        return Step::Done;
+    }
+    let mut next = rest.next();
+    if next.and_then(Word::value) == Some("-c") {
+        next = rest.next();
+    }
+    next.map_or(Step::Done, |w| Step::Script(w.display().to_owned()))
+}
+
+/// The value of a short flag `-X`, also when clustered (`-lc CMD`), or of
+/// one of the `long` flags (separate or `--flag=value`).
+fn cluster_value(words: &[Word], short: char, long: &[&str]) -> Option<String> {
+    for (i, word) in words.iter().enumerate().skip(1) {
+        let Some(value) = word.value() else { continue };
+        if value.len() > 1
+            && value.starts_with('-')
+            && !value.starts_with("--")
+            && value.ends_with(short)
+            && value[1..].chars().all(|c| c.is_ascii_alphabetic())
+        {
+            return words.get(i + 1).map(|w| w.display().to_owned());
+        }
+    }
+    flag_value(words, long)
 }
 
 /// The value after the first of `flags` (separate or `--flag=value`).
