@@ -6,10 +6,12 @@
 //! killed leaves the carried state as it was, and so does a state file that
 //! did not come out whole.
 //!
-//! The state file is NUL-separated raw bytes written by bash builtins only
-//! (`printf`, and parameter expansion to list the exported names), so no
-//! value (newlines, quotes, invalid UTF-8, any locale) can be misread and no
-//! process is started to write it.
+//! The state file is `$PWD` and bash's own `declare -px`, separated by
+//! NULs and ended by a mark, written by builtins only (no process is
+//! started). `declare -px` writes one line per variable in a form bash
+//! reads back (`"..."`, or `$'...'` with octal escapes for anything
+//! unprintable, whatever the locale), so a real parser of those two
+//! quotings reads any value (newlines, quotes, invalid UTF-8) exactly.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -180,36 +182,146 @@ impl StateFiles {
     }
 }
 
-/// Parses a state file: `$PWD`, then `NAME=VALUE` entries, then
-/// [`END_MARK`], each ended by a NUL. Anything else is `None`.
+/// Parses a state file: `$PWD`, a NUL, the text of bash's `declare -px`,
+/// a NUL, then [`END_MARK`] and a NUL. Anything else is `None`.
 pub(crate) fn parse_state(bytes: &[u8]) -> Option<EndState> {
     let body = bytes.strip_suffix(b"\0")?;
-    let mut entries = body.split(|&byte| byte == 0);
-    let cwd = entries.next()?;
+    let mut parts = body.splitn(3, |&byte| byte == 0);
+    let (cwd, declarations, end) = (parts.next()?, parts.next()?, parts.next()?);
+    if end != END_MARK {
+        return None;
+    }
     let mut exports = Vars::new();
-    let mut ended = false;
-    for entry in entries {
-        if ended {
-            return None;
-        }
-        if entry == END_MARK {
-            ended = true;
+    for line in declarations.split(|&byte| byte == b'\n') {
+        if line.is_empty() {
             continue;
         }
-        let equals = entry.iter().position(|&byte| byte == b'=')?;
-        let name = std::str::from_utf8(&entry[..equals]).ok()?;
-        if !is_shell_name(name) {
-            return None;
+        if let Some((name, value)) = parse_declaration(line)? {
+            exports.insert(name, OsString::from_vec(value));
         }
-        exports.insert(
-            name.to_owned(),
-            OsString::from_vec(entry[equals + 1..].to_vec()),
-        );
     }
-    ended.then(|| EndState {
+    Some(EndState {
         cwd: PathBuf::from(OsStr::from_bytes(cwd)),
         exports,
     })
+}
+
+/// One line of `declare -px`: `declare -FLAGS NAME="VALUE"`,
+/// `declare -FLAGS NAME=$'VALUE'` (bash's choice when the value holds
+/// anything unprintable: newlines, control bytes, invalid or, without a
+/// UTF-8 locale, non-ASCII bytes), or `declare -FLAGS NAME` (exported
+/// without a value). `Some(None)` for what is not carried (no value, an
+/// array); `None` when the line is not what bash writes.
+fn parse_declaration(line: &[u8]) -> Option<Option<(String, Vec<u8>)>> {
+    let rest = line.strip_prefix(b"declare -")?;
+    let space = rest.iter().position(|&byte| byte == b' ')?;
+    let (flags, rest) = (&rest[..space], &rest[space + 1..]);
+    let name_end = rest
+        .iter()
+        .position(|&byte| byte == b'=')
+        .unwrap_or(rest.len());
+    let name = std::str::from_utf8(&rest[..name_end]).ok()?;
+    if !is_shell_name(name) {
+        return None;
+    }
+    let Some(quoted) = rest.get(name_end + 1..) else {
+        return Some(None);
+    };
+    if flags.contains(&b'a') || flags.contains(&b'A') {
+        return Some(None);
+    }
+    let value = if let Some(inner) = quoted.strip_prefix(b"$'") {
+        ansi_c_value(inner.strip_suffix(b"'")?)?
+    } else {
+        double_quoted_value(quoted.strip_prefix(b"\"")?.strip_suffix(b"\"")?)?
+    };
+    Some(Some((name.to_owned(), value)))
+}
+
+/// The inside of `"..."` as bash's `declare -p` writes it: `\"`, `\\`, `\$`
+/// and `` \` `` stand for the character; everything else is itself.
+fn double_quoted_value(inner: &[u8]) -> Option<Vec<u8>> {
+    let mut value = Vec::with_capacity(inner.len());
+    let mut bytes = inner.iter().copied();
+    while let Some(byte) = bytes.next() {
+        match byte {
+            b'\\' => match bytes.next()? {
+                next @ (b'"' | b'\\' | b'$' | b'`') => value.push(next),
+                next => value.extend([b'\\', next]),
+            },
+            // An unescaped quote would have ended the value.
+            b'"' => return None,
+            other => value.push(other),
+        }
+    }
+    Some(value)
+}
+
+/// The inside of `$'...'`: bash's ANSI-C escapes (`\n`, `\E`, `\NNN`
+/// octal, `\xHH`, ...); other bytes are themselves.
+fn ansi_c_value(inner: &[u8]) -> Option<Vec<u8>> {
+    let mut value = Vec::with_capacity(inner.len());
+    let mut at = 0;
+    while at < inner.len() {
+        let byte = inner[at];
+        at += 1;
+        if byte == b'\'' {
+            return None;
+        }
+        if byte != b'\\' {
+            value.push(byte);
+            continue;
+        }
+        let escape = *inner.get(at)?;
+        at += 1;
+        match escape {
+            b'a' => value.push(0x07),
+            b'b' => value.push(0x08),
+            b'e' | b'E' => value.push(0x1b),
+            b'f' => value.push(0x0c),
+            b'n' => value.push(b'\n'),
+            b'r' => value.push(b'\r'),
+            b't' => value.push(b'\t'),
+            b'v' => value.push(0x0b),
+            b'\\' | b'\'' | b'"' | b'?' => value.push(escape),
+            b'0'..=b'7' => {
+                let mut code = u32::from(escape - b'0');
+                for _ in 0..2 {
+                    match inner.get(at) {
+                        Some(digit @ b'0'..=b'7') => {
+                            code = code * 8 + u32::from(digit - b'0');
+                            at += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                value.push(u8::try_from(code & 0xff).ok()?);
+            }
+            b'x' => {
+                let mut code = 0u32;
+                let mut digits = 0;
+                while digits < 2 {
+                    match inner
+                        .get(at)
+                        .and_then(|digit| char::from(*digit).to_digit(16))
+                    {
+                        Some(digit) => {
+                            code = code * 16 + digit;
+                            at += 1;
+                            digits += 1;
+                        }
+                        None => break,
+                    }
+                }
+                if digits == 0 {
+                    return None;
+                }
+                value.push(u8::try_from(code).ok()?);
+            }
+            _ => return None,
+        }
+    }
+    Some(value)
 }
 
 /// A name bash accepts for a variable.
@@ -229,24 +341,11 @@ pub(crate) fn is_shell_name(name: &str) -> bool {
 /// that installs an `EXIT` trap of its own keeps its state when it ends
 /// normally.
 pub(crate) fn wrap_command(command: &str, files: &StateFiles) -> String {
-    // "${!A@}" ... "${!_@}": the names of all variables, by first letter,
-    // without starting a process (`compgen -e` would need a subshell).
-    let mut prefixes = String::new();
-    for first in ('A'..='Z').chain('a'..='z').chain(std::iter::once('_')) {
-        prefixes.push_str(" \"${!");
-        prefixes.push(first);
-        prefixes.push_str("@}\"");
-    }
     format!(
         "__agent_exec_save() {{ \
             [[ -n ${{__agent_exec_saved-}} ]] && return; __agent_exec_saved=1; builtin set +eu; \
-            {{ {{ builtin local __n; \
-               builtin printf '%s\\0' \"$PWD\"; \
-               for __n in{prefixes}; do \
-                 [[ ${{!__n@a}} == *x* && ${{!__n@a}} != *[aA]* && -n ${{!__n+set}} ]] && \
-                   builtin printf '%s=%s\\0' \"$__n\" \"${{!__n}}\"; \
-               done; \
-               builtin printf '{end}\\0'; \
+            {{ {{ builtin printf '%s\\0' \"$PWD\"; builtin declare -px; \
+               builtin printf '\\0{end}\\0'; \
             }} > {state}; }} 2>/dev/null; }}\n\
          trap __agent_exec_save EXIT\n\
          eval {command}\n\
@@ -265,37 +364,56 @@ mod tests {
         OsString::from(value)
     }
 
-    #[test]
-    fn state_files_round_trip_any_bytes() {
-        let mut bytes = b"/w/d\xffir\0A=1\0B=two\nlines\0C=\0D=a=b\xfe\0".to_vec();
+    /// A state file as the wrapper writes it.
+    fn state(cwd: &[u8], declarations: &[u8]) -> Vec<u8> {
+        let mut bytes = cwd.to_vec();
+        bytes.push(0);
+        bytes.extend_from_slice(declarations);
+        bytes.push(0);
         bytes.extend_from_slice(END_MARK);
         bytes.push(0);
+        bytes
+    }
+
+    #[test]
+    fn declarations_are_read_in_both_quotings() {
+        let bytes = state(
+            b"/w/d\xffir",
+            b"declare -x A=\"1\"\n\
+              declare -x B=$'two\\nlines\\001\\177\\377\\303\\251 \"q\" \\\\ \\' $x `y`\\E\\a\\x41'\n\
+              declare -x C=\"\"\n\
+              declare -rx D=\"q\\\"uote \\$x \\\\ \\` \xc3\xa9 a=b\"\n\
+              declare -x NOVALUE\n\
+              declare -ax ARR=([0]=\"1\")\n",
+        );
         let state = parse_state(&bytes).expect("whole");
         assert_eq!(state.cwd, PathBuf::from(OsStr::from_bytes(b"/w/d\xffir")));
         assert_eq!(state.exports.get("A"), Some(&os("1")));
-        assert_eq!(state.exports.get("B"), Some(&os("two\nlines")));
-        assert_eq!(state.exports.get("C"), Some(&os("")));
         assert_eq!(
-            state.exports.get("D"),
-            Some(&OsString::from_vec(b"a=b\xfe".to_vec()))
+            state.exports.get("B"),
+            Some(&OsString::from_vec(
+                b"two\nlines\x01\x7f\xff\xc3\xa9 \"q\" \\ ' $x `y`\x1b\x07A".to_vec()
+            ))
         );
+        assert_eq!(state.exports.get("C"), Some(&os("")));
+        assert_eq!(state.exports.get("D"), Some(&os("q\"uote $x \\ ` é a=b")));
+        assert!(!state.exports.contains_key("NOVALUE") && !state.exports.contains_key("ARR"));
     }
 
     #[test]
     fn a_state_file_cut_short_or_malformed_is_refused() {
-        let mut whole = b"/w\0A=1\0".to_vec();
-        whole.extend_from_slice(END_MARK);
-        whole.push(0);
+        let whole = state(b"/w", b"declare -x A=\"1\"\n");
         assert!(parse_state(&whole).is_some());
         for cut in 0..whole.len() {
             assert_eq!(parse_state(&whole[..cut]), None, "cut at {cut}");
         }
         for bad in [
-            &b"/w\0not a name=1\0agent-exec-state-end\0"[..],
-            b"/w\0noequals\0agent-exec-state-end\0",
-            b"/w\0agent-exec-state-end\0A=1\0",
+            state(b"/w", b"declare -x not-a-name=\"1\"\n"),
+            state(b"/w", b"declare -x A=\"unterminated\n"),
+            state(b"/w", b"declare -x A=$'bad \\q escape'\n"),
+            state(b"/w", b"export A=1\n"),
         ] {
-            assert_eq!(parse_state(bad), None);
+            assert_eq!(parse_state(&bad), None);
         }
     }
 
