@@ -45,6 +45,9 @@ fn main() {
             Decision::Allow { fallback: true } => {
                 println!("allow*   {command}   (parsed token by token)");
             }
+            Decision::Ask(denial) => {
+                println!("ASK      {command}\n         {}", denial.ask_message());
+            }
             Decision::Deny(denial) => println!("BLOCK    {command}\n         {}", denial.message()),
         }
     }

@@ -63,6 +63,7 @@ fn harmless_corpus_is_all_allowed() {
     let blocked: Vec<(String, String)> = cases
         .iter()
         .filter_map(|command| match analyzer.check(command) {
+            Decision::Ask(denial) => Some((command.clone(), denial.ask_message())),
             Decision::Deny(denial) => Some((command.clone(), denial.message())),
             Decision::Allow { .. } => None,
         })

@@ -111,8 +111,9 @@ impl Tool for BashTool {
         };
 
         let analysis = exec.analyzer.analyze(&params.command);
-        if let Decision::Deny(denial) = &analysis.decision {
-            return meta(refusal(exec, denial));
+        // Until approvals exist, `ask` is refused like `deny`, and says so.
+        if let Some(denial) = analysis.decision.denial() {
+            return meta(refusal(exec, &analysis.decision, denial));
         }
 
         let command = match &exec.config.coauthor {
@@ -156,10 +157,14 @@ impl Tool for BashTool {
 
 /// A refused command's answer: the reason, and the metadata every refusal
 /// carries (`status`, `decision`, `rule`).
-fn refusal(exec: &ExecEnvironment, denial: &Denial) -> ToolResult {
-    ToolResult::fail(exec.redact(&denial.message()))
+fn refusal(exec: &ExecEnvironment, decision: &Decision, denial: &Denial) -> ToolResult {
+    let message = match decision {
+        Decision::Ask(_) => denial.ask_message(),
+        _ => denial.message(),
+    };
+    ToolResult::fail(exec.redact(&message))
         .with_meta("status", "blocked")
-        .with_meta("decision", "deny")
+        .with_meta("decision", decision.name())
         .with_meta("rule", denial.rule_id.clone())
 }
 

@@ -26,7 +26,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-pub use rules::{FORK_BOMB, RULES, Rule};
+pub use rules::{ASK_RULES, FORK_BOMB, RULES, Rule};
 
 use collect::{Collected, Collector};
 use command::Cmd;
@@ -120,12 +120,28 @@ impl Denial {
                 self.rule_id, self.reason, self.command
             ),
         };
+        self.push_fallback_note(&mut message);
+        message
+    }
+
+    /// The message for an ask rule's finding when nobody can be asked:
+    /// contains `blocked`, `approval`, the rule id, its reason and the
+    /// sub-command.
+    pub fn ask_message(&self) -> String {
+        let mut message = format!(
+            "Command blocked: it needs approval and none can be given here (rule `{}`: {}) in `{}`",
+            self.rule_id, self.reason, self.command
+        );
+        self.push_fallback_note(&mut message);
+        message
+    }
+
+    fn push_fallback_note(&self, message: &mut String) {
         if self.fallback {
             message.push_str(
                 " (the command could not be fully parsed; it was checked token by token)",
             );
         }
-        message
     }
 }
 
@@ -143,14 +159,35 @@ pub enum Decision {
         /// Whether part of the command could not be parsed and was checked token by token.
         fallback: bool,
     },
+    /// The command may be dangerous in a way that cannot be settled before
+    /// it runs (a target known only at run time, text fed to a shell): a
+    /// person must approve it. The rule is an ask rule (see [`ASK_RULES`]).
+    Ask(Denial),
     /// A rule matched; nothing may run.
     Deny(Denial),
 }
 
 impl Decision {
-    /// Whether the command may run.
+    /// Whether the command may run without asking anyone.
     pub fn is_allowed(&self) -> bool {
         matches!(self, Self::Allow { .. })
+    }
+
+    /// The rule that asks or refuses, if any.
+    pub fn denial(&self) -> Option<&Denial> {
+        match self {
+            Self::Allow { .. } => None,
+            Self::Ask(denial) | Self::Deny(denial) => Some(denial),
+        }
+    }
+
+    /// The decision's name as the contract spells it: `allow`, `ask` or `deny`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Allow { .. } => "allow",
+            Self::Ask(_) => "ask",
+            Self::Deny(_) => "deny",
+        }
     }
 
     /// Whether part of the command could not be parsed (syntax error,
@@ -158,7 +195,7 @@ impl Decision {
     pub fn used_fallback(&self) -> bool {
         match self {
             Self::Allow { fallback } => *fallback,
-            Self::Deny(denial) => denial.fallback,
+            Self::Ask(denial) | Self::Deny(denial) => denial.fallback,
         }
     }
 }
@@ -261,19 +298,22 @@ impl Analyzer {
 
     fn decide(&self, collected: &Collected) -> Decision {
         let fallback = collected.fallback;
-        let deny = |rule_id: &str, reason: &str, command: String| {
+        let denial = |rule_id: &str, reason: &str, command: String| {
             let source = if rule_id.starts_with(POLICY_PREFIX) {
                 RuleSource::PolicyFile
             } else {
                 RuleSource::BuiltIn
             };
-            Decision::Deny(Denial {
+            Denial {
                 rule_id: rule_id.to_owned(),
                 source,
                 reason: reason.to_owned(),
                 command,
                 fallback,
-            })
+            }
+        };
+        let deny = |rule_id: &str, reason: &str, command: String| {
+            Decision::Deny(denial(rule_id, reason, command))
         };
         for cmd in &collected.cmds {
             if let Some(rule) = RULES.iter().find(|rule| (rule.check)(cmd, &self.protected)) {
@@ -318,6 +358,16 @@ impl Analyzer {
                     format!("matches the seed pattern `{}`", re.as_str())
                 };
                 return deny(id, &reason, text);
+            }
+        }
+        // Asking is weaker than refusing: only when no deny rule applies
+        // anywhere in the command does an ask rule decide.
+        for cmd in &collected.cmds {
+            if let Some(rule) = ASK_RULES
+                .iter()
+                .find(|rule| (rule.check)(cmd, &self.protected))
+            {
+                return Decision::Ask(denial(rule.id, rule.reason, cmd.text()));
             }
         }
         Decision::Allow { fallback }

@@ -20,6 +20,11 @@ pub struct Rule {
     pub(crate) check: fn(&Cmd, &Protected) -> bool,
 }
 
+/// Built-in rules whose finding is `ask`, not `deny`: danger that cannot be
+/// settled before the command runs. They apply only where no deny rule
+/// (of [`RULES`], [`FORK_BOMB`], the seed or policy patterns) does.
+pub static ASK_RULES: &[Rule] = &[];
+
 /// Every built-in rule except the fork-bomb rule, which looks at functions
 /// rather than single commands (see [`FORK_BOMB`]).
 pub static RULES: &[Rule] = &[

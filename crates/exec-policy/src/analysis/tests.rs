@@ -10,7 +10,7 @@ fn check(command: &str) -> Decision {
 
 fn denied_by(command: &str) -> Option<String> {
     match check(command) {
-        Decision::Deny(denial) => Some(denial.rule_id),
+        Decision::Ask(denial) | Decision::Deny(denial) => Some(denial.rule_id),
         Decision::Allow { .. } => None,
     }
 }
@@ -19,6 +19,24 @@ fn denied_by(command: &str) -> Option<String> {
 fn every_rule_blocks_its_examples_and_allows_its_look_alikes() {
     for rule in RULES.iter().chain(std::iter::once(&FORK_BOMB)) {
         for command in rule.blocks {
+            assert_eq!(denied_by(command).as_deref(), Some(rule.id), "{command}");
+            assert!(matches!(check(command), Decision::Deny(_)), "{command}");
+        }
+        for command in rule.allows {
+            assert_eq!(denied_by(command), None, "{command}");
+        }
+    }
+}
+
+#[test]
+fn every_ask_rule_asks_for_its_examples_and_allows_its_look_alikes() {
+    for rule in ASK_RULES {
+        for command in rule.blocks {
+            let decision = check(command);
+            assert!(
+                matches!(decision, Decision::Ask(_)),
+                "{command}: {decision:?}"
+            );
             assert_eq!(denied_by(command).as_deref(), Some(rule.id), "{command}");
         }
         for command in rule.allows {
@@ -29,7 +47,12 @@ fn every_rule_blocks_its_examples_and_allows_its_look_alikes() {
 
 #[test]
 fn rule_ids_are_unique_and_reasons_present() {
-    let mut ids: Vec<&str> = RULES.iter().map(|r| r.id).chain([FORK_BOMB.id]).collect();
+    let mut ids: Vec<&str> = RULES
+        .iter()
+        .chain(ASK_RULES)
+        .map(|r| r.id)
+        .chain([FORK_BOMB.id])
+        .collect();
     ids.sort_unstable();
     let before = ids.len();
     ids.dedup();
@@ -37,6 +60,7 @@ fn rule_ids_are_unique_and_reasons_present() {
     assert!(
         RULES
             .iter()
+            .chain(ASK_RULES)
             .all(|r| !r.reason.is_empty() && !r.blocks.is_empty() && !r.allows.is_empty())
     );
 }
