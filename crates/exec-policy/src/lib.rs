@@ -25,8 +25,8 @@ mod tokens;
 mod workdir;
 
 pub use analysis::{
-    ASK_RULES, Analysis, Analyzer, AnalyzerConfig, CommandFacts, Decision, Denial, FORK_BOMB,
-    GitCommit, RULES, Rule, RuleSource,
+    ASK_RULES, Analysis, AnalysisContext, Analyzer, AnalyzerConfig, CommandFacts, Decision, Denial,
+    FORK_BOMB, GitCommit, RULES, Rule, RuleSource,
 };
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use exec_policy::{CommandFacts, Decision, Denial, GitCommit, is_within_roots};
+use exec_policy::{AnalysisContext, CommandFacts, Decision, Denial, GitCommit, is_within_roots};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use shell_runtime::{EndRequest, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream};
@@ -110,7 +110,17 @@ impl Tool for BashTool {
             }
         };
 
-        let analysis = exec.analyzer.analyze(&params.command);
+        // The analysis sees the session as the command will: its working
+        // directory and the variables earlier calls exported.
+        let vars = state.environment(exec.base_env());
+        let session = AnalysisContext {
+            cwd: cwd.to_str().map(str::to_owned),
+            vars: vars
+                .iter()
+                .filter_map(|(name, value)| Some((name.clone(), value.to_str()?.to_owned())))
+                .collect(),
+        };
+        let analysis = exec.analyzer.analyze_in(&params.command, &session);
         // Until approvals exist, `ask` is refused like `deny`, and says so.
         if let Some(denial) = analysis.decision.denial() {
             return meta(refusal(exec, &analysis.decision, denial));
@@ -128,7 +138,6 @@ impl Tool for BashTool {
             );
         }
 
-        let vars = state.environment(exec.base_env());
         if params.run_in_background {
             let timeout = params.timeout.map(Duration::from_millis);
             return meta(start_background(exec, &command, cwd, &vars, timeout).await)

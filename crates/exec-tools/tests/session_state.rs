@@ -73,6 +73,32 @@ async fn a_value_with_a_newline_does_not_break_later_calls() {
     }
 }
 
+/// The analysis of a call sees what earlier calls left: exported variables
+/// and the working directory. Checked by dry run, so nothing destructive runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_analysis_sees_variables_and_the_directory_earlier_calls_left() {
+    let world = World::new();
+    assert!(world.bash("export D=/etc").await.success);
+    let dry = world.context.clone().with_dry_run(true);
+    for command in ["rm -rf $D", "rm -rf \"$D\"/", "chmod -R 777 \"${D}\""] {
+        let refused = world
+            .call_in(&dry, "Bash", serde_json::json!({ "command": command }))
+            .await;
+        assert!(!refused.success, "{command}: {}", refused.text());
+        assert_eq!(meta(&refused, "status"), "blocked", "{command}");
+    }
+    assert!(
+        world
+            .bash("export D=/tmp/agent-exec-not-there")
+            .await
+            .success
+    );
+    let allowed = world
+        .call_in(&dry, "Bash", serde_json::json!({ "command": "rm -rf $D" }))
+        .await;
+    assert!(allowed.success, "{}", allowed.text());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_ascii_values_and_directories_survive_without_a_utf8_locale() {
     let world = World::with_env(without_locale(), |config| config);

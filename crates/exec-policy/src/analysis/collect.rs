@@ -59,9 +59,9 @@ impl<'a> Collector<'a> {
         }
     }
 
-    /// Collects every simple command of `script`.
-    pub(crate) fn collect(mut self, script: &str) -> Collected {
-        let mut scope = Scope::default();
+    /// Collects every simple command of `script`, run from `scope` (the
+    /// session's working directory and variables, when known).
+    pub(crate) fn collect(mut self, script: &str, mut scope: Scope) -> Collected {
         self.script(script, &mut scope, true);
         self.out
     }

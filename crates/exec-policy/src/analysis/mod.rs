@@ -21,6 +21,7 @@ mod unwrap;
 mod watchdog;
 mod words;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::LazyLock;
 
@@ -31,6 +32,7 @@ pub use rules::{ASK_RULES, FORK_BOMB, RULES, Rule};
 use collect::{Collected, Collector};
 use command::Cmd;
 use paths::Protected;
+use scope::Scope;
 
 /// The seed's patterns, each applied to every unwrapped simple command from
 /// its program word on (never to the raw text), anchored so relative and
@@ -211,6 +213,17 @@ pub struct CommandFacts {
     pub reads_inherited_stdin: bool,
 }
 
+/// Where a command runs, as far as the analysis is concerned: what the
+/// session it belongs to already knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnalysisContext {
+    /// The absolute working directory the command starts in.
+    pub cwd: Option<String>,
+    /// The variables the command starts with (the session's exported
+    /// variables; values that are not UTF-8 are left out).
+    pub vars: HashMap<String, String>,
+}
+
 /// A decision and the facts found while making it, from one parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Analysis {
@@ -272,8 +285,13 @@ impl Analyzer {
         }
     }
 
-    fn collect(&self, command: &str) -> Collected {
-        Collector::new(&self.home).collect(command)
+    fn collect(&self, command: &str, context: &AnalysisContext) -> Collected {
+        let scope = Scope {
+            cwd: context.cwd.clone(),
+            vars: context.vars.clone(),
+            ..Scope::default()
+        };
+        Collector::new(&self.home).collect(command, scope)
     }
 
     /// Decides whether `command` may run.
@@ -284,7 +302,15 @@ impl Analyzer {
     /// Decides whether `command` may run, and says what else it saw: one
     /// parse for the decision, the facts and the `git commit`s.
     pub fn analyze(&self, command: &str) -> Analysis {
-        let collected = self.collect(command);
+        self.analyze_in(command, &AnalysisContext::default())
+    }
+
+    /// [`Analyzer::analyze`] for a command run from `context`: relative
+    /// paths resolve against its working directory and `$NAME` expands to
+    /// its variables, so `export D=/etc` in one call and `rm -rf $D` in
+    /// the next is seen for what it is.
+    pub fn analyze_in(&self, command: &str, context: &AnalysisContext) -> Analysis {
+        let collected = self.collect(command, context);
         let facts = CommandFacts {
             reads_inherited_stdin: !collected.fallback
                 && collected.cmds.iter().any(stdin::reads_inherited_stdin),

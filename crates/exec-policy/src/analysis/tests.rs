@@ -1018,3 +1018,71 @@ fn help_and_version_of_destructive_tools_run() {
         assert!(denied_by(command).is_some(), "allowed: {command}");
     }
 }
+
+fn check_in(command: &str, cwd: Option<&str>, vars: &[(&str, &str)]) -> Option<String> {
+    let context = AnalysisContext {
+        cwd: cwd.map(str::to_owned),
+        vars: vars
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect(),
+    };
+    let analyzer = Analyzer::new(AnalyzerConfig {
+        home: Some("/home/agent".into()),
+        ..AnalyzerConfig::default()
+    });
+    analyzer
+        .analyze_in(command, &context)
+        .decision
+        .denial()
+        .map(|denial| denial.rule_id.clone())
+}
+
+#[test]
+fn variables_exported_in_an_earlier_call_are_seen() {
+    for command in [
+        "rm -rf $D",
+        "rm -rf \"$D\"",
+        "rm -rf ${D}",
+        "rm -rf \"${D}/\"",
+        "chmod -R 777 $D",
+    ] {
+        assert!(
+            check_in(command, None, &[("D", "/etc")]).is_some(),
+            "{command}"
+        );
+        assert_eq!(
+            check_in(command, None, &[("D", "/tmp/build")]),
+            None,
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn relative_targets_resolve_against_the_session_working_directory() {
+    for (command, cwd) in [
+        ("rm -rf *", "/"),
+        ("rm -rf ./*", "/etc"),
+        ("rm -rf ../..", "/home/agent/project"),
+        ("rm -rf ..", "/home/agent/project"),
+        ("rm -rf .", "/home/agent"),
+        ("chown -R nobody .", "/usr"),
+    ] {
+        assert!(
+            check_in(command, Some(cwd), &[]).is_some(),
+            "{command} in {cwd}"
+        );
+    }
+    for (command, cwd) in [
+        ("rm -rf *", "/home/agent/project/build"),
+        ("rm -rf ..", "/home/agent/project/target/debug"),
+        ("rm -rf ./node_modules", "/home/agent/project"),
+    ] {
+        assert_eq!(
+            check_in(command, Some(cwd), &[]),
+            None,
+            "{command} in {cwd}"
+        );
+    }
+}
