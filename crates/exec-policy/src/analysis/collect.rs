@@ -15,7 +15,7 @@ use super::fallback::{has_deep_nesting, has_runaway_here_doc, simple_commands};
 use super::lexical::{code_substitutions, substitutions_in};
 use super::paths::basename;
 use super::scope::{Scope, ScopeExpansion, track_assignments, track_cd, track_exports};
-use super::unwrap::{Step, find_start_paths, unwrap_step};
+use super::unwrap::{Step, find_filters, find_start_paths, unwrap_step};
 use super::watchdog::{self, ANALYSIS_BUDGET, Deadline};
 use super::words::{Word, expand};
 
@@ -157,6 +157,7 @@ impl<'a> Collector<'a> {
             // `find PATHS | xargs CMD`: CMD works on what find lists.
             if let Some(cmd) = self.out.cmds.get(start)
                 && cmd.program() == Some("find")
+                && !find_filters(&cmd.words, cmd.cwd.as_deref(), self.home)
             {
                 fed = find_start_paths(&cmd.words);
             }
@@ -301,7 +302,18 @@ impl<'a> Collector<'a> {
                         self.list(&subshell.list, &mut inner, Place::default(), None);
                     }
                     IoFileRedirectTarget::Duplicate(word) => {
-                        self.expand(&word.value, scope);
+                        let target = self.expand(&word.value, scope);
+                        // `>& FILE` (not a descriptor number or `-`) writes
+                        // both streams to FILE, like `&>`.
+                        let names_file = target
+                            .value()
+                            .is_some_and(|v| v != "-" && !v.chars().all(|c| c.is_ascii_digit()));
+                        if matches!(kind, IoFileRedirectKind::DuplicateOutput) && names_file {
+                            out.push(Redirect {
+                                kind: RedirectKind::Write,
+                                target,
+                            });
+                        }
                     }
                     IoFileRedirectTarget::Fd(_) => {}
                 },
@@ -457,7 +469,9 @@ impl<'a> Collector<'a> {
                 Step::Exec(inner_words) => {
                     // find -exec CMD {} ;  and  xargs CMD: CMD works on find's paths.
                     if program == "find" {
-                        fed = find_start_paths(&words);
+                        if !find_filters(&words, scope.cwd.as_deref(), self.home) {
+                            fed = find_start_paths(&words);
+                        }
                         self.push(words.clone(), Vec::new(), scope, place, Vec::new());
                     }
                     words = inner_words;

@@ -112,7 +112,7 @@ fn every_seed_pattern_compiles() {
 fn policy_patterns_apply_per_simple_command_and_allow_exempts() {
     let analyzer = Analyzer::new(AnalyzerConfig {
         deny_regex: vec![Regex::new(r"git\s+push\s+--force").unwrap()],
-        allow_regex: vec![Regex::new("^mkfs.ext4 disk.img$").unwrap()],
+        allow_regex: vec![Regex::new("^mkfs.ext4 /dev/sdb$").unwrap()],
         protected_paths: vec!["~/photos".into(), "/data".into()],
         home: Some("/home/me".into()),
     });
@@ -122,7 +122,7 @@ fn policy_patterns_apply_per_simple_command_and_allow_exempts() {
     assert_eq!(denial.rule_id, "policy.deny[0]");
     assert!(analyzer.check("echo 'git push --force'").is_allowed());
     // Allow never exempts from built-in rules.
-    assert!(!analyzer.check("mkfs.ext4 disk.img").is_allowed());
+    assert!(!analyzer.check("mkfs.ext4 /dev/sdb").is_allowed());
     assert!(!analyzer.check("rm -rf ~/photos").is_allowed());
     assert!(!analyzer.check("rm -rf /data/").is_allowed());
     assert!(analyzer.check("rm -rf /data/cache").is_allowed());
@@ -193,7 +193,7 @@ fn policy_patterns_see_the_unwrapped_program_with_its_path_reduced() {
     );
     // And so do the seed patterns.
     let analyzer = Analyzer::default();
-    let Decision::Deny(denial) = analyzer.check("/sbin/mkfs.ext4 disk.img") else {
+    let Decision::Deny(denial) = analyzer.check("/sbin/mkfs.ext4 /dev/sdb") else {
         panic!("allowed")
     };
     assert_eq!(denial.source, RuleSource::BuiltIn);
@@ -1085,4 +1085,145 @@ fn relative_targets_resolve_against_the_session_working_directory() {
             "{command} in {cwd}"
         );
     }
+}
+
+fn refused_in_project(command: &str) -> bool {
+    check_in(command, Some("/home/agent/project"), &[]).is_some()
+}
+
+fn assert_refused(commands: &[&str]) {
+    for command in commands {
+        assert!(refused_in_project(command), "allowed: {command}");
+    }
+}
+
+fn assert_allowed(commands: &[&str]) {
+    for command in commands {
+        assert_eq!(
+            check_in(command, Some("/home/agent/project"), &[]),
+            None,
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn vital_files_cannot_be_deleted_emptied_replaced_or_moved_away() {
+    assert_refused(&[
+        "rm /etc/passwd",
+        "/bin/rm -f -- /etc/shadow",
+        "unlink /etc/sudoers",
+        "truncate -s0 /etc/passwd",
+        "truncate --size=0 /lib64/ld-linux-x86-64.so.2",
+        "ln -fs /dev/null /etc/shadow",
+        "ln -f /etc/hostname /etc/sudoers",
+        "sed -ni '' /etc/passwd",
+        "sed -i.bak 's/.*//' /etc/shadow",
+        "awk -i inplace 'NR<0' /etc/passwd",
+        ": | sponge /etc/shadow",
+        "mv /etc/passwd /etc/passwd.bak",
+        "mv -f /tmp/s /etc/sudoers",
+        "rm -f /boot/vmlinuz*",
+        "cd /lib64 && rm ld-linux-x86-64.so.2",
+        "echo x >& /etc/passwd",
+        "rm -f /proc/1/root/etc/passwd",
+    ]);
+    assert_allowed(&[
+        "cat /etc/passwd",
+        "grep root /etc/passwd",
+        "sed -n 1p /etc/shadow",
+        "cp /etc/passwd ./passwd.copy",
+        "rm ./passwd",
+        "truncate -s 0 app.log",
+        "mv /etc/nginx/old.conf /tmp/",
+    ]);
+}
+
+#[test]
+fn disk_tools_writing_a_device_are_refused_and_read_only_modes_run() {
+    assert_refused(&[
+        "mkreiserfs -ff /dev/sdb3",
+        "blkdiscard --secure /dev/sdb",
+        "sgdisk --clear /dev/sdc",
+        "sfdisk /dev/vda <<< 'label: gpt'",
+        "parted /dev/sda --script mklabel gpt",
+        "echo -e 'g\\nw' | fdisk /dev/sdb",
+        "pvcreate -ff -y /dev/sdc",
+        "cryptsetup luksErase -q /dev/sdb1",
+        "mdadm --create /dev/md0 --level=1 --raid-devices=2 /dev/sda1 /dev/sdb1",
+        "badblocks -w -t random /dev/nvme0n1",
+        "nvme sanitize /dev/nvme0 -a 2",
+        "zpool create -o ashift=12 -f data mirror /dev/sdc /dev/sdd",
+        "ddrescue -f image.img /dev/sda",
+        "dd if=/dev/zero of=/dev/disk/by-id/ata-X",
+        "wipefs -a /dev/mapper/vg-root",
+    ]);
+    assert_allowed(&[
+        "fdisk -l",
+        "sfdisk --list /dev/sda",
+        "parted /dev/sda print",
+        "badblocks -sv /dev/sda",
+        "mkfs.ext4 -q /tmp/test.img",
+        "mkswap /tmp/swapfile",
+        "wipefs /dev/sda",
+        "wipefs --no-act --all /dev/nvme0n1",
+        "shred -uz ./tmp/credentials.json",
+        "mkfs.btrfs --version",
+        "mkfs.vfat --help",
+        "echo hi > /dev/tcp/127.0.0.1/8080",
+    ]);
+}
+
+#[test]
+fn archivers_that_delete_what_they_take_are_refused_on_protected_paths() {
+    assert_refused(&[
+        "tar --create --file=/tmp/u.tar --remove-files /usr/lib",
+        "tar cf /tmp/h.tar --remove-files /home/agent",
+        "cd ~ && zip -rm /tmp/h.zip .ssh",
+        "zip -mr /tmp/c.zip ~/.config",
+        "7z a -sdel /tmp/e.7z /etc",
+        "cd / && git clean -fdx",
+        "crontab -r -u agent",
+        "crontab - < /dev/null",
+        "dpkg --purge --force-all libc6",
+    ]);
+    assert_allowed(&[
+        "tar -czf /tmp/src.tgz --remove-files ./src",
+        "zip -r backup.zip ~/.config",
+        "git clean -fdx",
+        "crontab -l",
+        "apt-get purge -y nginx",
+    ]);
+}
+
+#[test]
+fn find_feeding_a_destructive_program_over_a_protected_tree_is_refused() {
+    assert_refused(&[
+        "find -O3 / -delete",
+        "find -D tree / -delete",
+        "find /etc -exec rm {} \\;",
+        "find /etc -exec chmod 000 {} +",
+        "find /usr -exec chown nobody {} +",
+        "find /usr/lib | xargs rm -f",
+        "find /etc -name '*.conf' -delete",
+    ]);
+    assert_allowed(&[
+        "find ~ -name '*.swp' -delete",
+        "find ~ -maxdepth 2 -name '*.log' -mtime +30 -delete",
+        "find . -name '*.pyc' -exec rm {} +",
+        "find /etc -name '*.conf' -exec cat {} +",
+        "find /usr/lib -name 'libc*' | xargs ls -l",
+    ]);
+}
+
+#[test]
+fn magic_links_to_the_root_are_followed() {
+    assert_refused(&[
+        "rm -rf /proc/self/root/etc",
+        "rm -rf /proc/1/root/etc",
+        "chmod -R 000 /proc/1/root/etc",
+        "rm -rf /proc/thread-self/root/etc",
+        "rm -rf /proc/self/cwd/../.ssh",
+    ]);
+    assert_allowed(&["cat /proc/self/status", "ls /proc/self/root/tmp"]);
 }

@@ -419,12 +419,29 @@ fn find_exec(words: &[Word]) -> Option<Vec<Word>> {
     (!inner.is_empty()).then_some(inner)
 }
 
-/// The start paths of a `find` (words before the first expression), `.` if none.
+/// The start paths of a `find` (words after its leading options `-H`,
+/// `-L`, `-P`, `-O3`, `-D OPTS`, before the first expression), `.` if none.
 pub(crate) fn find_start_paths(words: &[Word]) -> Vec<Word> {
-    let paths: Vec<Word> = words
-        .iter()
-        .skip(1)
-        .skip_while(|w| matches!(w.value(), Some("-H" | "-L" | "-P")))
+    let mut rest = words.iter().skip(1).peekable();
+    while let Some(word) = rest.peek() {
+        match word.value() {
+            Some("-H" | "-L" | "-P") => {
+                rest.next();
+            }
+            Some("-D") => {
+                rest.next();
+                rest.next();
+            }
+            Some(v) if v.starts_with("-O") && v[2..].chars().all(|c| c.is_ascii_digit()) => {
+                rest.next();
+            }
+            Some(v) if v.starts_with("-D") && v.len() > 2 => {
+                rest.next();
+            }
+            _ => break,
+        }
+    }
+    let paths: Vec<Word> = rest
         .take_while(|w| {
             w.value()
                 .is_none_or(|v| !v.starts_with('-') && v != "(" && v != "!")
@@ -436,4 +453,59 @@ pub(crate) fn find_start_paths(words: &[Word]) -> Vec<Word> {
     } else {
         paths
     }
+}
+
+/// Whether a `find` selects entries by name, path, age or size in the
+/// user's own files, so what it lists is not the whole tree (`find ~ -name
+/// '*.swp' -delete`). A test whose pattern is a lone `*` selects
+/// everything; in system paths every selection counts (`find /etc -name
+/// '*.conf' -delete` breaks the system).
+pub(crate) fn find_filters(words: &[Word], cwd: Option<&str>, home: &str) -> bool {
+    let in_home = find_start_paths(words).iter().all(|w| {
+        w.value().is_some_and(|v| {
+            let path = match cwd {
+                Some(cwd) => super::paths::join_path(cwd, v),
+                None => v.to_owned(),
+            };
+            let parts = super::paths::components(&path);
+            let home = super::paths::components(home);
+            parts.len() >= home.len() && parts[..home.len()] == home[..]
+        })
+    });
+    in_home && selects(words)
+}
+
+fn selects(words: &[Word]) -> bool {
+    words.windows(2).any(|pair| {
+        let test = pair[0].value().unwrap_or("");
+        let value = pair[1].value();
+        let named = matches!(
+            test,
+            "-name"
+                | "-iname"
+                | "-path"
+                | "-ipath"
+                | "-wholename"
+                | "-iwholename"
+                | "-regex"
+                | "-iregex"
+                | "-lname"
+                | "-ilname"
+        ) && !matches!(value, Some("*" | ".*" | "*/*"));
+        let dated = matches!(
+            test,
+            "-mtime"
+                | "-mmin"
+                | "-atime"
+                | "-amin"
+                | "-ctime"
+                | "-cmin"
+                | "-newer"
+                | "-size"
+                | "-inum"
+                | "-samefile"
+                | "-links"
+        );
+        named || dated || test == "-empty"
+    }) || words.last().and_then(Word::value) == Some("-empty")
 }
