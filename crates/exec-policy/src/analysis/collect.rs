@@ -12,12 +12,26 @@ use brush_parser::ast::{
 
 use super::command::{Cmd, Redirect, RedirectKind};
 use super::fallback::{has_deep_nesting, has_runaway_here_doc, simple_commands};
-use super::lexical::{code_substitutions, substitutions_in};
+use std::rc::Rc;
+
+use super::lexical::{brace_expand, code_substitutions, substitutions_in};
 use super::paths::basename;
 use super::scope::{Scope, ScopeExpansion, track_assignments, track_cd, track_exports};
-use super::unwrap::{Step, find_filters, find_start_paths, unwrap_step};
+use super::unwrap::{
+    ShellInput, Step, find_filters, find_start_paths, literal_output, parallel_feed, shell_input,
+    unwrap_step, xargs_feed,
+};
 use super::watchdog::{self, ANALYSIS_BUDGET, Deadline};
-use super::words::{Word, expand};
+use super::words::{ARRAY_SEP, Word, expand, expand_fields};
+
+/// Most values of a `for` loop walked one by one; longer lists are walked
+/// once with the variable unknown.
+const MAX_LOOP_VALUES: usize = 16;
+
+/// Shells whose stdin or script file is analysed as a script.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "tcsh", "csh", "rbash", "yash", "posh",
+];
 
 /// Nested scripts (`bash -c`, `eval`, substitutions) deeper than this are
 /// not parsed; the analysis falls back to token checks for them.
@@ -40,6 +54,11 @@ pub(crate) struct Collector<'a> {
     deadline: Deadline,
     home: &'a str,
     out: Collected,
+    /// The text the redirections of the simple command being read feed
+    /// its standard input, when known.
+    fed_text: Option<String>,
+    /// Process substitutions numbered so far (`/dev/fd/63`, ...).
+    process_substitutions: usize,
 }
 
 /// Where a simple command sits.
@@ -56,6 +75,8 @@ impl<'a> Collector<'a> {
             deadline: Deadline::after(ANALYSIS_BUDGET),
             home,
             out: Collected::default(),
+            fed_text: None,
+            process_substitutions: 0,
         }
     }
 
@@ -109,6 +130,44 @@ impl<'a> Collector<'a> {
         }
     }
 
+    /// What the one command pushed since `start` prints, when known.
+    fn output_since(&self, start: usize) -> Option<String> {
+        match self.out.cmds.get(start..) {
+            Some([cmd]) => {
+                literal_output(&cmd.words, cmd.stdin_text.as_deref(), cmd.cwd.as_deref())
+            }
+            _ => None,
+        }
+    }
+
+    /// Walks a process substitution's list; what it prints, when known.
+    fn process_substitution(&mut self, list: &CompoundList, scope: &Scope) -> Option<String> {
+        let mut inner = scope.clone();
+        let start = self.out.cmds.len();
+        self.list(list, &mut inner, Place::default(), None);
+        self.output_since(start)
+    }
+
+    /// A `/dev/fd/N` word for a process substitution, its output recorded.
+    fn process_substitution_word(&mut self, output: Option<String>, scope: &mut Scope) -> Word {
+        self.process_substitutions += 1;
+        let path = format!("/dev/fd/{}", 62 + self.process_substitutions);
+        match output {
+            Some(text) => {
+                scope.files.insert(path.clone(), text);
+            }
+            None => {
+                scope.files.remove(&path);
+            }
+        }
+        Word {
+            text: Some(path),
+            raw: "<(...)".to_owned(),
+            glob: false,
+            span: None,
+        }
+    }
+
     fn list(
         &mut self,
         list: &CompoundList,
@@ -143,6 +202,7 @@ impl<'a> Collector<'a> {
             ..place
         };
         let mut fed: Vec<Word> = Vec::new();
+        let mut piped: Option<String> = None;
         for (index, command) in pipeline.seq.iter().enumerate() {
             let start = self.out.cmds.len();
             if index == 0 {
@@ -151,8 +211,14 @@ impl<'a> Collector<'a> {
             } else {
                 // Reads the pipe from the command before it.
                 let stdin_fed = std::mem::replace(&mut scope.stdin_fed, true);
+                let stdin_text = std::mem::replace(&mut scope.stdin_text, piped.take());
                 self.command(command, scope, place, offsets, std::mem::take(&mut fed));
                 scope.stdin_fed = stdin_fed;
+                scope.stdin_text = stdin_text;
+            }
+            // What it prints, when known, is what the next one reads.
+            if index + 1 < pipeline.seq.len() {
+                piped = self.output_since(start);
             }
             // `find PATHS | xargs CMD`: CMD works on what find lists.
             if let Some(cmd) = self.out.cmds.get(start)
@@ -188,6 +254,9 @@ impl<'a> Collector<'a> {
                 let mut inner = scope.clone();
                 inner.function = Some(function.fname.value.clone());
                 self.compound(&function.body.0, &mut inner, Place::default(), offsets);
+                scope
+                    .functions
+                    .insert(function.fname.value.clone(), Rc::new(function.body.clone()));
             }
             Command::ExtendedTest(..) => {}
         }
@@ -208,12 +277,38 @@ impl<'a> Collector<'a> {
                 self.list(&subshell.list, &mut inner, place, offsets);
             }
             CompoundCommand::ForClause(clause) => {
-                if let Some(values) = &clause.values {
-                    for value in values {
-                        self.expand(&value.value, scope);
+                let mut known: Option<Vec<String>> = Some(Vec::new());
+                match &clause.values {
+                    Some(values) => {
+                        for value in values {
+                            for raw in brace_expand(&value.value) {
+                                for word in self.expand_all(&raw, scope) {
+                                    match (&mut known, word.text) {
+                                        (Some(list), Some(text)) if !word.glob => list.push(text),
+                                        _ => known = None,
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    // `for d; do`: the positional parameters.
+                    None => known.clone_from(&scope.positional),
+                }
+                let name = clause.variable_name.clone();
+                match known {
+                    Some(values) if !values.is_empty() && values.len() <= MAX_LOOP_VALUES => {
+                        // Each value in turn: where the values are a finite
+                        // set of literals, every member is checked.
+                        for value in values {
+                            scope.vars.insert(name.clone(), value);
+                            self.list(&clause.body.list, scope, place, offsets);
+                        }
+                    }
+                    _ => {
+                        scope.vars.remove(&name);
+                        self.list(&clause.body.list, scope, place, offsets);
                     }
                 }
-                self.list(&clause.body.list, scope, place, offsets);
             }
             CompoundCommand::ArithmeticForClause(clause) => {
                 self.list(&clause.body.list, scope, place, offsets);
@@ -265,6 +360,45 @@ impl<'a> Collector<'a> {
         word
     }
 
+    /// [`Collector::expand`] into the fields bash makes of the word.
+    fn expand_all(&mut self, raw: &str, scope: &mut Scope) -> Vec<Word> {
+        let mut expansion = ScopeExpansion::new(self.home, scope);
+        let words = expand_fields(raw, &self.options, self.deadline, &mut expansion);
+        for script in expansion.substitutions {
+            let mut inner = scope.clone();
+            inner.depth += 1;
+            self.script(&script, &mut inner, false);
+        }
+        words
+    }
+
+    /// A command word: brace-expanded, expanded and split into fields;
+    /// located in the top-level text when it stays one word.
+    fn command_words(
+        &mut self,
+        word: &ast::Word,
+        scope: &mut Scope,
+        offsets: Option<&[usize]>,
+    ) -> Vec<Word> {
+        let alternatives = brace_expand(&word.value);
+        if alternatives.len() == 1 && !word.value.contains('$') && !word.value.contains('`') {
+            return vec![self.expand_located(word, scope, offsets)];
+        }
+        let mut out = Vec::new();
+        for raw in alternatives {
+            out.extend(self.expand_all(&raw, scope));
+        }
+        if out.len() == 1
+            && let (Some(offsets), Some(loc)) = (offsets, &word.loc)
+        {
+            let byte = |index: usize| offsets.get(index).copied();
+            if let (Some(start), Some(end)) = (byte(loc.start.index), byte(loc.end.index)) {
+                out[0].span = Some((start, end));
+            }
+        }
+        out
+    }
+
     fn expand_located(
         &mut self,
         word: &ast::Word,
@@ -285,8 +419,10 @@ impl<'a> Collector<'a> {
         let mut out = Vec::new();
         for redirect in list {
             match redirect {
-                IoRedirect::File(_, kind, target) => match target {
+                IoRedirect::File(fd, kind, target) => match target {
                     IoFileRedirectTarget::Filename(word) => {
+                        let reads =
+                            matches!(kind, IoFileRedirectKind::Read) && fd.is_none_or(|fd| fd == 0);
                         let kind = match kind {
                             IoFileRedirectKind::Write
                             | IoFileRedirectKind::Append
@@ -295,11 +431,20 @@ impl<'a> Collector<'a> {
                             _ => RedirectKind::Other,
                         };
                         let target = self.expand(&word.value, scope);
+                        if reads {
+                            self.fed_text = match target.value() {
+                                Some("/dev/null") => Some(String::new()),
+                                Some(path) => scope.file(path).cloned(),
+                                None => None,
+                            };
+                        }
                         out.push(Redirect { kind, target });
                     }
                     IoFileRedirectTarget::ProcessSubstitution(_, subshell) => {
-                        let mut inner = scope.clone();
-                        self.list(&subshell.list, &mut inner, Place::default(), None);
+                        let output = self.process_substitution(&subshell.list, scope);
+                        if matches!(kind, IoFileRedirectKind::Read) {
+                            self.fed_text = output;
+                        }
                     }
                     IoFileRedirectTarget::Duplicate(word) => {
                         let target = self.expand(&word.value, scope);
@@ -325,9 +470,13 @@ impl<'a> Collector<'a> {
                     });
                 }
                 IoRedirect::HereString(_, word) => {
-                    self.expand(&word.value, scope);
+                    let text = self.expand(&word.value, scope).text;
+                    self.fed_text = text.map(|text| format!("{text}\n"));
                 }
                 IoRedirect::HereDocument(_, doc) => {
+                    let body = &doc.doc.value;
+                    let literal = !doc.requires_expansion || !body.contains(['$', '`', '\\']);
+                    self.fed_text = literal.then(|| body.clone());
                     if doc.requires_expansion {
                         // Substitutions in an unquoted here-document run.
                         for script in substitutions_in(&doc.doc.value) {
@@ -353,6 +502,7 @@ impl<'a> Collector<'a> {
         let mut words = Vec::new();
         let mut redirects = Vec::new();
         let mut assignments = Vec::new();
+        self.fed_text = None;
         let items = simple
             .prefix
             .iter()
@@ -364,11 +514,11 @@ impl<'a> Collector<'a> {
             match item {
                 None => {
                     if let Some(word) = &simple.word_or_name {
-                        words.push(self.expand_located(word, scope, offsets));
+                        words.extend(self.command_words(word, scope, offsets));
                     }
                 }
                 Some(CommandPrefixOrSuffixItem::Word(word)) => {
-                    words.push(self.expand_located(word, scope, offsets));
+                    words.extend(self.command_words(word, scope, offsets));
                 }
                 Some(CommandPrefixOrSuffixItem::IoRedirect(redirect)) => {
                     redirects.extend(self.redirects(std::slice::from_ref(redirect), scope));
@@ -382,19 +532,15 @@ impl<'a> Collector<'a> {
                     }
                 }
                 Some(CommandPrefixOrSuffixItem::ProcessSubstitution(_, subshell)) => {
-                    let mut inner = scope.clone();
-                    self.list(&subshell.list, &mut inner, Place::default(), None);
-                    words.push(Word {
-                        text: None,
-                        raw: "<(...)".to_owned(),
-                        glob: false,
-                        span: None,
-                    });
+                    let output = self.process_substitution(&subshell.list, scope);
+                    words.push(self.process_substitution_word(output, scope));
                 }
             }
         }
+        let fed_text = self.fed_text.take();
+        let prefixed = !words.is_empty() && !assignments.is_empty();
         if words.is_empty() {
-            track_assignments(assignments, scope);
+            track_assignments(std::mem::take(&mut assignments), scope);
         }
         // The redirections apply after the words are expanded: substitutions
         // in the words read the outer standard input, the command its own.
@@ -413,8 +559,19 @@ impl<'a> Collector<'a> {
         }
         let stdin_fed = scope.stdin_fed;
         scope.stdin_fed |= own_stdin;
-        self.simple(words, redirects, scope, place, fed);
+        let stdin_text = if own_stdin {
+            std::mem::replace(&mut scope.stdin_text, fed_text)
+        } else {
+            scope.stdin_text.clone()
+        };
+        // `NAME=VALUE cmd`: the command and what it starts see NAME.
+        let vars = prefixed.then(|| scope.vars.clone());
+        if vars.is_some() {
+            track_assignments(assignments, scope);
+        }
+        self.simple_with(words, redirects, scope, place, fed, vars);
         scope.stdin_fed = stdin_fed;
+        scope.stdin_text = stdin_text;
     }
 
     fn assignment(
@@ -429,10 +586,31 @@ impl<'a> Collector<'a> {
         let value = match &assignment.value {
             ast::AssignmentValue::Scalar(word) => self.expand(&word.value, scope).text,
             ast::AssignmentValue::Array(items) => {
-                for (_, word) in items {
-                    self.expand(&word.value, scope);
+                let mut members = Some(Vec::new());
+                for (key, word) in items {
+                    let values = self.expand_all(&word.value, scope);
+                    match key {
+                        Some(key) => {
+                            let value = values.first().and_then(|w| w.text.clone());
+                            match value {
+                                Some(value) => {
+                                    scope.vars.insert(format!("{name}[{}]", key.value), value)
+                                }
+                                None => scope.vars.remove(&format!("{name}[{}]", key.value)),
+                            };
+                            members = None;
+                        }
+                        None => {
+                            for value in values {
+                                match (&mut members, value.text) {
+                                    (Some(list), Some(text)) => list.push(text),
+                                    _ => members = None,
+                                }
+                            }
+                        }
+                    }
                 }
-                None
+                members.map(|members| members.join(&ARRAY_SEP.to_string()))
             }
         };
         (name, value.filter(|_| !assignment.append))
@@ -441,12 +619,66 @@ impl<'a> Collector<'a> {
     /// Unwraps wrappers and nested scripts, then records the command.
     fn simple(
         &mut self,
+        words: Vec<Word>,
+        redirects: Vec<Redirect>,
+        scope: &mut Scope,
+        place: Place,
+        fed: Vec<Word>,
+    ) {
+        self.simple_with(words, redirects, scope, place, fed, None);
+    }
+
+    /// Analyses `script` as run by this shell (`eval`, `source`): what it
+    /// sets stays set.
+    fn same_shell(&mut self, script: &str, scope: &mut Scope) {
+        scope.depth += 1;
+        self.script(script, scope, false);
+        scope.depth -= 1;
+    }
+
+    /// The script a shell, `source`, `at` or a written file runs, when
+    /// its text is known: from standard input or a file written earlier.
+    fn fed_script(&self, program: &str, words: &[Word], scope: &Scope) -> Option<String> {
+        let stdin_path =
+            |path: &str| matches!(path, "/dev/stdin" | "/proc/self/fd/0" | "/dev/fd/0" | "-");
+        let file = |word: &Word| -> Option<String> {
+            let path = word.value()?;
+            if stdin_path(path) {
+                scope.stdin_text.clone()
+            } else {
+                scope.file(path).cloned()
+            }
+        };
+        if SHELLS.contains(&program) {
+            return match shell_input(words)? {
+                ShellInput::Stdin => scope.stdin_text.clone(),
+                ShellInput::File(path) => file(&path),
+                ShellInput::Command(..) => None,
+            };
+        }
+        match program {
+            "source" | "." => file(words.get(1)?),
+            "at" | "batch" => match words.iter().position(|w| w.value() == Some("-f")) {
+                Some(at) => file(words.get(at + 1)?),
+                None => scope.stdin_text.clone(),
+            },
+            _ if words.first()?.value()?.contains('/') => file(&words[0]),
+            _ => None,
+        }
+    }
+
+    /// [`Collector::simple`], restoring `vars` (the variables before a
+    /// `NAME=VALUE` prefix) before the command's own effects are tracked.
+    fn simple_with(
+        &mut self,
         mut words: Vec<Word>,
         redirects: Vec<Redirect>,
         scope: &mut Scope,
         place: Place,
         mut fed: Vec<Word>,
+        vars: Option<std::collections::HashMap<String, String>>,
     ) {
+        let mut restore = vars;
         for _ in 0..32 {
             let Some(program) = words
                 .first()
@@ -455,15 +687,109 @@ impl<'a> Collector<'a> {
             else {
                 break;
             };
+            if let Some(script) = self.fed_script(&program, &words, scope) {
+                if matches!(program.as_str(), "source" | ".") {
+                    self.same_shell(&script, scope);
+                } else {
+                    let mut inner = scope.clone();
+                    inner.depth += 1;
+                    inner.stdin_text = None;
+                    self.script(&script, &mut inner, false);
+                }
+                break;
+            }
+            if program == "env" {
+                // `env NAME=VALUE cmd`: the command sees NAME.
+                if restore.is_none() {
+                    restore = Some(scope.vars.clone());
+                }
+                for word in words.iter().skip(1) {
+                    match word.value().and_then(|v| v.split_once('=')) {
+                        Some((name, value)) if !name.starts_with('-') => {
+                            scope.vars.insert(name.to_owned(), value.to_owned());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if program == "xargs" {
+                let input = match words
+                    .iter()
+                    .position(|w| matches!(w.value(), Some("-a" | "--arg-file")))
+                {
+                    Some(at) => words
+                        .get(at + 1)
+                        .and_then(Word::value)
+                        .and_then(|p| scope.file(p).cloned()),
+                    None => words
+                        .iter()
+                        .find_map(|w| w.value()?.strip_prefix("--arg-file=").map(str::to_owned))
+                        .and_then(|p| scope.file(&p).cloned())
+                        .or_else(|| scope.stdin_text.clone()),
+                };
+                if let Some(mut commands) = input.and_then(|text| xargs_feed(&words, &text))
+                    && let Some(last) = commands.pop()
+                {
+                    for command in commands {
+                        self.simple(command, Vec::new(), scope, place, Vec::new());
+                    }
+                    self.push(words.clone(), Vec::new(), scope, place, Vec::new());
+                    words = last;
+                    continue;
+                }
+            }
+            if program == "parallel"
+                && let Some(commands) = parallel_feed(&words, scope.stdin_text.as_deref())
+            {
+                for command in commands {
+                    let mut inner = scope.clone();
+                    inner.depth += 1;
+                    self.script(&command, &mut inner, false);
+                }
+                break;
+            }
+            if let Some(body) = scope.functions.get(&program).cloned()
+                && scope.depth < MAX_DEPTH
+                && !scope.calling.contains(&program)
+            {
+                // A call: the body runs with these arguments.
+                let mut inner = scope.clone();
+                inner.depth += 1;
+                inner.function = None;
+                inner.calling.push(program.clone());
+                inner.positional = words[1..]
+                    .iter()
+                    .map(|w| w.text.clone())
+                    .collect::<Option<Vec<_>>>();
+                self.compound(&body.0, &mut inner, place, None);
+            }
             match unwrap_step(&program, &words) {
                 Step::Done => break,
+                Step::ShellScript(script, args) => {
+                    let mut inner = scope.clone();
+                    inner.depth += 1;
+                    inner.stdin_text = None;
+                    let mut args = args.into_iter();
+                    match args.next().and_then(|w| w.text) {
+                        Some(zero) => inner.vars.insert("0".to_owned(), zero),
+                        None => inner.vars.remove("0"),
+                    };
+                    inner.positional =
+                        Some(args.map(|w| w.text).collect::<Option<Vec<_>>>()).flatten();
+                    self.script(&script, &mut inner, false);
+                    break;
+                }
                 Step::Strip(count) => {
                     words.drain(..count.min(words.len()));
                 }
                 Step::Script(script) => {
-                    let mut inner = scope.clone();
-                    inner.depth += 1;
-                    self.script(&script, &mut inner, false);
+                    if program == "eval" {
+                        self.same_shell(&script, scope);
+                    } else {
+                        let mut inner = scope.clone();
+                        inner.depth += 1;
+                        self.script(&script, &mut inner, false);
+                    }
                     break;
                 }
                 Step::Exec(inner_words) => {
@@ -478,9 +804,44 @@ impl<'a> Collector<'a> {
                 }
             }
         }
+        if let Some(vars) = restore {
+            scope.vars = vars;
+        }
+        self.track_outputs(&words, &redirects, scope);
         track_cd(&words, scope, self.home);
         track_exports(&words, scope);
+        track_builtins(&words, scope);
         self.push(words, redirects, scope, place, fed);
+    }
+
+    /// Files the command writes with known contents (`echo X > f`, `tee f`).
+    fn track_outputs(&self, words: &[Word], redirects: &[Redirect], scope: &mut Scope) {
+        let output = literal_output(words, scope.stdin_text.as_deref(), scope.cwd.as_deref());
+        let mut written: Vec<(String, Option<String>)> = Vec::new();
+        for redirect in redirects {
+            if redirect.kind == RedirectKind::Write
+                && let Some(path) = redirect.target.value().and_then(|p| scope.absolute(p))
+            {
+                written.push((path, output.clone()));
+            }
+        }
+        if words.first().and_then(Word::value).map(basename) == Some("tee") {
+            for word in words.iter().skip(1) {
+                if let Some(path) = word
+                    .value()
+                    .filter(|v| !v.starts_with('-'))
+                    .and_then(|p| scope.absolute(p))
+                {
+                    written.push((path, scope.stdin_text.clone()));
+                }
+            }
+        }
+        for (path, text) in written {
+            match text {
+                Some(text) => scope.files.insert(path, text),
+                None => scope.files.remove(&path),
+            };
+        }
     }
 
     fn push(
@@ -501,6 +862,7 @@ impl<'a> Collector<'a> {
             depth: scope.depth,
             fed_paths: fed,
             stdin_fed: scope.stdin_fed,
+            stdin_text: scope.stdin_text.clone(),
         });
     }
 }
@@ -532,4 +894,139 @@ fn char_offsets(text: &str) -> Vec<usize> {
         .map(|(i, _)| i)
         .chain(std::iter::once(text.len()))
         .collect()
+}
+
+/// Builtins that set variables from known text: `read`, `mapfile`,
+/// `printf -v`, `set --`, `shift`, `declare -n`.
+fn track_builtins(words: &[Word], scope: &mut Scope) {
+    let Some(program) = words.first().and_then(Word::value) else {
+        return;
+    };
+    let args: Vec<Option<&str>> = words[1..].iter().map(Word::value).collect();
+    match program {
+        "read" => {
+            let mut names = Vec::new();
+            let mut array = None;
+            let mut i = 0;
+            while i < args.len() {
+                match args[i] {
+                    Some("-a") => {
+                        array = args.get(i + 1).copied().flatten();
+                        i += 1;
+                    }
+                    Some("-d" | "-n" | "-N" | "-p" | "-t" | "-u" | "-i") => i += 1,
+                    Some(flag) if flag.starts_with('-') => {}
+                    Some(name) => names.push(name.to_owned()),
+                    None => return,
+                }
+                i += 1;
+            }
+            let line = scope
+                .stdin_text
+                .as_deref()
+                .map(|text| text.lines().next().unwrap_or("").to_owned());
+            if let Some(array) = array {
+                match &line {
+                    Some(line) => scope.vars.insert(
+                        array.to_owned(),
+                        line.split_whitespace()
+                            .collect::<Vec<_>>()
+                            .join(&ARRAY_SEP.to_string()),
+                    ),
+                    None => scope.vars.remove(array),
+                };
+            }
+            if names.is_empty() {
+                names.push("REPLY".to_owned());
+            }
+            let mut fields: Vec<&str> = Vec::new();
+            if let Some(line) = &line {
+                let mut rest = line.trim();
+                for index in 0..names.len() {
+                    if index + 1 == names.len() {
+                        fields.push(rest);
+                    } else {
+                        let (field, tail) =
+                            rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                        fields.push(field);
+                        rest = tail.trim_start();
+                    }
+                }
+            }
+            for (index, name) in names.iter().enumerate() {
+                match fields.get(index) {
+                    Some(value) => scope.vars.insert(name.clone(), (*value).to_owned()),
+                    None => scope.vars.remove(name),
+                };
+            }
+        }
+        "mapfile" | "readarray" => {
+            let name = args
+                .iter()
+                .rev()
+                .find_map(|a| a.filter(|a| !a.starts_with('-')))
+                .unwrap_or("MAPFILE");
+            match &scope.stdin_text {
+                Some(text) => {
+                    let value = text
+                        .lines()
+                        .collect::<Vec<_>>()
+                        .join(&ARRAY_SEP.to_string());
+                    scope.vars.insert(name.to_owned(), value);
+                }
+                None => {
+                    scope.vars.remove(name);
+                }
+            }
+        }
+        "printf" if args.first() == Some(&Some("-v")) => {
+            let Some(Some(name)) = args.get(1) else {
+                return;
+            };
+            let mut rest = vec![Word::literal("printf")];
+            rest.extend(words[3..].iter().cloned());
+            match literal_output(&rest, None, None) {
+                Some(value) => scope.vars.insert((*name).to_owned(), value),
+                None => scope.vars.remove(*name),
+            };
+        }
+        "set" => {
+            let rest = match args.first() {
+                Some(Some("--")) => &args[1..],
+                Some(Some(first)) if !first.starts_with(['-', '+']) => &args[..],
+                _ => return,
+            };
+            scope.positional = rest
+                .iter()
+                .map(|a| a.map(str::to_owned))
+                .collect::<Option<Vec<_>>>();
+        }
+        "shift" => {
+            let count = args
+                .first()
+                .copied()
+                .flatten()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(1);
+            if let Some(positional) = &mut scope.positional {
+                positional.drain(..count.min(positional.len()));
+            }
+        }
+        "declare" | "typeset" | "local" if args.contains(&Some("-n")) => {
+            for arg in args.iter().flatten() {
+                if let Some((name, target)) = arg.split_once('=') {
+                    match scope.vars.get(target).cloned() {
+                        Some(value) => scope.vars.insert(name.to_owned(), value),
+                        None => scope.vars.remove(name),
+                    };
+                }
+            }
+        }
+        "unset" => {
+            for arg in args.iter().flatten() {
+                scope.vars.remove(*arg);
+            }
+        }
+        _ => {}
+    }
 }

@@ -42,6 +42,8 @@ pub(crate) struct Cmd {
     /// a `<` redirection, a here-document or a here-string, its own or an
     /// enclosing command's (`while read l; do ...; done < file`).
     pub(crate) stdin_fed: bool,
+    /// The text on its standard input, when known (`echo X | cmd`, `<<<`).
+    pub(crate) stdin_text: Option<String>,
 }
 
 impl Cmd {

@@ -3,9 +3,13 @@
 //! command sits (function, nesting depth, whether its stdin is fed).
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
-use super::paths::join_path;
-use super::words::{Expansion, Word};
+use brush_parser::ast;
+
+use super::paths::{components, join_path};
+use super::unwrap::literal_output;
+use super::words::{Expansion, Word, split_words};
 
 /// Walk state that flows from one command to the next.
 #[derive(Debug, Clone, Default)]
@@ -17,6 +21,37 @@ pub(crate) struct Scope {
     /// Standard input here is fed by a pipe or a redirection (nested
     /// scripts and substitutions inherit it).
     pub(crate) stdin_fed: bool,
+    /// The text on standard input, when it is known (`echo X |`, `<<<`,
+    /// a here-document, a file written earlier in the command).
+    pub(crate) stdin_text: Option<String>,
+    /// The positional parameters (`$1`...), when known (`bash -c S _ A`,
+    /// `set --`, a function's arguments).
+    pub(crate) positional: Option<Vec<String>>,
+    /// Files the command wrote with known contents, by absolute path
+    /// (`echo 'rm -rf /' > x.sh`), and process substitutions' outputs.
+    pub(crate) files: HashMap<String, String>,
+    /// Functions defined so far, by name.
+    pub(crate) functions: HashMap<String, Rc<ast::FunctionBody>>,
+    /// Functions whose call is being walked (a call to one of them is not
+    /// walked again).
+    pub(crate) calling: Vec<String>,
+}
+
+impl Scope {
+    /// The absolute path `path` names from here, when known.
+    pub(crate) fn absolute(&self, path: &str) -> Option<String> {
+        let absolute = if path.starts_with('/') {
+            path.to_owned()
+        } else {
+            join_path(self.cwd.as_deref()?, path)
+        };
+        Some(format!("/{}", components(&absolute).join("/")))
+    }
+
+    /// The known contents of the file `path` names.
+    pub(crate) fn file(&self, path: &str) -> Option<&String> {
+        self.files.get(&self.absolute(path)?)
+    }
 }
 
 /// A literal `cd DIR` or `pushd DIR` makes the working directory known
@@ -91,14 +126,29 @@ impl<'a> ScopeExpansion<'a> {
 
 impl Expansion for ScopeExpansion<'_> {
     fn variable(&self, name: &str) -> Option<String> {
-        self.scope.vars.get(name).cloned()
+        match self.scope.vars.get(name) {
+            Some(value) => Some(value.clone()),
+            None if name == "PWD" => self.scope.cwd.clone(),
+            // Unset, IFS splits at blanks (`rm${IFS}-rf${IFS}/`).
+            None if name == "IFS" => Some(" \t\n".to_owned()),
+            None => None,
+        }
     }
 
     fn home(&self) -> String {
         self.home.to_owned()
     }
 
-    fn substitution(&mut self, script: &str) {
+    fn positional(&self) -> Option<Vec<String>> {
+        self.scope.positional.clone()
+    }
+
+    fn substitution(&mut self, script: &str) -> Option<String> {
         self.substitutions.push(script.to_owned());
+        // A lone simple command that prints a literal (`$(echo /etc)`).
+        if script.contains([';', '|', '&', '<', '>', '(', ')', '`', '$', '\n']) {
+            return None;
+        }
+        literal_output(&split_words(script), None, self.scope.cwd.as_deref())
     }
 }

@@ -1227,3 +1227,185 @@ fn magic_links_to_the_root_are_followed() {
     ]);
     assert_allowed(&["cat /proc/self/status", "ls /proc/self/root/tmp"]);
 }
+
+#[test]
+fn literal_scripts_fed_to_a_shell_on_stdin_are_analysed() {
+    assert_refused(&[
+        "echo 'rm -rf /etc' | bash",
+        "printf 'rm -rf /usr\\n' | sudo sh -s",
+        "bash <<< 'rm -rf ~/.ssh'",
+        "dash -s <<< 'chmod -R 000 /etc'",
+        "bash <<'EOF'\nrm -rf /etc\nEOF",
+        "cat <<< 'mkfs.ext4 /dev/sda1' | sh",
+        "source /dev/stdin <<< 'rm -rf /boot'",
+        ". <(echo 'rm -rf /etc')",
+        "bash <(printf 'rm -rf /usr')",
+        "bash < <(echo 'kill -9 -1')",
+        "echo 'rm -rf /etc' | at now",
+        "batch <<< 'reboot'",
+        "echo 'rm -rf /etc' > /tmp/x.sh && bash /tmp/x.sh",
+        "printf 'rm -rf /usr' > run.sh; chmod +x run.sh; ./run.sh",
+        "echo 'rm -rf /' | tee /tmp/s >/dev/null; . /tmp/s",
+    ]);
+    assert_allowed(&[
+        "echo 'echo hello' | bash",
+        "bash <<< 'ls -la'",
+        "echo 'rm -rf ./build' > clean.sh && bash clean.sh",
+        "source <(kubectl completion bash)",
+        "eval \"$(ssh-agent -s)\"",
+        "echo 'rm -rf /' > notes.txt",
+        "bash script.sh",
+    ]);
+}
+
+#[test]
+fn shell_options_and_script_arguments_are_followed() {
+    assert_refused(&[
+        "bash -o pipefail -c 'rm -rf /etc'",
+        "bash +x -c 'rm -rf /usr'",
+        "bash -O extglob -c 'rm -rf /etc'",
+        "bash -c 'rm -rf \"$1\"' _ /etc",
+        "sh -c 'rm -rf $0' /usr",
+        "sh -c 'rm -rf \"$@\"' sh /tmp/x /etc",
+        "bash -c '\"$@\"' _ rm -rf /etc",
+        "bash -c 'shift; rm -rf \"$@\"' _ x /boot",
+        "bash -c 'for d; do rm -rf \"$d\"; done' _ /etc",
+        "D=/etc bash -c 'rm -rf $D'",
+        "env D=/usr sh -c 'rm -rf \"$D\"'",
+    ]);
+    assert_allowed(&[
+        "bash -c 'rm -rf \"$1\"' _ ./build",
+        "bash -o errexit -c 'make test'",
+        "D=./out bash -c 'rm -rf $D'",
+    ]);
+}
+
+#[test]
+fn literal_feeds_into_xargs_and_parallel_are_seen() {
+    assert_refused(&[
+        "echo /etc | xargs rm -rf",
+        "printf '/usr\\n' | xargs -I{} rm -rf {}",
+        "printf '%s\\0' /etc | xargs -0 rm -rf",
+        "xargs rm -rf <<< /boot",
+        "xargs -a <(echo /usr) rm -rf",
+        "echo -rf /etc | xargs rm",
+        "echo /dev/sda | xargs -I% dd if=/dev/zero of=%",
+        "echo -1 | xargs kill -9",
+        "ls -d /etc | sudo xargs rm -rf",
+        "parallel rm -rf ::: /etc",
+        "parallel -j0 rm -rf {} ::: /tmp/a /usr",
+        "echo /etc | parallel rm -rf",
+        "parallel ::: 'rm -rf /etc'",
+    ]);
+    assert_allowed(&[
+        "echo ./build | xargs rm -rf",
+        "printf '%s\\n' a.txt b.txt | xargs -I{} cp {} /tmp/",
+        "parallel gzip ::: a.log b.log",
+        "echo 1 2 3 | xargs -n1 echo",
+    ]);
+}
+
+#[test]
+fn brace_expansion_is_checked_member_by_member() {
+    assert_refused(&[
+        "rm -rf /{etc,usr}",
+        "rm -rf /{e,}tc",
+        "{rm,-rf,/etc}",
+        "rm -rf ~/.{ssh,gnupg}",
+        "chmod -R 000 /{etc,boot}",
+        "{kill,-9,-1}",
+        "rm -rf /{,usr/}lib",
+        "mv /etc{,.bak}",
+        "mv ~/.ssh{,.old}",
+        "rm -f /etc/{passwd,shadow}",
+    ]);
+    assert_allowed(&[
+        "rm -rf ./{build,dist}",
+        "cp config{,.bak}",
+        "mkdir -p src/{a,b}",
+        "echo {rm,-rf,/}",
+        "rm -rf '/{etc,usr}'",
+        "echo ${HOME}",
+    ]);
+}
+
+#[test]
+fn variables_with_known_values_are_expanded_like_bash() {
+    assert_refused(&[
+        "D=/etcx; rm -rf ${D%x}",
+        "D=x/etc; rm -rf ${D#x}",
+        "D=/ETC; rm -rf ${D,,}",
+        "D=/xtc; rm -rf ${D/x/e}",
+        "rm -rf ${D:-/etc}",
+        "rm -rf ${UNSET-/usr}",
+        "D=/etc/passwd; rm -rf ${D%/*}",
+        "s=/usr/lib/x; rm -rf ${s:0:8}",
+        "t=/etc; ref=t; rm -rf \"${!ref}\"",
+        "D=/etc; declare -n r=D; rm -rf \"$r\"",
+        "read D <<< /etc; rm -rf $D",
+        "read -r D < <(echo /etc); rm -rf \"$D\"",
+        "mapfile -t A <<< /etc; rm -rf \"${A[@]}\"",
+        "printf -v D '%s' /usr/bin; chmod -R 000 \"$D\"",
+        "set -- /etc; rm -rf \"$@\"",
+        "set -- rm -rf /etc; \"$@\"",
+        "for d in /tmp/x /etc; do rm -rf \"$d\"; done",
+        "for d in etc usr; do rm -rf /$d; done",
+        "a=(/tmp /etc); rm -rf \"${a[@]}\"",
+        "a=(/tmp /etc); rm -rf ${a[1]}",
+        "c='rm -rf'; $c /etc",
+        "IFS=,; x='rm,-rf,/etc'; $x",
+        "rm${IFS}-rf${IFS}/etc",
+        "D=$PWD/../../..; rm -rf $D/etc",
+        "rm -rf $'\\057usr'",
+        "$'\\162m' -rf /etc",
+        "eval D=/etc; rm -rf $D",
+    ]);
+    assert_allowed(&[
+        "rm -rf \"${BUILD_DIR:-./build}\"",
+        "D=/tmp/x; rm -rf ${D%/x}/y",
+        "for f in a b c; do rm -rf \"$f\"; done",
+        "a=(x y); rm -rf \"${a[@]}\"",
+        "set -- a b; rm -rf \"$@\"",
+        "read D <<< ./out; rm -rf \"$D\"",
+    ]);
+}
+
+#[test]
+fn functions_are_analysed_with_the_arguments_they_are_called_with() {
+    assert_refused(&[
+        "f(){ rm -rf \"$@\"; }; f /etc",
+        "f(){ rm -rf \"$1\"; }; f ~/.ssh",
+        "function wipe { rm -rf \"$@\"; }; wipe /usr/lib",
+        "f(){ \"$@\"; }; f rm -rf /etc",
+        "g(){ rm -rf $1; }; f(){ g /etc; }; f",
+        "f(){ rm -rf \"${1:-/etc}\"; }; f",
+        "f(){ mkfs.ext4 \"$1\"; }; f /dev/sda1",
+    ]);
+    assert_allowed(&[
+        "f(){ rm -rf \"$1\"; }; f ./build",
+        "clean(){ rm -rf ./dist; }; clean",
+        "f(){ f2; }; f",
+    ]);
+}
+
+#[test]
+fn substitutions_that_print_literals_are_expanded() {
+    assert_refused(&[
+        "$(echo rm) -rf /etc",
+        "rm -rf $(echo /etc)",
+        "rm -rf \"$(printf '%s' /usr/lib)\"",
+        "rm -rf `echo /boot`",
+        "$(echo rm -rf /etc)",
+        "$(which rm) -rf /etc",
+        "\"$(type -P rm)\" -rf /boot",
+        "rm -rf $(dirname /etc/passwd)",
+        "rm -rf $(realpath ../..)",
+        "bash -c \"$(echo 'rm -rf /etc')\"",
+        "kill -9 $(echo -1)",
+    ]);
+    assert_allowed(&[
+        "rm -rf $(echo ./build)",
+        "cd $(dirname ./src/main.rs)",
+        "echo $(which rm)",
+    ]);
+}
