@@ -16,10 +16,12 @@ use std::rc::Rc;
 
 use super::lexical::{brace_expand, code_substitutions, substitutions_in};
 use super::paths::basename;
-use super::scope::{Scope, ScopeExpansion, track_assignments, track_cd, track_exports};
+use super::scope::{
+    Scope, ScopeExpansion, track_assignments, track_cd, track_exports, track_links,
+};
 use super::unwrap::{
     ShellInput, Step, find_filters, find_start_paths, literal_output, parallel_feed, shell_input,
-    unwrap_step, xargs_feed,
+    unwrap_step, xargs_arg_file, xargs_feed,
 };
 use super::watchdog::{self, ANALYSIS_BUDGET, Deadline};
 use super::words::{ARRAY_SEP, Word, expand, expand_fields};
@@ -113,7 +115,24 @@ impl<'a> Collector<'a> {
         self.out.fallback = true;
         self.out.fallback_scripts.push(script.to_owned());
         for (words, redirects) in simple_commands(script) {
+            // Normalised as the parser path would: `~`, `$HOME`, known
+            // variables and `$'...'` (the split keeps their raw text).
+            let words = words
+                .into_iter()
+                .map(|word| self.normalise(word, scope))
+                .collect();
+            let redirects = redirects
+                .into_iter()
+                .map(|redirect| Redirect {
+                    target: self.normalise(redirect.target, scope),
+                    ..redirect
+                })
+                .collect();
+            let start = self.out.cmds.len();
             self.simple(words, redirects, scope, Place::default(), Vec::new());
+            for cmd in &mut self.out.cmds[start..] {
+                cmd.fallback = true;
+            }
         }
         // The token split keeps double-quoted text whole, but a `$( )` or
         // backtick inside it still runs: `echo "$(rm -rf /)"` followed by a
@@ -126,6 +145,25 @@ impl<'a> Collector<'a> {
                 let mut inner_scope = scope.clone();
                 inner_scope.depth += 1;
                 self.script(&inner, &mut inner_scope, false);
+            }
+        }
+    }
+
+    /// A word the token split left raw, expanded where that is static.
+    fn normalise(&mut self, word: Word, scope: &mut Scope) -> Word {
+        match &word.text {
+            Some(text) if text == "~" || text.starts_with("~/") => Word {
+                text: Some(format!("{}{}", self.home, &text[1..])),
+                ..word
+            },
+            Some(_) => word,
+            None => {
+                let expanded = self.expand(&word.raw, scope);
+                if expanded.text.is_some() {
+                    expanded
+                } else {
+                    word
+                }
             }
         }
     }
@@ -345,14 +383,30 @@ impl<'a> Collector<'a> {
                 self.command(&coprocess.body, scope, place, offsets, Vec::new());
                 scope.stdin_fed = stdin_fed;
             }
-            CompoundCommand::Arithmetic(_) => {}
+            CompoundCommand::Arithmetic(arithmetic) => {
+                // `( (cmd))` can read as `((...))`: what would run if it is
+                // commands is analysed too (an expression's words are inert).
+                let text = arithmetic.expr.value.trim();
+                let text = text
+                    .strip_prefix('(')
+                    .and_then(|t| t.strip_suffix(')'))
+                    .unwrap_or(text);
+                if text.contains(|c: char| c.is_ascii_alphabetic()) {
+                    let mut inner = scope.clone();
+                    inner.depth += 1;
+                    self.script(text, &mut inner, false);
+                }
+            }
         }
     }
 
     fn expand(&mut self, raw: &str, scope: &mut Scope) -> Word {
         let mut expansion = ScopeExpansion::new(self.home, scope);
         let word = expand(raw, &self.options, self.deadline, &mut expansion);
-        for script in expansion.substitutions {
+        let assignments = std::mem::take(&mut expansion.assignments);
+        let substitutions = expansion.substitutions;
+        scope.vars.extend(assignments);
+        for script in substitutions {
             let mut inner = scope.clone();
             inner.depth += 1;
             self.script(&script, &mut inner, false);
@@ -364,7 +418,10 @@ impl<'a> Collector<'a> {
     fn expand_all(&mut self, raw: &str, scope: &mut Scope) -> Vec<Word> {
         let mut expansion = ScopeExpansion::new(self.home, scope);
         let words = expand_fields(raw, &self.options, self.deadline, &mut expansion);
-        for script in expansion.substitutions {
+        let assignments = std::mem::take(&mut expansion.assignments);
+        let substitutions = expansion.substitutions;
+        scope.vars.extend(assignments);
+        for script in substitutions {
             let mut inner = scope.clone();
             inner.depth += 1;
             self.script(&script, &mut inner, false);
@@ -580,11 +637,22 @@ impl<'a> Collector<'a> {
         scope: &mut Scope,
     ) -> (String, Option<String>) {
         let name = match &assignment.name {
-            ast::AssignmentName::VariableName(name)
-            | ast::AssignmentName::ArrayElementName(name, _) => name.clone(),
+            ast::AssignmentName::VariableName(name) => name.clone(),
+            // `a[3]=x`: the element, by its index.
+            ast::AssignmentName::ArrayElementName(name, index) => format!("{name}[{index}]"),
         };
         let value = match &assignment.value {
-            ast::AssignmentValue::Scalar(word) => self.expand(&word.value, scope).text,
+            ast::AssignmentValue::Scalar(word) => {
+                let value = self.expand(&word.value, scope).text;
+                if assignment.append {
+                    // `D+=x` appends to a known value.
+                    return (
+                        name.clone(),
+                        value.and_then(|v| scope.vars.get(&name).map(|old| format!("{old}{v}"))),
+                    );
+                }
+                value
+            }
             ast::AssignmentValue::Array(items) => {
                 let mut members = Some(Vec::new());
                 for (key, word) in items {
@@ -672,13 +740,14 @@ impl<'a> Collector<'a> {
     fn simple_with(
         &mut self,
         mut words: Vec<Word>,
-        redirects: Vec<Redirect>,
+        mut redirects: Vec<Redirect>,
         scope: &mut Scope,
         place: Place,
         mut fed: Vec<Word>,
         vars: Option<std::collections::HashMap<String, String>>,
     ) {
         let mut restore = vars;
+        let mut restore_cwd: Option<Option<String>> = None;
         for _ in 0..32 {
             let Some(program) = words
                 .first()
@@ -687,6 +756,16 @@ impl<'a> Collector<'a> {
             else {
                 break;
             };
+            if let Some(body) = scope.aliases.get(&program).cloned()
+                && words.first().and_then(Word::value) == Some(program.as_str())
+            {
+                // An alias: its text replaces the name (once: `alias ls='ls -F'`).
+                scope.aliases.remove(&program);
+                let mut expanded = super::words::split_words(&body);
+                expanded.extend(words.drain(1..));
+                words = expanded;
+                continue;
+            }
             if let Some(script) = self.fed_script(&program, &words, scope) {
                 if matches!(program.as_str(), "source" | ".") {
                     self.same_shell(&script, scope);
@@ -699,6 +778,22 @@ impl<'a> Collector<'a> {
                 break;
             }
             if program == "env" {
+                // `env -C DIR cmd`: the command runs in DIR.
+                let dir = words.iter().enumerate().skip(1).find_map(|(i, w)| {
+                    let v = w.value()?;
+                    match v {
+                        "-C" | "--chdir" => words.get(i + 1)?.value().map(str::to_owned),
+                        _ => v
+                            .strip_prefix("--chdir=")
+                            .or_else(|| v.strip_prefix("-C").filter(|d| !d.is_empty()))
+                            .map(str::to_owned),
+                    }
+                });
+                if let Some(dir) = dir {
+                    let cwd = scope.absolute(&dir);
+                    restore_cwd.get_or_insert_with(|| scope.cwd.clone());
+                    scope.cwd = cwd;
+                }
                 // `env NAME=VALUE cmd`: the command sees NAME.
                 if restore.is_none() {
                     restore = Some(scope.vars.clone());
@@ -713,19 +808,9 @@ impl<'a> Collector<'a> {
                 }
             }
             if program == "xargs" {
-                let input = match words
-                    .iter()
-                    .position(|w| matches!(w.value(), Some("-a" | "--arg-file")))
-                {
-                    Some(at) => words
-                        .get(at + 1)
-                        .and_then(Word::value)
-                        .and_then(|p| scope.file(p).cloned()),
-                    None => words
-                        .iter()
-                        .find_map(|w| w.value()?.strip_prefix("--arg-file=").map(str::to_owned))
-                        .and_then(|p| scope.file(&p).cloned())
-                        .or_else(|| scope.stdin_text.clone()),
+                let input = match xargs_arg_file(&words) {
+                    Some(path) => scope.file(&path).cloned(),
+                    None => scope.stdin_text.clone(),
                 };
                 if let Some(mut commands) = input.and_then(|text| xargs_feed(&words, &text))
                     && let Some(last) = commands.pop()
@@ -807,11 +892,35 @@ impl<'a> Collector<'a> {
         if let Some(vars) = restore {
             scope.vars = vars;
         }
+        let pushed_cwd = restore_cwd.is_some().then(|| scope.cwd.clone());
+        // Paths through links made earlier lead where the links lead.
+        if !scope.links.is_empty() {
+            // Deleting or moving a link named last acts on the link.
+            let follow_last = !matches!(
+                words.first().and_then(Word::value).map(basename),
+                Some("rm" | "unlink" | "mv" | "rmdir")
+            );
+            for word in &mut words {
+                follow_links(word, scope, follow_last);
+            }
+            for redirect in &mut redirects {
+                follow_links(&mut redirect.target, scope, true);
+            }
+        }
         self.track_outputs(&words, &redirects, scope);
+        track_links(&words, scope);
         track_cd(&words, scope, self.home);
-        track_exports(&words, scope);
+        track_exports(&words, scope, self.home);
         track_builtins(&words, scope);
-        self.push(words, redirects, scope, place, fed);
+        match (restore_cwd, pushed_cwd) {
+            (Some(before), Some(inside)) => {
+                // Recorded where it runs; the rest of the script stays put.
+                scope.cwd = inside;
+                self.push(words, redirects, scope, place, fed);
+                scope.cwd = before;
+            }
+            _ => self.push(words, redirects, scope, place, fed),
+        }
     }
 
     /// Files the command writes with known contents (`echo X > f`, `tee f`).
@@ -863,6 +972,7 @@ impl<'a> Collector<'a> {
             fed_paths: fed,
             stdin_fed: scope.stdin_fed,
             stdin_text: scope.stdin_text.clone(),
+            fallback: false,
         });
     }
 }
@@ -1022,11 +1132,45 @@ fn track_builtins(words: &[Word], scope: &mut Scope) {
                 }
             }
         }
+        "let" => {
+            for arg in args.iter().flatten() {
+                if let Some((name, value)) = arg.split_once('=')
+                    && value.chars().all(|c| c.is_ascii_digit())
+                {
+                    scope.vars.insert(name.to_owned(), value.to_owned());
+                }
+            }
+        }
+        "alias" => {
+            for arg in args.iter().flatten() {
+                if let Some((name, body)) = arg.split_once('=') {
+                    scope.aliases.insert(name.to_owned(), body.to_owned());
+                }
+            }
+        }
         "unset" => {
             for arg in args.iter().flatten() {
                 scope.vars.remove(*arg);
             }
         }
         _ => {}
+    }
+}
+
+/// `word` (a path, or `KEY=PATH` as in `dd of=PATH`) through the links
+/// in `scope`. The program word stays.
+fn follow_links(word: &mut Word, scope: &Scope, follow_last: bool) {
+    let Some(value) = word.value() else { return };
+    let (key, path) = match value.split_once('=') {
+        Some((key, path)) if key.chars().all(|c| c.is_ascii_alphanumeric()) => {
+            (Some(key.to_owned()), path.to_owned())
+        }
+        _ => (None, value.to_owned()),
+    };
+    if let Some(followed) = scope.through_links_from(&path, follow_last) {
+        word.text = Some(match key {
+            Some(key) => format!("{key}={followed}"),
+            None => followed,
+        });
     }
 }

@@ -44,6 +44,8 @@ pub(crate) struct Cmd {
     pub(crate) stdin_fed: bool,
     /// The text on its standard input, when known (`echo X | cmd`, `<<<`).
     pub(crate) stdin_text: Option<String>,
+    /// Split token by token (the parser could not read its text).
+    pub(crate) fallback: bool,
 }
 
 impl Cmd {

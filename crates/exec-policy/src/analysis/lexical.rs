@@ -70,12 +70,23 @@ pub(crate) fn quoted_bytes(script: &str) -> Vec<bool> {
     let bytes = script.as_bytes();
     let mut quoted = vec![false; bytes.len()];
     let mut in_single = false;
+    // Inside `$'...'`, where a backslash escapes the next byte (`\'`).
+    let mut in_ansi = false;
     let mut index = 0;
     while index < bytes.len() {
         let byte = bytes[index];
-        if in_single {
+        if in_single || in_ansi {
+            if byte == b'\\' && in_ansi {
+                quoted[index] = true;
+                if let Some(slot) = quoted.get_mut(index + 1) {
+                    *slot = true;
+                }
+                index += 2;
+                continue;
+            }
             if byte == b'\'' {
                 in_single = false;
+                in_ansi = false;
             } else {
                 quoted[index] = true;
             }
@@ -83,6 +94,25 @@ pub(crate) fn quoted_bytes(script: &str) -> Vec<bool> {
             continue;
         }
         let next = bytes.get(index + 1).copied();
+        // A comment: a `#` starting a word runs to the end of the line,
+        // and nothing in it is an operator (`# <<X` is no here-document).
+        let word_start = index == 0
+            || matches!(
+                bytes[index - 1],
+                b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')'
+            );
+        if byte == b'#' && word_start {
+            while index < bytes.len() && bytes[index] != b'\n' {
+                quoted[index] = true;
+                index += 1;
+            }
+            continue;
+        }
+        if byte == b'$' && next == Some(b'\'') {
+            in_ansi = true;
+            index += 2;
+            continue;
+        }
         match byte {
             b'\\' => {
                 if let Some(slot) = quoted.get_mut(index + 1) {
@@ -94,8 +124,8 @@ pub(crate) fn quoted_bytes(script: &str) -> Vec<bool> {
                 in_single = true;
                 index += 1;
             }
-            b'"' | b'`' | b'#' => break,
-            b'$' if matches!(next, Some(b'\'' | b'(' | b'{')) => break,
+            b'"' | b'`' => break,
+            b'$' if matches!(next, Some(b'(' | b'{')) => break,
             b'<' if next == Some(b'<') => {
                 if bytes.get(index + 2) != Some(&b'<') {
                     break; // A here-document: its body is literal.

@@ -815,9 +815,14 @@ fn crontab_remove(cmd: &Cmd, _: &Protected) -> bool {
         .redirects
         .iter()
         .any(|r| r.kind == RedirectKind::Other && from_nothing(&r.target));
-    remove
-        || operands.iter().any(|w| from_nothing(w))
-        || (empty_stdin && operands.iter().any(|w| w.value() == Some("-")))
+    // Fed nothing (`: | crontab -`), the new crontab is empty.
+    let fed_nothing = empty_stdin
+        || cmd
+            .stdin_text
+            .as_deref()
+            .is_some_and(|t| t.trim().is_empty());
+    let reads_stdin = operands.is_empty() || operands.iter().any(|w| w.value() == Some("-"));
+    remove || operands.iter().any(|w| from_nothing(w)) || (fed_nothing && reads_stdin)
 }
 
 /// Archivers and copiers that delete what they took (`tar

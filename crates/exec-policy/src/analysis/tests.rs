@@ -1409,3 +1409,99 @@ fn substitutions_that_print_literals_are_expanded() {
         "echo $(which rm)",
     ]);
 }
+
+#[test]
+fn links_made_earlier_in_the_command_lead_where_they_point() {
+    assert_refused(&[
+        "ln -s / x && rm -rf x/",
+        "ln -s / x && rm -rf x/*",
+        "ln -sfn /usr/lib l; rm -rf l/",
+        "ln -s ~/.ssh k && rm -rf k/*",
+        "ln -s /etc e && chmod -R 000 e/",
+        "ln -s /etc e; find e/ -delete",
+        "ln -s /dev/sda disk.img && dd if=/dev/zero of=disk.img",
+        "ln -s /etc/passwd p && : > p",
+        "ln -s /dev/sda d && mkfs.ext4 d",
+        "mkdir -p m && ln -s /usr m/u && rm -rf m/u/",
+        "ln -s /home/agent h && rm -rf h/.gnupg",
+        "mount --bind / ./mnt && rm -rf ./mnt/etc",
+        "rm -rf /proc/$$/root/boot",
+    ]);
+    assert_allowed(&[
+        "ln -s /etc etclink && rm -rf etclink",
+        "ln -s /etc e && ls e/",
+        "ln -s ../shared lib && rm -rf lib/cache",
+        "ln -sf /usr/bin/python3 ./python && ./python -V",
+    ]);
+}
+
+#[test]
+fn comments_and_later_syntax_errors_do_not_hide_commands() {
+    assert_refused(&[
+        "eval $'#<<X\\nrm -rf /etc'",
+        "bash -c $'#<<EOF\\nrm -rf /etc\\nEOF'",
+        "sh -c $'#<<\\'END\\'\\nmkfs.ext4 /dev/sda1\\nEND'",
+        "bash -c $'bash -s <<EOF\\nrm -rf /etc\\nEOF'",
+        "bash -c $'cat <<X >/dev/null\\n(((\\nX\\nrm -rf /etc'",
+        "bash -c $'rm -rf ~/.gnupg\\nfi fi'",
+        "bash -c $'rm -rf $HOME/.ssh\\n)'",
+        "# ((((((((((((((\nrm -rf /etc",
+        "( ( rm -rf /usr ) )",
+        "select x in a; do rm -rf /etc; break; done <<< 1",
+        "echo $(( $(rm -rf /etc; echo 1) + 1 ))",
+    ]);
+    assert_allowed(&[
+        "# rm -rf / is what we never run\necho ok",
+        "echo hi # <<X ((((((((((((((",
+        "(( i = i + 1 ))",
+        "bash -c $'echo a\\nfi'",
+    ]);
+}
+
+#[test]
+fn working_directory_changes_by_cdpath_and_env_chdir_are_followed() {
+    assert_refused(&[
+        "CDPATH=/; cd etc && rm -rf *",
+        "CDPATH=/usr; cd lib && rm -rf ./*",
+        "env -C / rm -rf etc",
+        "env --chdir=/usr rm -rf lib",
+        "cd -P /proc/self/root && rm -rf etc",
+        "cd ~+/../.. && rm -rf agent",
+    ]);
+    assert_allowed(&[
+        "env -C ./sub rm -rf build",
+        "CDPATH=/tmp; cd work && rm -rf *",
+        "env -C / ls && rm -rf build",
+    ]);
+}
+
+#[test]
+fn aliases_defaults_lets_and_small_pipelines_have_known_values() {
+    assert_refused(&[
+        "shopt -s expand_aliases; alias del='rm -rf'; eval 'del /usr'",
+        "bash -c $'shopt -s expand_aliases\\nalias x=\"rm -rf\"\\nx /etc'",
+        ": ${D:=/etc}; rm -rf $D",
+        "declare -A m=([k]=/etc); rm -rf ${m[k]}",
+        "let n=1; a=(/tmp /usr); rm -rf ${a[n]}",
+        "a[3]=/etc; rm -rf ${a[3]}",
+        "D=/e; D+=tc; rm -rf $D",
+        "typeset D=~/.ssh; rm -rf \"$D\"",
+        "rm -rf /e$()tc",
+        "rm -rf $(echo /ETC | tr A-Z a-z)",
+        "rm -rf $(rev <<< cte/)",
+        "rm -rf $(echo L2V0Yw== | base64 -d)",
+        "$(echo cm0gLXJmIC9ldGM= | base64 -d)",
+        "rm -rf \"$(realpath ~/.ssh)\"",
+        "coreutils --coreutils-prog=rm -rf /etc",
+        "trap -- 'dd if=/dev/zero of=/dev/sda' EXIT",
+        "echo -n | crontab -",
+        ": | crontab -",
+    ]);
+    assert_allowed(&[
+        "alias ll='ls -la'; ll",
+        ": ${OUT:=./out}; rm -rf $OUT",
+        "rm -rf $(echo ./BUILD | tr A-Z a-z)",
+        "echo 'a b' | crontab -",
+        "crontab -l | grep backup",
+    ]);
+}

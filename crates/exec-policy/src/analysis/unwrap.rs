@@ -201,6 +201,11 @@ pub(crate) fn unwrap_step(program: &str, words: &[Word]) -> Step {
         | "systemd-run" | "strace" | "ltrace" | "prlimit" | "ssh-agent" | "dbus-run-session"
         | "eatmydata" => wrapper_step(program, words),
         // `trap 'CMD' SIGNAL...`: the handler runs later in this shell.
+        "trap" if words.len() >= 3 && words[1].value() == Some("--") => words
+            .get(2)
+            .and_then(Word::value)
+            .filter(|v| *v != "-")
+            .map_or(Step::Done, |v| Step::Script(v.to_owned())),
         "trap" if words.len() >= 3 => words[1]
             .value()
             .filter(|v| *v != "-")
@@ -222,6 +227,15 @@ pub(crate) fn unwrap_step(program: &str, words: &[Word]) -> Step {
         // `sg GROUP [-c] CMD`: the command is a shell string.
         "sg" => sg_step(words),
         "busybox" | "toybox" => Step::Strip(1),
+        // `coreutils --coreutils-prog=rm ...`: the multi-call binary.
+        "coreutils" => match words.get(1).and_then(Word::value) {
+            Some(v) if v.starts_with("--coreutils-prog=") => {
+                let mut inner = vec![Word::literal(&v["--coreutils-prog=".len()..])];
+                inner.extend(words[2..].iter().cloned());
+                Step::Exec(inner)
+            }
+            _ => Step::Done,
+        },
         "sh" | "bash" | "zsh" | "dash" | "ksh" | "ash" | "mksh" | "fish" | "tcsh" | "csh"
         | "rbash" | "yash" | "posh" => shell_step(words),
         "su" | "script" => {
@@ -454,6 +468,7 @@ pub(crate) fn literal_output(
             Some(printf(format, values))
         }
         "cat" if args.is_empty() || args == ["-"] => stdin.map(str::to_owned),
+        ":" | "true" | "false" => Some(String::new()),
         // `ls -d PATH...` prints the paths as given.
         "ls" if args
             .iter()
@@ -489,6 +504,19 @@ pub(crate) fn literal_output(
                 _ => return None,
             };
             Some(format!("{text}\n"))
+        }
+        // `tr A-Z a-z` and the class spelling: case conversion.
+        "tr" if args.len() == 2 => {
+            let lower = matches!(args[1], "a-z" | "[:lower:]" | "[a-z]");
+            let upper = matches!(args[1], "A-Z" | "[:upper:]" | "[A-Z]");
+            let text = stdin?;
+            if lower && matches!(args[0], "A-Z" | "[:upper:]" | "[A-Z]") {
+                Some(text.to_ascii_lowercase())
+            } else if upper && matches!(args[0], "a-z" | "[:lower:]" | "[a-z]") {
+                Some(text.to_ascii_uppercase())
+            } else {
+                None
+            }
         }
         "rev" if args.is_empty() => Some(
             stdin?
@@ -571,6 +599,32 @@ fn base64_decode(text: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// The file an `xargs` reads its items from (`-a FILE`, `--arg-file`),
+/// among its own options.
+pub(crate) fn xargs_arg_file(words: &[Word]) -> Option<String> {
+    let mut i = 1;
+    while i < words.len() {
+        let value = words[i].value()?;
+        if value == "--" || !value.starts_with('-') || value == "-" {
+            return None;
+        }
+        if value == "-a" || value == "--arg-file" {
+            return words.get(i + 1)?.value().map(str::to_owned);
+        }
+        if let Some(path) = value
+            .strip_prefix("--arg-file=")
+            .or_else(|| value.strip_prefix("-a"))
+        {
+            return Some(path.to_owned());
+        }
+        if option_takes_value("xargs", value) {
+            i += 1;
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The commands an `xargs` runs when its input is `input`: the command

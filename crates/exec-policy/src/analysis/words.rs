@@ -66,6 +66,8 @@ pub(crate) trait Expansion {
     }
     /// The home directory (`~`) as the analysis names it.
     fn home(&self) -> String;
+    /// Records `${name:=value}` assigning `value`.
+    fn assign(&mut self, _name: &str, _value: &str) {}
     /// Called with the text of each command substitution found in a word;
     /// returns what it prints, when that is known statically.
     fn substitution(&mut self, script: &str) -> Option<String>;
@@ -271,7 +273,14 @@ fn push_piece(piece: &WordPiece, quoted: bool, out: &mut Expanded, ctx: &mut Ctx
                 out.text.push_str(literal);
             }
         }
-        WordPiece::ArithmeticExpression(_) | WordPiece::TildeExpansion(_) => out.dynamic = true,
+        WordPiece::ArithmeticExpression(expr) => {
+            // Substitutions inside `$(( ))` run first.
+            for script in code_substitutions(&expr.value) {
+                ctx.env.substitution(&script);
+            }
+            out.dynamic = true;
+        }
+        WordPiece::TildeExpansion(_) => out.dynamic = true,
     }
 }
 
@@ -329,6 +338,8 @@ fn parameter_fields(
             })
         }
         Parameter::Special(SpecialParameter::ShellName) => ctx.env.variable("0").map(|v| vec![v]),
+        // The shell's own process: `/proc/$$/root` is `/proc/self/root`.
+        Parameter::Special(SpecialParameter::ProcessId) => Some(vec!["self".to_owned()]),
         Parameter::Special(_) => None,
     }?;
     if indirect {
@@ -375,7 +386,13 @@ fn parameter_expr(expr: &ParameterExpr, ctx: &mut Ctx<'_>) -> Option<Vec<String>
         } => {
             let fields = parameter_fields(parameter, *indirect, ctx);
             if missing(fields.as_ref(), test_type)? {
-                Some(vec![operand(default_value.as_deref().unwrap_or(""), ctx)?])
+                let value = operand(default_value.as_deref().unwrap_or(""), ctx)?;
+                if let (ParameterExpr::AssignDefaultValues { .. }, Parameter::Named(name)) =
+                    (expr, parameter)
+                {
+                    ctx.env.assign(name, &value);
+                }
+                Some(vec![value])
             } else {
                 fields
             }
