@@ -47,6 +47,10 @@ pub(crate) struct Collected {
     pub(crate) fallback: bool,
     /// Scripts that fell back, kept for the raw-pattern checks.
     pub(crate) fallback_scripts: Vec<String>,
+    /// A process multiplier that is no function: a loop with no bound
+    /// starting a background job each time round, or `xargs -P0` fed by
+    /// a producer that never ends; as text for the denial.
+    pub(crate) spawner: Option<String>,
 }
 
 /// Collects the simple commands of one command line (see [`Collector::collect`]).
@@ -61,6 +65,9 @@ pub(crate) struct Collector<'a> {
     fed_text: Option<String>,
     /// Process substitutions numbered so far (`/dev/fd/63`, ...).
     process_substitutions: usize,
+    /// The pipeline stage being walked reads a producer that never ends
+    /// (`yes |`, `seq inf |`, `while :; do echo; done |`).
+    endless_input: bool,
 }
 
 /// Where a simple command sits.
@@ -79,6 +86,7 @@ impl<'a> Collector<'a> {
             out: Collected::default(),
             fed_text: None,
             process_substitutions: 0,
+            endless_input: false,
         }
     }
 
@@ -146,6 +154,19 @@ impl<'a> Collector<'a> {
                 inner_scope.depth += 1;
                 self.script(&inner, &mut inner_scope, false);
             }
+        }
+    }
+
+    /// Whether the loop body pushed since `start` starts a background job
+    /// each time round with nothing to end the loop: a process multiplier.
+    fn check_spawning_loop(&mut self, start: usize, place: Place, text: &str) {
+        let body = &self.out.cmds[start..];
+        let spawns = body.iter().any(|cmd| cmd.background && !place.background);
+        let ends = body
+            .iter()
+            .any(|cmd| matches!(cmd.program(), Some("break" | "exit" | "return" | "wait")));
+        if spawns && !ends && self.out.spawner.is_none() {
+            self.out.spawner = Some(text.to_owned());
         }
     }
 
@@ -241,6 +262,7 @@ impl<'a> Collector<'a> {
         };
         let mut fed: Vec<Word> = Vec::new();
         let mut piped: Option<String> = None;
+        let mut endless_before = false;
         for (index, command) in pipeline.seq.iter().enumerate() {
             let start = self.out.cmds.len();
             if index == 0 {
@@ -250,7 +272,9 @@ impl<'a> Collector<'a> {
                 // Reads the pipe from the command before it.
                 let stdin_fed = std::mem::replace(&mut scope.stdin_fed, true);
                 let stdin_text = std::mem::replace(&mut scope.stdin_text, piped.take());
+                self.endless_input = endless_before;
                 self.command(command, scope, place, offsets, std::mem::take(&mut fed));
+                self.endless_input = false;
                 scope.stdin_fed = stdin_fed;
                 scope.stdin_text = stdin_text;
             }
@@ -258,6 +282,18 @@ impl<'a> Collector<'a> {
             if index + 1 < pipeline.seq.len() {
                 piped = self.output_since(start);
             }
+            let endless = self.out.cmds.get(start..).is_some_and(|cmds| {
+                cmds.iter().any(|cmd| {
+                    let args: Vec<&str> = cmd.words.iter().skip(1).filter_map(Word::value).collect();
+                    match cmd.program() {
+                        Some("yes") => true,
+                        Some("seq") => args.iter().any(|a| a.starts_with("inf")),
+                        _ => false,
+                    }
+                }) || matches!(command, Command::Compound(CompoundCommand::WhileClause(clause), _)
+                    if clause.0.0.len() == 1 && cmds.first().is_some_and(|c| matches!(c.program(), Some(":" | "true"))))
+            });
+            endless_before = endless;
             // `find PATHS | xargs CMD`: CMD works on what find lists.
             if let Some(cmd) = self.out.cmds.get(start)
                 && cmd.program() == Some("find")
@@ -291,6 +327,10 @@ impl<'a> Collector<'a> {
             Command::Function(function) => {
                 let mut inner = scope.clone();
                 inner.function = Some(function.fname.value.clone());
+                // `$FUNCNAME` in the body is the function's name.
+                inner
+                    .vars
+                    .insert("FUNCNAME".to_owned(), function.fname.value.clone());
                 self.compound(&function.body.0, &mut inner, Place::default(), offsets);
                 scope
                     .functions
@@ -349,7 +389,15 @@ impl<'a> Collector<'a> {
                 }
             }
             CompoundCommand::ArithmeticForClause(clause) => {
+                let start = self.out.cmds.len();
                 self.list(&clause.body.list, scope, place, offsets);
+                let endless = clause
+                    .condition
+                    .as_ref()
+                    .is_none_or(|c| c.value.trim().is_empty() || c.value.trim() == "1");
+                if endless {
+                    self.check_spawning_loop(start, place, "for ((;;)) ... & done");
+                }
             }
             CompoundCommand::CaseClause(clause) => {
                 self.expand(&clause.value.value, scope);
@@ -370,8 +418,24 @@ impl<'a> Collector<'a> {
                 }
             }
             CompoundCommand::WhileClause(clause) | CompoundCommand::UntilClause(clause) => {
+                let until = matches!(compound, CompoundCommand::UntilClause(_));
+                let start = self.out.cmds.len();
                 self.list(&clause.0, scope, place, offsets);
+                // A condition that always holds: `:`, `true`, `sleep N`
+                // (`false` for until).
+                let endless = self.out.cmds[start..].iter().all(|cmd| {
+                    let program = cmd.program();
+                    if until {
+                        program == Some("false")
+                    } else {
+                        matches!(program, Some(":" | "true" | "sleep"))
+                    }
+                }) && self.out.cmds.len() > start;
+                let body = self.out.cmds.len();
                 self.list(&clause.1.list, scope, place, offsets);
+                if endless {
+                    self.check_spawning_loop(body, place, "while :; do ... & done");
+                }
             }
             CompoundCommand::Coprocess(coprocess) => {
                 let place = Place {
@@ -769,12 +833,32 @@ impl<'a> Collector<'a> {
             if let Some(script) = self.fed_script(&program, &words, scope) {
                 if matches!(program.as_str(), "source" | ".") {
                     self.same_shell(&script, scope);
-                } else {
-                    let mut inner = scope.clone();
-                    inner.depth += 1;
-                    inner.stdin_text = None;
-                    self.script(&script, &mut inner, false);
+                    break;
                 }
+                let file = script_file(&program, &words, scope);
+                if let Some(path) = &file
+                    && scope.calling.contains(path)
+                {
+                    // The script runs itself: counted like a function
+                    // calling itself (two at once is a fork bomb).
+                    self.push(
+                        vec![Word::literal(path)],
+                        Vec::new(),
+                        scope,
+                        place,
+                        Vec::new(),
+                    );
+                    return;
+                }
+                let mut inner = scope.clone();
+                inner.depth += 1;
+                inner.stdin_text = None;
+                if let Some(path) = file {
+                    inner.vars.insert("0".to_owned(), path.clone());
+                    inner.function = Some(path.clone());
+                    inner.calling.push(path);
+                }
+                self.script(&script, &mut inner, false);
                 break;
             }
             if program == "env" {
@@ -808,6 +892,12 @@ impl<'a> Collector<'a> {
                 }
             }
             if program == "xargs" {
+                if std::mem::take(&mut self.endless_input)
+                    && unlimited_parallelism(&words)
+                    && self.out.spawner.is_none()
+                {
+                    self.out.spawner = Some("an endless producer | xargs -P0".to_owned());
+                }
                 let input = match xargs_arg_file(&words) {
                     Some(path) => scope.file(&path).cloned(),
                     None => scope.stdin_text.clone(),
@@ -1173,4 +1263,30 @@ fn follow_links(word: &mut Word, scope: &Scope, follow_last: bool) {
             None => followed,
         });
     }
+}
+
+/// The script file a shell or a direct execution runs, as an absolute path.
+fn script_file(program: &str, words: &[Word], scope: &Scope) -> Option<String> {
+    let path = if SHELLS.contains(&program) {
+        match shell_input(words)? {
+            ShellInput::File(word) => word.value()?.to_owned(),
+            _ => return None,
+        }
+    } else {
+        words.first()?.value()?.to_owned()
+    };
+    path.contains('/')
+        .then_some(())
+        .or_else(|| SHELLS.contains(&program).then_some(()))?;
+    scope.absolute(&path)
+}
+
+/// `xargs -P 0` (or `-P0`, `--max-procs=0`): as many processes at once
+/// as there are items.
+fn unlimited_parallelism(words: &[Word]) -> bool {
+    words.windows(2).any(|pair| {
+        matches!(pair[0].value(), Some("-P" | "--max-procs")) && pair[1].value() == Some("0")
+    }) || words
+        .iter()
+        .any(|w| matches!(w.value(), Some("-P0" | "--max-procs=0")))
 }

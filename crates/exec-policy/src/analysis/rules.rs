@@ -1058,9 +1058,89 @@ fn overwrite_device(cmd: &Cmd, protected: &Protected) -> bool {
     }
 }
 
+/// An interpreter's inline code that forks in a loop with no bound
+/// (`perl -e 'fork while 1'`, `python3 -c 'while True: os.fork()'`).
+pub(crate) fn interpreter_fork_loop(cmd: &Cmd) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    let interpreter = program.starts_with("python")
+        || program.starts_with("perl")
+        || program.starts_with("ruby")
+        || matches!(program, "node" | "nodejs" | "php");
+    if !interpreter {
+        return false;
+    }
+    cmd.words.windows(2).any(|pair| {
+        matches!(pair[0].value(), Some("-e" | "-E" | "-c" | "-r"))
+            && pair[1].value().is_some_and(|code| {
+                let code = code.replace(' ', "");
+                code.contains("fork")
+                    && [
+                        "while1",
+                        "while(1)",
+                        "whileTrue",
+                        "loop{",
+                        "loopdo",
+                        "iter(int,1)",
+                        "for(;;)",
+                        "while(true)",
+                    ]
+                    .iter()
+                    .any(|endless| code.contains(endless))
+            })
+    })
+}
+
 /// Names of functions that run themselves at least twice, one of those
-/// through a pipe or in the background.
+/// through a pipe or in the background, directly or through other
+/// functions (`a(){ b & b; }; b(){ a & a; }`).
 pub(crate) fn fork_bombs(cmds: &[Cmd]) -> Option<&Cmd> {
+    let mut edges: std::collections::HashMap<&str, Vec<(&str, bool, &Cmd)>> =
+        std::collections::HashMap::new();
+    for cmd in cmds {
+        if let (Some(function), Some(program)) = (
+            cmd.function.as_deref(),
+            cmd.words.first().and_then(Word::value),
+        ) {
+            edges.entry(function).or_default().push((
+                program,
+                cmd.in_pipeline || cmd.background,
+                cmd,
+            ));
+        }
+    }
+    // Which functions each function reaches through calls.
+    let reaches = |from: &str, to: &str| {
+        let mut seen = vec![from];
+        let mut stack = vec![from];
+        while let Some(at) = stack.pop() {
+            for (callee, _, _) in edges.get(at).map(Vec::as_slice).unwrap_or_default() {
+                if *callee == to {
+                    return true;
+                }
+                if !seen.contains(callee) && edges.contains_key(callee) {
+                    seen.push(callee);
+                    stack.push(callee);
+                }
+            }
+        }
+        false
+    };
+    for (function, calls) in &edges {
+        let back: Vec<&(&str, bool, &Cmd)> = calls
+            .iter()
+            .filter(|(callee, _, _)| callee == function || reaches(callee, function))
+            .collect();
+        if back.len() >= 2 && back.iter().any(|(_, multiplied, _)| *multiplied) {
+            return back.first().map(|(_, _, cmd)| *cmd);
+        }
+    }
+    fork_bombs_direct(cmds)
+}
+
+/// The direct form of [`fork_bombs`]: a function calling itself.
+fn fork_bombs_direct(cmds: &[Cmd]) -> Option<&Cmd> {
     let mut counts: std::collections::HashMap<&str, (usize, bool, &Cmd)> =
         std::collections::HashMap::new();
     for cmd in cmds {

@@ -1505,3 +1505,46 @@ fn aliases_defaults_lets_and_small_pipelines_have_known_values() {
         "crontab -l | grep backup",
     ]);
 }
+
+#[test]
+fn fork_bombs_of_every_shape_are_refused() {
+    for command in [
+        "x(){ \"$FUNCNAME\"|\"$FUNCNAME\"& };x",
+        "y(){ $FUNCNAME | $FUNCNAME & }; y",
+        "z(){ ${FUNCNAME[0]}|${FUNCNAME[0]}& };z",
+        "a(){ b & b; }; b(){ a & a; }; a",
+        "ping(){ pong|pong& }; pong(){ ping|ping& }; ping",
+        "while :; do sleep 1000 & done",
+        "while true; do (sleep 999 &); done",
+        "until false; do sleep 1000 & done",
+        "for ((;;)); do yes > /dev/null & done",
+        "while sleep 0; do sleep 600 & done",
+        "yes 100 | xargs -P0 -n1 sleep",
+        "seq inf | xargs -P 0 -I{} sleep 1000",
+        "while :; do echo 600; done | xargs --max-procs=0 -n1 sleep",
+        "printf 'bash $0 & bash $0\\n' > /tmp/b.sh && bash /tmp/b.sh",
+        "echo '$0 & $0' > /tmp/fb.sh; chmod +x /tmp/fb.sh; /tmp/fb.sh",
+        "perl -e 'fork while 1'",
+        "python3 -c $'import os\\nwhile True: os.fork()'",
+        "ruby -e 'loop { fork }'",
+    ] {
+        assert_eq!(
+            check_in(command, Some("/home/agent/project"), &[]).as_deref(),
+            Some("fork-bomb"),
+            "{command}"
+        );
+    }
+    assert_allowed(&[
+        "seq 100 | xargs -P0 -n1 echo",
+        "while read -r f; do gzip \"$f\" & done < files.txt; wait",
+        "while :; do sleep 5; date; done &",
+        "while true; do git pull --ff-only; sleep 300; done &",
+        "until curl -sf http://localhost:3000/health; do sleep 1; done",
+        "while :; do make & wait; done",
+        "for ((i=0;i<4;i++)); do sleep 1 & done; wait",
+        "x(){ [ \"$1\" -gt 0 ] && x $(( $1 - 1 )); }; x 3",
+        "a(){ b; }; b(){ echo hi; }; a",
+        "perl -e 'print fork'",
+        "echo 'bash $0' > run.sh && bash run.sh",
+    ]);
+}
