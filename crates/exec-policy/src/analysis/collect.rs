@@ -501,10 +501,10 @@ impl<'a> Collector<'a> {
         scope: &mut Scope,
         offsets: Option<&[usize]>,
     ) -> Vec<Word> {
-        let alternatives = brace_expand(&word.value);
-        if alternatives.len() == 1 && !word.value.contains('$') && !word.value.contains('`') {
+        if !word.value.contains(['{', '$', '`']) {
             return vec![self.expand_located(word, scope, offsets)];
         }
+        let alternatives = brace_expand(&word.value);
         let mut out = Vec::new();
         for raw in alternatives {
             out.extend(self.expand_all(&raw, scope));
@@ -923,19 +923,22 @@ impl<'a> Collector<'a> {
                 }
                 break;
             }
-            if let Some(body) = scope.functions.get(&program).cloned()
+            // A call: the body runs with these arguments. With an argument
+            // unknown the definition's walk (parameters unknown) said it all.
+            let positional = words[1..]
+                .iter()
+                .map(|w| w.text.clone())
+                .collect::<Option<Vec<_>>>();
+            if positional.is_some()
                 && scope.depth < MAX_DEPTH
                 && !scope.calling.contains(&program)
+                && let Some(body) = scope.functions.get(&program).cloned()
             {
-                // A call: the body runs with these arguments.
                 let mut inner = scope.clone();
                 inner.depth += 1;
                 inner.function = None;
                 inner.calling.push(program.clone());
-                inner.positional = words[1..]
-                    .iter()
-                    .map(|w| w.text.clone())
-                    .collect::<Option<Vec<_>>>();
+                inner.positional = positional;
                 self.compound(&body.0, &mut inner, place, None);
             }
             match unwrap_step(&program, &words) {
@@ -1015,6 +1018,10 @@ impl<'a> Collector<'a> {
 
     /// Files the command writes with known contents (`echo X > f`, `tee f`).
     fn track_outputs(&self, words: &[Word], redirects: &[Redirect], scope: &mut Scope) {
+        let tee = words.first().and_then(Word::value).map(basename) == Some("tee");
+        if !tee && !redirects.iter().any(|r| r.kind == RedirectKind::Write) {
+            return;
+        }
         let output = literal_output(words, scope.stdin_text.as_deref(), scope.cwd.as_deref());
         let mut written: Vec<(String, Option<String>)> = Vec::new();
         for redirect in redirects {

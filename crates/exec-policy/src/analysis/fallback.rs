@@ -60,6 +60,24 @@ fn split_segments(text: &str) -> Vec<String> {
                 chars.next();
                 segments.push(std::mem::take(&mut current));
             }
+            // `${NAME...}` is one word's part, not a group.
+            (Some('"') | None, '$') if chars.peek() == Some(&'{') => {
+                current.push(c);
+                let mut depth = 0usize;
+                for inner in chars.by_ref() {
+                    current.push(inner);
+                    match inner {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
             (_, c) => current.push(c),
         }
     }

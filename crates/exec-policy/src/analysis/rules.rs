@@ -25,7 +25,22 @@ pub struct Rule {
 /// Built-in rules whose finding is `ask`, not `deny`: danger that cannot be
 /// settled before the command runs. They apply only where no deny rule
 /// (of [`RULES`], [`FORK_BOMB`], the seed or policy patterns) does.
-pub static ASK_RULES: &[Rule] = &[];
+pub static ASK_RULES: &[Rule] = &[Rule {
+    id: "uncertain-target",
+    reason: "the command could not be parsed and a destructive program's target is unknown",
+    blocks: &[
+        "rm -rf $T; echo 'unterminated",
+        "chmod -R 000 \"$(cat dirs)\"; echo \"unterminated",
+        "mkfs.ext4 $DEV; echo 'unterminated",
+        "dd if=/dev/zero of=$DISK; (((((((((((((((",
+    ],
+    allows: &[
+        "rm -rf ./build; echo 'unterminated",
+        "rm -f $T; echo 'unterminated",
+        "ls $T; echo 'unterminated",
+    ],
+    check: uncertain_target,
+}];
 
 /// Every built-in rule except the fork-bomb rule, which looks at functions
 /// rather than single commands (see [`FORK_BOMB`]).
@@ -414,6 +429,40 @@ pub static FORK_BOMB: Rule = Rule {
     check: |_, _| false,
 };
 
+/// In text the token fallback split (`cmd.fallback`), a destructive
+/// program whose target is known only at run time: it may be protected,
+/// and nothing more can be told, so a person decides.
+fn uncertain_target(cmd: &Cmd, _: &Protected) -> bool {
+    if !cmd.fallback {
+        return false;
+    }
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    if asks_help(cmd) {
+        return false;
+    }
+    let (flags, operands) = split_args(&cmd.words);
+    let unknown = |w: &&Word| w.value().is_none();
+    match program {
+        "rm" => {
+            (has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3))
+                && operands.iter().any(unknown)
+        }
+        "chmod" | "chown" | "chgrp" => {
+            (has_short(&flags, &['R']) || has_recursive(&flags, 5))
+                && operands.iter().skip(1).any(unknown)
+        }
+        "mv" | "shred" | "wipefs" | "blkdiscard" | "find" => operands.iter().any(unknown),
+        "dd" => cmd
+            .words
+            .iter()
+            .any(|w| w.value().is_none() && w.raw.starts_with("of=")),
+        p if is_mkfs(p) => operands.iter().any(unknown),
+        _ => false,
+    }
+}
+
 /// Splits arguments into flags and operands (everything after `--` is an operand).
 fn split_args(words: &[Word]) -> (Vec<&str>, Vec<&Word>) {
     let mut flags = Vec::new();
@@ -604,7 +653,7 @@ fn make_filesystem(cmd: &Cmd, _: &Protected) -> bool {
 }
 
 fn wipe(cmd: &Cmd, protected: &Protected) -> bool {
-    if asks_help(cmd) {
+    if !matches!(cmd.program(), Some("wipefs" | "shred")) || asks_help(cmd) {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
@@ -629,13 +678,40 @@ fn wipe(cmd: &Cmd, protected: &Protected) -> bool {
     }
 }
 
+/// The programs [`disk_tool`] knows.
+const DISK_TOOLS: &[&str] = &[
+    "blkdiscard",
+    "sg_format",
+    "dcfldd",
+    "ddrescue",
+    "badblocks",
+    "sgdisk",
+    "gdisk",
+    "cgdisk",
+    "sfdisk",
+    "fdisk",
+    "cfdisk",
+    "parted",
+    "pvremove",
+    "pvcreate",
+    "lvremove",
+    "vgremove",
+    "vgcreate",
+    "lvreduce",
+    "cryptsetup",
+    "mdadm",
+    "nvme",
+    "zpool",
+    "hdparm",
+];
+
 /// Whether `cmd` partitions, discards, erases or re-labels a disk: the
 /// partition, volume, encryption and RAID tools in their writing modes.
 fn disk_tool(cmd: &Cmd, _: &Protected) -> bool {
     let Some(program) = cmd.program() else {
         return false;
     };
-    if asks_help(cmd) {
+    if !DISK_TOOLS.contains(&program) || asks_help(cmd) {
         return false;
     }
     let words: Vec<&str> = cmd.words.iter().skip(1).filter_map(Word::value).collect();
@@ -723,7 +799,23 @@ fn vital_file(cmd: &Cmd, _: &Protected) -> bool {
     let Some(program) = cmd.program() else {
         return false;
     };
-    if asks_help(cmd) {
+    let known = matches!(
+        program,
+        "rm" | "unlink"
+            | "truncate"
+            | "sponge"
+            | "shred"
+            | "sed"
+            | "perl"
+            | "awk"
+            | "gawk"
+            | "ln"
+            | "mv"
+            | "rsync"
+            | "cp"
+            | "install"
+    );
+    if !known || asks_help(cmd) {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
@@ -832,7 +924,11 @@ fn side_effect_delete(cmd: &Cmd, protected: &Protected) -> bool {
     let Some(program) = cmd.program() else {
         return false;
     };
-    if asks_help(cmd) {
+    let known = matches!(
+        program,
+        "tar" | "bsdtar" | "gtar" | "zip" | "7z" | "7za" | "7zz" | "rsync" | "git"
+    );
+    if !known || asks_help(cmd) {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
@@ -966,6 +1062,12 @@ fn remove_essential(cmd: &Cmd, _: &Protected) -> bool {
     let Some(program) = cmd.program() else {
         return false;
     };
+    if !matches!(
+        program,
+        "dpkg" | "apt" | "apt-get" | "aptitude" | "rpm" | "yum" | "dnf"
+    ) {
+        return false;
+    }
     let words: Vec<&str> = cmd.words.iter().skip(1).filter_map(Word::value).collect();
     let essential = words.iter().any(|w| {
         let name = w.split([':', '=']).next().unwrap_or(w);

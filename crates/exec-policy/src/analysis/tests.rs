@@ -1548,3 +1548,31 @@ fn fork_bombs_of_every_shape_are_refused() {
         "echo 'bash $0' > run.sh && bash run.sh",
     ]);
 }
+
+#[test]
+fn when_the_fallback_cannot_tell_a_destructive_target_it_asks() {
+    for command in [
+        "rm -rf \"$TARGET\"; echo 'unterminated",
+        "rm -r -f ${LIST}/; echo \"unterminated",
+        "chown -R nobody $D\n(((((((((((((((",
+        "shred -u $KEY; echo 'x",
+    ] {
+        let decision = check(command);
+        let Decision::Ask(denial) = &decision else {
+            panic!("{command}: {decision:?}");
+        };
+        assert_eq!(denial.rule_id, "uncertain-target", "{command}");
+        assert!(denial.fallback, "{command}");
+        let message = denial.ask_message();
+        assert!(
+            message.contains("blocked") && message.contains("approval"),
+            "{message}"
+        );
+    }
+    // What the fallback can tell is decided as usual.
+    assert!(matches!(
+        check("rm -rf ~; echo 'unterminated"),
+        Decision::Deny(_)
+    ));
+    assert!(check("rm -rf ./build; echo 'unterminated").is_allowed());
+}
