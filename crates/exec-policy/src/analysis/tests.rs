@@ -1576,3 +1576,84 @@ fn when_the_fallback_cannot_tell_a_destructive_target_it_asks() {
     ));
     assert!(check("rm -rf ./build; echo 'unterminated").is_allowed());
 }
+
+/// Wrappers × spellings × targets × the ways a target reaches the
+/// program (directly, a variable, a positional parameter, stdin, xargs,
+/// a function, a loop, braces): protected targets are refused in every
+/// combination, project and /tmp targets run in every combination.
+mod variants {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SPELLINGS: &[&str] = &[
+        "rm -rf",
+        "rm -r -f",
+        "rm --recursive --force",
+        "rm -fR --",
+        "/bin/rm --rec -f",
+        "chmod -R 000",
+        "chown --recursive nobody",
+    ];
+    const PROTECTED: &[&str] = &[
+        "/etc",
+        "/usr/lib",
+        "~/.ssh",
+        "/boot",
+        "/var/lib/dpkg",
+        "/home",
+    ];
+    const HARMLESS: &[&str] = &["./build", "/tmp/cache", "dist", "target/debug"];
+    const WRAPPERS: &[&str] = &[
+        "",
+        "sudo ",
+        "sudo -u root ",
+        "env A=1 ",
+        "nice -n 5 ",
+        "timeout 5 ",
+        "nohup ",
+    ];
+
+    /// The command running `spelling` on `target` in form `form`.
+    fn form(form: usize, wrapper: &str, spelling: &str, target: &str) -> String {
+        match form {
+            0 => format!("{wrapper}{spelling} {target}"),
+            1 => format!("T={target}; {wrapper}{spelling} \"$T\""),
+            2 => format!("{wrapper}bash -c '{spelling} \"$1\"' _ {target}"),
+            3 => format!("echo '{spelling} {target}' | {wrapper}bash"),
+            4 => format!("echo {target} | {wrapper}xargs {spelling}"),
+            5 => format!("f(){{ {spelling} \"$@\"; }}; f {target}"),
+            6 => format!("for t in /tmp/x {target}; do {wrapper}{spelling} \"$t\"; done"),
+            7 => format!("{wrapper}{spelling} {{/tmp/y,{target}}}"),
+            8 => format!("{wrapper}bash <<< '{spelling} {target}'"),
+            _ => format!("set -- {target}; {wrapper}{spelling} \"$@\""),
+        }
+    }
+
+    fn decision(command: &str) -> Option<String> {
+        check_in(command, Some("/home/agent/project"), &[])
+    }
+
+    proptest! {
+        #[test]
+        fn protected_targets_are_refused_in_every_form(
+            f in 0usize..10,
+            wrapper in prop::sample::select(WRAPPERS),
+            spelling in prop::sample::select(SPELLINGS),
+            target in prop::sample::select(PROTECTED),
+        ) {
+            let command = form(f, wrapper, spelling, target);
+            prop_assert!(decision(&command).is_some(), "allowed: {}", command);
+        }
+
+        #[test]
+        fn project_targets_run_in_every_form(
+            f in 0usize..10,
+            wrapper in prop::sample::select(WRAPPERS),
+            spelling in prop::sample::select(SPELLINGS),
+            target in prop::sample::select(HARMLESS),
+        ) {
+            let command = form(f, wrapper, spelling, target);
+            prop_assert_eq!(decision(&command), None, "{}", command);
+        }
+    }
+}
