@@ -20,8 +20,8 @@ use super::scope::{
     Scope, ScopeExpansion, track_assignments, track_cd, track_exports, track_links,
 };
 use super::unwrap::{
-    ShellInput, Step, find_filters, find_start_paths, literal_output, parallel_feed, shell_input,
-    unwrap_step, xargs_arg_file, xargs_feed,
+    ShellInput, Step, embedded_commands, find_filters, find_start_paths, literal_output,
+    parallel_feed, shell_input, unwrap_step, xargs_arg_file, xargs_feed,
 };
 use super::watchdog::{self, ANALYSIS_BUDGET, Deadline};
 use super::words::{ARRAY_SEP, Word, expand, expand_fields};
@@ -979,8 +979,28 @@ impl<'a> Collector<'a> {
                         self.push(words.clone(), Vec::new(), scope, place, Vec::new());
                     }
                     words = inner_words;
+                    // `{}` stands for the one path a whole-tree find starts at
+                    // (`find /etc -maxdepth 0 -exec sh -c '...$1' _ {} \;`).
+                    if let [path] = fed.as_slice()
+                        && let Some(path) = path.value().map(str::to_owned)
+                    {
+                        for word in &mut words {
+                            if word.value() == Some("{}") {
+                                *word = Word::literal(&path);
+                            }
+                        }
+                    }
                 }
             }
+        }
+        // Shell text inside another language's code, and what an
+        // interpreter's one-liner deletes (`os.system("...")`,
+        // `shutil.rmtree("/etc")`, `git -c alias.x='!...'`).
+        for embedded in embedded_commands(&words, scope.stdin_text.as_deref()) {
+            let mut inner = scope.clone();
+            inner.depth += 1;
+            inner.stdin_text = None;
+            self.script(&embedded, &mut inner, false);
         }
         if let Some(vars) = restore {
             scope.vars = vars;

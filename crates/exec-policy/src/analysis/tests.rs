@@ -1657,3 +1657,34 @@ mod variants {
         }
     }
 }
+
+#[test]
+fn literal_shell_text_inside_other_languages_is_analysed() {
+    assert_refused(&[
+        "python3 -c 'import shutil; shutil.rmtree(\"/etc\")'",
+        "python3 -c 'import os; os.system(\"rm -rf /etc\")'",
+        "perl -MFile::Path -e 'rmtree(\"/etc\")'",
+        "perl -e 'system \"rm -rf /usr\"'",
+        "node -e 'require(\"fs\").rmSync(\"/etc\",{recursive:true,force:true})'",
+        "ruby -e 'require \"fileutils\"; FileUtils.rm_rf(\"/etc\")'",
+        "awk 'BEGIN{system(\"rm -rf /etc\")}'",
+        "sed -n '1e rm -rf /etc' /etc/hostname",
+        "find /etc -maxdepth 0 -exec sh -c 'rm -rf \"$1\"' _ {} \\;",
+        "git -c alias.x='!rm -rf /etc' x",
+        "tar -cf /dev/null /dev/null --checkpoint=1 --checkpoint-action=exec='rm -rf /etc'",
+        "make -f /dev/stdin <<< $'x:\\n\\trm -rf /etc'",
+        "gdb -q -batch -ex run --args rm -rf /etc",
+        "vim -es -c '!rm -rf /etc' -c q",
+    ]);
+    assert_allowed(&[
+        "python3 -c 'import shutil; shutil.rmtree(\"./build\")'",
+        "python3 -c 'print(\"rm -rf /\")'",
+        "python3 -c 'import os; os.system(\"ls /etc\")'",
+        "node -e 'console.log(\"rmSync(/etc)\")'",
+        "awk '{print $1}' data.txt",
+        "sed -e 's/e rm/x/' notes.txt",
+        "git -c alias.st=status st",
+        "vim -c 'set number' file.txt",
+        "gdb --args ./app --verbose",
+    ]);
+}

@@ -933,3 +933,170 @@ fn selects(words: &[Word]) -> bool {
         named || dated || test == "-empty"
     }) || words.last().and_then(Word::value) == Some("-empty")
 }
+
+/// Shell commands another program's own language runs, when they are
+/// literal: `system("...")` and friends in an interpreter's one-liner or
+/// an awk program, `rmtree`/`rm_rf`/`rmSync` of a literal path (as `rm
+/// -rf PATH`), GNU sed's `e` command, a git `!` alias, tar's checkpoint
+/// action, vim's `-c '!...'`, gdb's `--args`, and the recipes of a
+/// Makefile read from standard input. Interpreter code stays out of reach
+/// otherwise (docs/policy.md).
+pub(crate) fn embedded_commands(words: &[Word], stdin: Option<&str>) -> Vec<String> {
+    let Some(program) = words
+        .first()
+        .and_then(Word::value)
+        .map(super::paths::basename)
+    else {
+        return Vec::new();
+    };
+    let values: Vec<&str> = words.iter().skip(1).filter_map(Word::value).collect();
+    let after = |flags: &[&str]| -> Vec<&str> {
+        values
+            .windows(2)
+            .filter(|pair| flags.contains(&pair[0]))
+            .map(|pair| pair[1])
+            .collect()
+    };
+    let mut out = Vec::new();
+    let interpreter = program.starts_with("python")
+        || program.starts_with("perl")
+        || program.starts_with("ruby")
+        || matches!(program, "node" | "nodejs" | "php" | "deno" | "bun");
+    if interpreter {
+        for code in after(&["-c", "-e", "-E", "-r"]) {
+            code_commands(code, &mut out);
+        }
+    }
+    match program {
+        "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => {
+            if let Some(code) = values.iter().find(|v| !v.starts_with('-')) {
+                code_commands(code, &mut out);
+            }
+        }
+        "sed" => {
+            for script in values
+                .iter()
+                .filter(|v| !v.starts_with('-'))
+                .take(1)
+                .chain(after(&["-e", "--expression"]).iter())
+            {
+                for line in script.split([';', '\n']) {
+                    let line = line.trim_start_matches(|c: char| {
+                        c.is_ascii_digit() || c == '$' || c == ',' || c.is_whitespace()
+                    });
+                    if let Some(command) = line.strip_prefix("e ") {
+                        out.push(command.to_owned());
+                    }
+                }
+            }
+        }
+        "git" => {
+            for config in after(&["-c"]) {
+                if let Some((key, value)) = config.split_once('=')
+                    && key.starts_with("alias.")
+                    && let Some(command) = value.strip_prefix('!')
+                {
+                    out.push(command.to_owned());
+                }
+            }
+        }
+        "tar" | "gtar" => {
+            for value in &values {
+                for prefix in [
+                    "--checkpoint-action=exec=",
+                    "--to-command=",
+                    "--info-script=",
+                    "--new-volume-script=",
+                ] {
+                    if let Some(command) = value.strip_prefix(prefix) {
+                        out.push(command.to_owned());
+                    }
+                }
+            }
+        }
+        "vim" | "vi" | "nvim" | "ex" | "view" => {
+            for command in after(&["-c", "--cmd"]) {
+                if let Some(shell) = command.strip_prefix('!') {
+                    out.push(shell.to_owned());
+                }
+            }
+        }
+        "gdb" => {
+            if let Some(at) = values.iter().position(|v| *v == "--args") {
+                out.push(values[at + 1..].join(" "));
+            }
+        }
+        "make" | "gmake" => {
+            let from_stdin = after(&["-f", "--file", "--makefile"])
+                .iter()
+                .any(|f| matches!(*f, "-" | "/dev/stdin"));
+            if from_stdin && let Some(text) = stdin {
+                for line in text.lines() {
+                    if let Some(recipe) = line.strip_prefix('\t') {
+                        out.push(recipe.trim_start_matches(['@', '-', '+']).to_owned());
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The shell commands and deletions a one-liner's code spells with
+/// literal strings.
+fn code_commands(code: &str, out: &mut Vec<String>) {
+    const SHELL_CALLS: &[&str] = &[
+        "system",
+        "popen",
+        "exec",
+        "execSync",
+        "spawnSync",
+        "check_call",
+        "check_output",
+        "call",
+        "run",
+        "Popen",
+        "getoutput",
+        "getstatusoutput",
+        "shell_exec",
+        "passthru",
+    ];
+    const TREE_DELETES: &[&str] = &["rmtree", "rm_rf", "rm_r", "rmSync", "remove_dir_all"];
+    for (name, shell) in SHELL_CALLS
+        .iter()
+        .map(|n| (*n, true))
+        .chain(TREE_DELETES.iter().map(|n| (*n, false)))
+    {
+        let mut rest = code;
+        while let Some(at) = rest.find(name) {
+            let after = &rest[at + name.len()..];
+            rest = after;
+            // The call's first argument, when it is a string literal.
+            let args = after.trim_start_matches([' ', '(']);
+            let Some(quote) = args
+                .chars()
+                .next()
+                .filter(|c| matches!(c, '"' | '\'' | '`'))
+            else {
+                continue;
+            };
+            let Some(end) = args[1..].find(quote) else {
+                continue;
+            };
+            let literal = &args[1..=end];
+            if shell {
+                out.push(literal.to_owned());
+            } else {
+                out.push(format!("rm -rf '{}'", literal.replace('\'', "")));
+            }
+        }
+    }
+    // Perl and Ruby backticks and `system "..."` without parentheses are
+    // covered above; `qx{...}` too.
+    if let Some(at) = code.find("qx{")
+        && let Some(end) = code[at + 3..].find('}')
+    {
+        out.push(code[at + 3..at + 3 + end].to_owned());
+    }
+}
