@@ -1129,6 +1129,23 @@ fn track_builtins(words: &[Word], scope: &mut Scope) {
     let Some(program) = words.first().and_then(Word::value) else {
         return;
     };
+    if !matches!(
+        program,
+        "read"
+            | "mapfile"
+            | "readarray"
+            | "printf"
+            | "set"
+            | "shift"
+            | "declare"
+            | "typeset"
+            | "local"
+            | "let"
+            | "alias"
+            | "unset"
+    ) {
+        return;
+    }
     let args: Vec<Option<&str>> = words[1..].iter().map(Word::value).collect();
     match program {
         "read" => {

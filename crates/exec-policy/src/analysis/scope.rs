@@ -269,6 +269,9 @@ pub(crate) fn track_links(words: &[Word], scope: &mut Scope) {
     let Some(program) = words.first().and_then(Word::value) else {
         return;
     };
+    if program != "ln" && program != "mount" {
+        return;
+    }
     let operands: Vec<&str> = words[1..]
         .iter()
         .filter_map(Word::value)

@@ -949,6 +949,32 @@ pub(crate) fn embedded_commands(words: &[Word], stdin: Option<&str>) -> Vec<Stri
     else {
         return Vec::new();
     };
+    let interpreter = program.starts_with("python")
+        || program.starts_with("perl")
+        || program.starts_with("ruby")
+        || matches!(program, "node" | "nodejs" | "php" | "deno" | "bun");
+    let known = matches!(
+        program,
+        "awk"
+            | "gawk"
+            | "mawk"
+            | "nawk"
+            | "sed"
+            | "git"
+            | "tar"
+            | "gtar"
+            | "vim"
+            | "vi"
+            | "nvim"
+            | "ex"
+            | "view"
+            | "gdb"
+            | "make"
+            | "gmake"
+    );
+    if !interpreter && !known {
+        return Vec::new();
+    }
     let values: Vec<&str> = words.iter().skip(1).filter_map(Word::value).collect();
     let after = |flags: &[&str]| -> Vec<&str> {
         values
@@ -958,10 +984,6 @@ pub(crate) fn embedded_commands(words: &[Word], stdin: Option<&str>) -> Vec<Stri
             .collect()
     };
     let mut out = Vec::new();
-    let interpreter = program.starts_with("python")
-        || program.starts_with("perl")
-        || program.starts_with("ruby")
-        || matches!(program, "node" | "nodejs" | "php" | "deno" | "bun");
     if interpreter {
         for code in after(&["-c", "-e", "-E", "-r"]) {
             code_commands(code, &mut out);
