@@ -30,6 +30,13 @@ use super::words::{ARRAY_SEP, Word, expand, expand_fields};
 /// once with the variable unknown.
 const MAX_LOOP_VALUES: usize = 16;
 
+/// Most extra walks of loop bodies and function bodies (per value, per
+/// call) in one analysis: nested loops and calls multiply, and hostile
+/// text must not make the analysis exponential. Past it, a loop is
+/// walked once with its variable unknown and a call is not walked again
+/// (its definition was).
+const MAX_EXTRA_WALKS: usize = 128;
+
 /// Shells whose stdin or script file is analysed as a script.
 const SHELLS: &[&str] = &[
     "sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "tcsh", "csh", "rbash", "yash", "posh",
@@ -68,6 +75,8 @@ pub(crate) struct Collector<'a> {
     /// The pipeline stage being walked reads a producer that never ends
     /// (`yes |`, `seq inf |`, `while :; do echo; done |`).
     endless_input: bool,
+    /// Extra walks left (see [`MAX_EXTRA_WALKS`]).
+    extra_walks: usize,
 }
 
 /// Where a simple command sits.
@@ -87,6 +96,7 @@ impl<'a> Collector<'a> {
             fed_text: None,
             process_substitutions: 0,
             endless_input: false,
+            extra_walks: MAX_EXTRA_WALKS,
         }
     }
 
@@ -374,7 +384,12 @@ impl<'a> Collector<'a> {
                 }
                 let name = clause.variable_name.clone();
                 match known {
-                    Some(values) if !values.is_empty() && values.len() <= MAX_LOOP_VALUES => {
+                    Some(values)
+                        if !values.is_empty()
+                            && values.len() <= MAX_LOOP_VALUES
+                            && values.len() <= self.extra_walks =>
+                    {
+                        self.extra_walks -= values.len() - 1;
                         // Each value in turn: where the values are a finite
                         // set of literals, every member is checked.
                         for value in values {
@@ -930,10 +945,12 @@ impl<'a> Collector<'a> {
                 .map(|w| w.text.clone())
                 .collect::<Option<Vec<_>>>();
             if positional.is_some()
+                && self.extra_walks > 0
                 && scope.depth < MAX_DEPTH
                 && !scope.calling.contains(&program)
                 && let Some(body) = scope.functions.get(&program).cloned()
             {
+                self.extra_walks -= 1;
                 let mut inner = scope.clone();
                 inner.depth += 1;
                 inner.function = None;

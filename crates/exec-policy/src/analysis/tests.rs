@@ -1688,3 +1688,40 @@ fn literal_shell_text_inside_other_languages_is_analysed() {
         "gdb --args ./app --verbose",
     ]);
 }
+
+/// Loops and calls are walked per value and per call, within a budget:
+/// nesting them cannot make the analysis exponential, and a negative
+/// substring offset at the integer's edge does not overflow.
+#[test]
+fn nested_loops_and_calls_stay_cheap() {
+    let values = (0..16)
+        .map(|i| format!("v{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut loops = String::new();
+    for depth in 0..8 {
+        loops.push_str(&format!("for a{depth} in {values}; do "));
+    }
+    loops.push_str("echo hi; ");
+    loops.push_str(&"done; ".repeat(8));
+    let mut calls = String::new();
+    for level in 0..8 {
+        calls.push_str(&format!(
+            "f{level}(){{ f{next} a; f{next} b; f{next} c; f{next} d; }}; ",
+            next = level + 1
+        ));
+    }
+    calls.push_str("f8(){ echo leaf; }; f0 x");
+    let started = std::time::Instant::now();
+    assert!(check(&loops).is_allowed());
+    assert!(check(&calls).is_allowed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        check("D=/etc; echo ${D:-9223372036854775808}; echo ${D: -9223372036854775808}")
+            .is_allowed()
+    );
+}

@@ -455,7 +455,9 @@ fn parameter_expr(expr: &ParameterExpr, ctx: &mut Ctx<'_>) -> Option<Vec<String>
                 .collect();
             let offset: i64 = offset.value.trim().parse().ok()?;
             let start = if offset < 0 {
-                value.len().saturating_sub(usize::try_from(-offset).ok()?)
+                value
+                    .len()
+                    .saturating_sub(usize::try_from(offset.unsigned_abs()).ok()?)
             } else {
                 usize::try_from(offset).ok()?.min(value.len())
             };
@@ -463,7 +465,9 @@ fn parameter_expr(expr: &ParameterExpr, ctx: &mut Ctx<'_>) -> Option<Vec<String>
                 Some(length) => {
                     let length: i64 = length.value.trim().parse().ok()?;
                     if length < 0 {
-                        value.len().saturating_sub(usize::try_from(-length).ok()?)
+                        value
+                            .len()
+                            .saturating_sub(usize::try_from(length.unsigned_abs()).ok()?)
                     } else {
                         start
                             .saturating_add(usize::try_from(length).ok()?)
