@@ -572,11 +572,43 @@ fn recursive_chmod(cmd: &Cmd, protected: &Protected) -> bool {
         !has_long(&flags, "--reference") && !mode_as_flag && cmd.program() != Some("setfacl"),
     );
     let fed = cmd.fed_paths.iter().any(|w| reaches(w, cmd, protected));
-    fed || (recursive
-        && operands
-            .into_iter()
-            .skip(skip)
-            .any(|w| reaches(w, cmd, protected)))
+    if fed {
+        return true;
+    }
+    let mut operands = operands.into_iter();
+    let owner = if skip == 1 { operands.next() } else { None };
+    let targets: Vec<&Word> = operands.filter(|w| reaches(w, cmd, protected)).collect();
+    recursive && !targets.is_empty() && !reowns_own_home(cmd, owner, &targets, protected)
+}
+
+/// `chown -R agent[:agent] ~` (or `chgrp -R agent`) of the home or what
+/// is in it, to the home's own user: putting one's files back in order.
+fn reowns_own_home(
+    cmd: &Cmd,
+    owner: Option<&Word>,
+    targets: &[&Word],
+    protected: &Protected,
+) -> bool {
+    let user = protected.home.rsplit('/').next().unwrap_or("");
+    let Some(spec) = owner.and_then(Word::value) else {
+        return false;
+    };
+    let own = match cmd.program() {
+        Some("chown") => {
+            let (name, group) = spec.split_once([':', '.']).unwrap_or((spec, ""));
+            name == user && (group.is_empty() || group == user)
+        }
+        Some("chgrp") => spec == user,
+        _ => false,
+    };
+    let home = super::paths::components(&protected.home);
+    own && !user.is_empty()
+        && targets.iter().all(|w| {
+            resolve(w, cmd).is_some_and(|target| {
+                let parts = super::paths::components(&target);
+                parts.len() >= home.len() && parts[..home.len()] == home[..]
+            })
+        })
 }
 
 fn move_protected(cmd: &Cmd, protected: &Protected) -> bool {

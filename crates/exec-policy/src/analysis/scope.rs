@@ -206,6 +206,10 @@ impl Expansion for ScopeExpansion<'_> {
         match self.scope.vars.get(name) {
             Some(value) => Some(value.clone()),
             None if name == "PWD" => self.scope.cwd.clone(),
+            // The session's user is the home's owner.
+            None if name == "USER" || name == "LOGNAME" => {
+                self.home.rsplit('/').next().map(str::to_owned)
+            }
             // Unset, IFS splits at blanks (`rm${IFS}-rf${IFS}/`).
             None if name == "IFS" => Some(" \t\n".to_owned()),
             None => None,

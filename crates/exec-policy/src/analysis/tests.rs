@@ -1725,3 +1725,21 @@ fn nested_loops_and_calls_stay_cheap() {
             .is_allowed()
     );
 }
+
+#[test]
+fn re_owning_ones_own_home_to_oneself_runs() {
+    assert_allowed(&[
+        "sudo chown -R agent:agent /home/agent",
+        "chown -R agent ~",
+        "sudo chown -R $USER:$USER ~",
+        "sudo chgrp -R agent ~/.config",
+        "chown -R agent: ~/.ssh",
+    ]);
+    assert_refused(&[
+        "chown -R root ~",
+        "sudo chown -R nobody:nogroup /home/agent",
+        "chown -R agent /etc",
+        "chown -R agent:root ~",
+        "chmod -R 777 ~",
+    ]);
+}
