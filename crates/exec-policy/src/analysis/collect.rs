@@ -20,8 +20,8 @@ use super::scope::{
     Scope, ScopeExpansion, track_assignments, track_cd, track_exports, track_links,
 };
 use super::unwrap::{
-    ShellInput, Step, embedded_commands, find_filters, find_start_paths, literal_output,
-    parallel_feed, shell_input, unwrap_step, xargs_arg_file, xargs_feed,
+    ShellInput, Step, embedded_commands, find_filters, find_named_paths, find_start_paths,
+    literal_output, parallel_feed, shell_input, unwrap_step, xargs_arg_file, xargs_feed,
 };
 use super::watchdog::{self, ANALYSIS_BUDGET, Deadline};
 use super::words::{ARRAY_SEP, Word, expand, expand_fields};
@@ -307,9 +307,12 @@ impl<'a> Collector<'a> {
             // `find PATHS | xargs CMD`: CMD works on what find lists.
             if let Some(cmd) = self.out.cmds.get(start)
                 && cmd.program() == Some("find")
-                && !find_filters(&cmd.words, cmd.cwd.as_deref(), self.home)
             {
-                fed = find_start_paths(&cmd.words);
+                fed = if find_filters(&cmd.words, cmd.cwd.as_deref(), self.home) {
+                    find_named_paths(&cmd.words)
+                } else {
+                    find_start_paths(&cmd.words)
+                };
             }
         }
     }
@@ -990,9 +993,11 @@ impl<'a> Collector<'a> {
                 Step::Exec(inner_words) => {
                     // find -exec CMD {} ;  and  xargs CMD: CMD works on find's paths.
                     if program == "find" {
-                        if !find_filters(&words, scope.cwd.as_deref(), self.home) {
-                            fed = find_start_paths(&words);
-                        }
+                        fed = if find_filters(&words, scope.cwd.as_deref(), self.home) {
+                            find_named_paths(&words)
+                        } else {
+                            find_start_paths(&words)
+                        };
                         self.push(words.clone(), Vec::new(), scope, place, Vec::new());
                     }
                     words = inner_words;

@@ -1743,3 +1743,17 @@ fn re_owning_ones_own_home_to_oneself_runs() {
         "chmod -R 777 ~",
     ]);
 }
+
+#[test]
+fn a_find_naming_a_protected_entry_feeds_it() {
+    assert_refused(&[
+        "find ~ -maxdepth 1 -name .ssh -exec rm -rf {} \\;",
+        "find ~ -name .gnupg -exec rm -rf {} +",
+        "find /home/agent -maxdepth 1 -name .config | xargs rm -rf",
+    ]);
+    assert_allowed(&[
+        "find ~ -maxdepth 1 -name .cache -exec rm -rf {} +",
+        "find . -name node_modules -exec rm -rf {} +",
+        "find ~ -name '*.tmp' -exec rm -f {} +",
+    ]);
+}

@@ -899,6 +899,25 @@ pub(crate) fn find_filters(words: &[Word], cwd: Option<&str>, home: &str) -> boo
     in_home && selects(words)
 }
 
+/// What a narrowed `find` lists for sure: `START/NAME` for a literal
+/// `-name NAME` (`find ~ -maxdepth 1 -name .ssh` lists `~/.ssh`).
+pub(crate) fn find_named_paths(words: &[Word]) -> Vec<Word> {
+    let names: Vec<&str> = words
+        .windows(2)
+        .filter(|pair| matches!(pair[0].value(), Some("-name" | "-iname")))
+        .filter_map(|pair| pair[1].value())
+        .filter(|name| !crate::glob::has_glob(name) && !name.contains('/'))
+        .collect();
+    let [name] = names.as_slice() else {
+        return Vec::new();
+    };
+    find_start_paths(words)
+        .iter()
+        .filter_map(Word::value)
+        .map(|start| Word::literal(&super::paths::join_path(start, name)))
+        .collect()
+}
+
 fn selects(words: &[Word]) -> bool {
     words.windows(2).any(|pair| {
         let test = pair[0].value().unwrap_or("");
