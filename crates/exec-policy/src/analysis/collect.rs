@@ -848,6 +848,30 @@ impl<'a> Collector<'a> {
                 words = expanded;
                 continue;
             }
+            // `BASH_ENV=FILE bash ...`: a non-interactive bash sources FILE
+            // first (`BASH_ENV=/dev/stdin bash -c true <<< '...'`).
+            if program == "bash"
+                && let Some(path) = scope.vars.get("BASH_ENV").cloned()
+                && let Some(text) = if matches!(path.as_str(), "/dev/stdin" | "/proc/self/fd/0") {
+                    scope.stdin_text.clone()
+                } else {
+                    scope.file(&path).cloned()
+                }
+            {
+                let mut inner = scope.clone();
+                inner.depth += 1;
+                inner.vars.remove("BASH_ENV");
+                self.script(&text, &mut inner, false);
+            }
+            // `GIT_WORK_TREE=DIR git ...` is `git --work-tree=DIR ...`.
+            if program == "git"
+                && let Some(tree) = scope.vars.get("GIT_WORK_TREE")
+                && !words
+                    .iter()
+                    .any(|w| w.value().is_some_and(|v| v.starts_with("--work-tree")))
+            {
+                words.insert(1, Word::literal(&format!("--work-tree={tree}")));
+            }
             if let Some(script) = self.fed_script(&program, &words, scope) {
                 if matches!(program.as_str(), "source" | ".") {
                     self.same_shell(&script, scope);

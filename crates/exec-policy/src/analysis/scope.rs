@@ -235,9 +235,34 @@ impl Expansion for ScopeExpansion<'_> {
         if script.trim().is_empty() {
             return Some(String::new());
         }
+        // `cd DIR && CMD`: CMD runs in DIR (`$(cd /etc && pwd)`).
+        let mut cwd = self.scope.cwd.clone();
+        let mut script = script;
+        while let Some((first, rest)) = script.split_once("&&") {
+            let words = split_words(first);
+            match words.as_slice() {
+                [cd, dir] if cd.value() == Some("cd") => {
+                    let dir = dir.value()?;
+                    let dir = match dir.strip_prefix('~') {
+                        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                            format!("{}{rest}", self.home)
+                        }
+                        _ => dir.to_owned(),
+                    };
+                    cwd = Some(if dir.starts_with('/') {
+                        dir
+                    } else {
+                        join_path(cwd.as_deref()?, &dir)
+                    });
+                }
+                _ => return None,
+            }
+            script = rest;
+        }
         if script.contains([';', '&', '>', '(', ')', '`', '$', '\n']) {
             return None;
         }
+        let cwd = cwd.map(|cwd| format!("/{}", components(&cwd).join("/")));
         // A pipeline of such commands, each fed what the one before
         // prints (`echo X | base64 -d`, `rev <<< X`).
         let mut piped: Option<String> = None;
@@ -257,11 +282,7 @@ impl Expansion for ScopeExpansion<'_> {
                     word.text = Some(format!("{}{}", self.home, &text[1..]));
                 }
             }
-            piped = Some(literal_output(
-                &words,
-                piped.as_deref(),
-                self.scope.cwd.as_deref(),
-            )?);
+            piped = Some(literal_output(&words, piped.as_deref(), cwd.as_deref())?);
         }
         piped
     }

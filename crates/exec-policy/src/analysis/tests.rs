@@ -1757,3 +1757,20 @@ fn a_find_naming_a_protected_entry_feeds_it() {
         "find ~ -name '*.tmp' -exec rm -f {} +",
     ]);
 }
+
+#[test]
+fn work_trees_startup_files_and_cd_in_substitutions_are_followed() {
+    assert_refused(&[
+        "GIT_WORK_TREE=/home/agent git clean -ffdx",
+        "git init -q /tmp/g; GIT_DIR=/tmp/g/.git GIT_WORK_TREE=/etc git clean -fdx",
+        "BASH_ENV=/dev/stdin bash -c true <<< 'rm -rf /etc'",
+        "echo 'rm -rf /usr' > /tmp/env.sh; BASH_ENV=/tmp/env.sh bash -c true",
+        "rm -rf \"$(cd /etc && pwd)\"",
+        "rm -rf $(cd ~ && pwd)",
+    ]);
+    assert_allowed(&[
+        "GIT_WORK_TREE=./site git clean -fdx",
+        "BASH_ENV=/dev/stdin bash -c true <<< 'echo hi'",
+        "cd \"$(cd ./src && pwd)\"",
+    ]);
+}
