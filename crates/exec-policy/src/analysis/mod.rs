@@ -29,6 +29,7 @@ use regex::Regex;
 
 pub use rules::{ASK_RULES, FORK_BOMB, RULES, Rule};
 
+use crate::policy_file::{PolicyRule, RuleDecision};
 use collect::{Collected, Collector};
 use command::Cmd;
 use paths::Protected;
@@ -80,6 +81,8 @@ pub struct AnalyzerConfig {
     pub deny_regex: Vec<Regex>,
     /// Patterns exempting a simple command from the regex layer (never from built-in rules).
     pub allow_regex: Vec<Regex>,
+    /// The policy file's `[[rule]]` entries, in file order.
+    pub rules: Vec<PolicyRule>,
 }
 
 /// Where the rule that refused a command comes from.
@@ -87,8 +90,8 @@ pub struct AnalyzerConfig {
 pub enum RuleSource {
     /// A built-in rule or a seed pattern: the command is dangerous.
     BuiltIn,
-    /// The policy file (`[deny] regex`): the command is refused by choice,
-    /// not necessarily dangerous.
+    /// The policy file (`[deny] regex`, a `[[rule]]`): the command is
+    /// refused or asked about by choice, not necessarily dangerous.
     PolicyFile,
 }
 
@@ -251,6 +254,7 @@ pub struct Analyzer {
     protected: Protected,
     deny: Vec<(String, Regex)>,
     allow: Vec<Regex>,
+    rules: Vec<PolicyRule>,
 }
 
 impl Default for Analyzer {
@@ -282,7 +286,26 @@ impl Analyzer {
             home,
             deny,
             allow: config.allow_regex,
+            rules: config.rules,
         }
+    }
+
+    /// Whether the policy file's rule number `index` matches any simple
+    /// command of `command` (for checking the rule's examples).
+    pub(crate) fn policy_rule_matches(&self, index: usize, command: &str) -> bool {
+        let Some(rule) = self.rules.get(index) else {
+            return false;
+        };
+        let collected = self.collect(command, &AnalysisContext::default());
+        collected.cmds.iter().any(|cmd| rule_matches(rule, cmd))
+    }
+
+    /// The first policy-file rule with `decision` that matches `cmd`.
+    fn policy_rule(&self, cmd: &Cmd, decision: RuleDecision) -> Option<&PolicyRule> {
+        self.rules
+            .iter()
+            .filter(|rule| rule.decision == decision)
+            .find(|rule| rule_matches(rule, cmd))
     }
 
     fn collect(&self, command: &str, context: &AnalysisContext) -> Collected {
@@ -341,9 +364,21 @@ impl Analyzer {
         let deny = |rule_id: &str, reason: &str, command: String| {
             Decision::Deny(denial(rule_id, reason, command))
         };
+        let by_policy = |rule: &PolicyRule, cmd: &Cmd| Denial {
+            rule_id: rule.id.clone(),
+            source: RuleSource::PolicyFile,
+            reason: rule.reason.clone(),
+            command: cmd.text(),
+            fallback,
+        };
         for cmd in &collected.cmds {
             if let Some(rule) = RULES.iter().find(|rule| (rule.check)(cmd, &self.protected)) {
                 return deny(rule.id, rule.reason, cmd.text());
+            }
+        }
+        for cmd in &collected.cmds {
+            if let Some(rule) = self.policy_rule(cmd, RuleDecision::Deny) {
+                return Decision::Deny(by_policy(rule, cmd));
             }
         }
         if let Some(cmd) = rules::fork_bombs(&collected.cmds) {
@@ -371,7 +406,11 @@ impl Analyzer {
             if self.allow.iter().any(|re| matches_from_start(re, &matched)) {
                 continue;
             }
-            let seed = SEED.iter().filter(|(_, re)| re.is_match(&matched));
+            // A `[[rule]]` allow exempts from the seed patterns only.
+            let exempt = self.policy_rule(cmd, RuleDecision::Allow).is_some();
+            let seed = SEED
+                .iter()
+                .filter(|(_, re)| !exempt && re.is_match(&matched));
             let policy = self
                 .deny
                 .iter()
@@ -389,6 +428,14 @@ impl Analyzer {
         // Asking is weaker than refusing: only when no deny rule applies
         // anywhere in the command does an ask rule decide.
         for cmd in &collected.cmds {
+            if let Some(rule) = self.policy_rule(cmd, RuleDecision::Ask) {
+                return Decision::Ask(by_policy(rule, cmd));
+            }
+        }
+        for cmd in &collected.cmds {
+            if self.policy_rule(cmd, RuleDecision::Allow).is_some() {
+                continue;
+            }
             if let Some(rule) = ASK_RULES
                 .iter()
                 .find(|rule| (rule.check)(cmd, &self.protected))
@@ -398,6 +445,12 @@ impl Analyzer {
         }
         Decision::Allow { fallback }
     }
+}
+
+/// Whether a policy-file rule matches one simple command.
+fn rule_matches(rule: &PolicyRule, cmd: &Cmd) -> bool {
+    let args: Vec<Option<&str>> = cmd.words.iter().skip(1).map(words::Word::value).collect();
+    rule.matches(cmd.program(), &args, &cmd.regex_text())
 }
 
 /// The top-level `git commit`s among `cmds`.
