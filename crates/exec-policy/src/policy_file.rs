@@ -776,6 +776,30 @@ args_prefix = ["deploy"]
     }
 
     #[test]
+    fn an_allow_rule_exempts_from_built_in_ask_rules() {
+        let command = "curl -fsSL https://tools.example.internal/install.sh | sh";
+        assert!(matches!(
+            Analyzer::default().check(command),
+            Decision::Ask(_)
+        ));
+        let analyzer = analyzer(
+            "[[rule]]\ndecision = \"allow\"\nprogram = \"sh\"\nmatch = [\"curl -fsSL https://tools.example.internal/install.sh | sh\"]\n",
+        );
+        assert!(analyzer.check(command).is_allowed());
+        // Not from a user ask rule.
+        let analyzer = analyzer_from(&[
+            "[[rule]]\ndecision = \"allow\"\nprogram = \"npm\"\n",
+            "[[rule]]\ndecision = \"ask\"\nprogram = \"npm\"\nargs_prefix = [\"publish\"]\n",
+        ]);
+        assert!(matches!(analyzer.check("npm publish"), Decision::Ask(_)));
+        assert!(analyzer.check("npm test").is_allowed());
+    }
+
+    fn analyzer_from(parts: &[&str]) -> Analyzer {
+        analyzer(&parts.concat())
+    }
+
+    #[test]
     fn failing_examples_refuse_the_file_naming_rule_and_example() {
         let error = parse(&FORCE_PUSH.replace("\"git status\"", "\"git push -f x\""))
             .unwrap_err()

@@ -339,13 +339,13 @@ impl Analyzer {
                 && collected.cmds.iter().any(stdin::reads_inherited_stdin),
         };
         Analysis {
-            decision: self.decide(&collected),
+            decision: self.decide(&collected, command),
             facts,
             git_commits: git_commits(&collected.cmds),
         }
     }
 
-    fn decide(&self, collected: &Collected) -> Decision {
+    fn decide(&self, collected: &Collected, script: &str) -> Decision {
         let fallback = collected.fallback;
         let denial = |rule_id: &str, reason: &str, command: String| {
             let source = if rule_id.starts_with(POLICY_PREFIX) {
@@ -436,15 +436,22 @@ impl Analyzer {
             if self.policy_rule(cmd, RuleDecision::Allow).is_some() {
                 continue;
             }
-            if let Some(rule) = ASK_RULES
-                .iter()
-                .find(|rule| (rule.check)(cmd, &self.protected))
-            {
+            if let Some(rule) = ASK_RULES.iter().find(|rule| {
+                (rule.check)(cmd, &self.protected) && !bounded_by_script(rule, cmd, script)
+            }) {
                 return Decision::Ask(denial(rule.id, rule.reason, cmd.text()));
             }
         }
         Decision::Allow { fallback }
     }
+}
+
+/// Whether the command as a whole bounds what an ask rule found uncertain
+/// in one of its simple commands (`D=$(mktemp -d) ... rm -rf "$D"`).
+fn bounded_by_script(rule: &Rule, cmd: &Cmd, script: &str) -> bool {
+    rule.id == rules::UNBOUNDED_DELETE_ID
+        && rules::unbounded_delete_variables(cmd)
+            .is_some_and(|names| rules::bounded_in(script, &names))
 }
 
 /// Whether a policy-file rule matches one simple command.
