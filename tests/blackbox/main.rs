@@ -15,6 +15,7 @@
 mod containment;
 mod log;
 mod mcp;
+mod policy_check;
 mod rmcp_client;
 mod run;
 mod sandbox;

@@ -5,6 +5,7 @@
 mod cli;
 mod framing;
 mod mcp;
+mod policy_check;
 mod reexec;
 mod run_command;
 mod setup;
@@ -27,7 +28,18 @@ const EXIT_REFUSED: u8 = 2;
 fn main() -> ExitCode {
     // Before anything else, in both images (see `reexec.rs`).
     let undumpable = reexec::forbid_memory_access();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `policy check` cannot decide on bad arguments: 64, not clap's 2
+        // (which would read as "deny").
+        Err(error)
+            if error.use_stderr() && std::env::args().nth(1).as_deref() == Some("policy") =>
+        {
+            let _ = error.print();
+            return ExitCode::from(policy_check::EXIT_UNDECIDED);
+        }
+        Err(error) => error.exit(),
+    };
     init_logging();
     if let Some(problem) = undumpable {
         tracing::warn!("{problem}");
@@ -70,6 +82,7 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
                 .context("writing to stdout")?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Policy(cli::PolicyCommand::Check(args)) => Ok(policy_check::run(&args, out)),
         Command::Mcp(args) => {
             let (setup, env, executor) = prepare(
                 &args.common,

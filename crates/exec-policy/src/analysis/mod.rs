@@ -290,6 +290,17 @@ impl Analyzer {
         }
     }
 
+    /// The simple commands the analysis sees in `command` run from
+    /// `context`, after unwrapping, one string each (as rules see them).
+    pub fn simple_commands(&self, command: &str, context: &AnalysisContext) -> Vec<String> {
+        self.collect(command, context)
+            .cmds
+            .iter()
+            .filter(|cmd| !cmd.words.is_empty())
+            .map(Cmd::text)
+            .collect()
+    }
+
     /// Whether the policy file's rule number `index` matches any simple
     /// command of `command` (for checking the rule's examples).
     pub(crate) fn policy_rule_matches(&self, index: usize, command: &str) -> bool {
