@@ -110,6 +110,22 @@ pub(crate) struct CommonArgs {
     /// Whether commands may open network sockets.
     #[arg(long, value_enum, default_value_t = NetworkMode::Allow)]
     pub(crate) network: NetworkMode,
+    /// What a command the policy says to ask about gets when nobody can be
+    /// asked (a client without MCP elicitation, `run`, a dry run).
+    #[arg(long, value_enum, default_value_t = AskFallbackArg::Deny)]
+    pub(crate) ask_fallback: AskFallbackArg,
+    /// Append one JSON line per decision and per command end to FILE
+    /// (created with mode 0600); a log that cannot be written stops commands.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_log: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AskFallbackArg {
+    /// Refuse it, saying how to allow it.
+    Deny,
+    /// Run it (`approved_by: "fallback"`).
+    Allow,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,8 @@ use shell_runtime::{
     TokenPattern, TokenSpec,
 };
 
+use crate::audit::AuditLog;
+
 /// The answer text is held to this many characters (plus one truncation line).
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// Bytes of one command's full output kept on disk.
@@ -62,6 +64,21 @@ pub struct ExecConfig {
     /// Bytes all output files of this server may hold together
     /// ([`OUTPUT_TOTAL_CAP`] unless changed).
     pub output_budget: u64,
+    /// Where every decision and every end of a command is recorded, if anywhere.
+    pub audit: Option<Arc<AuditLog>>,
+    /// What an `ask` command gets when nobody can be asked.
+    pub ask_fallback: AskFallback,
+}
+
+/// What an `ask` command gets when nobody can be asked (no client that
+/// can ask the person, or a dry run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AskFallback {
+    /// Refused, with a message that says how to allow it.
+    #[default]
+    Deny,
+    /// Run (`approved_by: "fallback"`).
+    Allow,
 }
 
 /// Turns the policy's sandbox request into a confinement shell-runtime
@@ -117,6 +134,8 @@ impl ExecConfig {
             tmpdir: None,
             background_after: None,
             output_budget: OUTPUT_TOTAL_CAP,
+            audit: None,
+            ask_fallback: AskFallback::Deny,
         }
     }
 

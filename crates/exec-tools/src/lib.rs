@@ -27,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+mod audit;
 mod bash;
 mod bash_output;
 mod carriage;
@@ -41,10 +42,11 @@ use std::sync::Arc;
 
 use tool_core::{RegistryError, ToolRegistry};
 
+pub use audit::{AuditEntry, AuditError, AuditLog};
 pub use bash::{BashParams, BashTool};
 pub use bash_output::{BashOutputParams, BashOutputTool};
 pub use environment::{
-    DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
+    AskFallback, DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
     OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
