@@ -114,6 +114,10 @@ pub(crate) struct CommonArgs {
     /// asked (a client without MCP elicitation, `run`, a dry run).
     #[arg(long, value_enum, default_value_t = AskFallbackArg::Deny)]
     pub(crate) ask_fallback: AskFallbackArg,
+    /// How long a question to the person (MCP elicitation) waits for an
+    /// answer before it counts as `cancel`, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) ask_timeout: u64,
     /// Append one JSON line per decision and per command end to FILE
     /// (created with mode 0600); a log that cannot be written stops commands.
     #[arg(long, value_name = "FILE")]

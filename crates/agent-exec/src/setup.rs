@@ -106,6 +106,7 @@ pub(crate) fn setup(
         AskFallbackArg::Deny => AskFallback::Deny,
         AskFallbackArg::Allow => AskFallback::Allow,
     };
+    config.ask_timeout = std::time::Duration::from_millis(args.ask_timeout);
     if let Some(path) = &args.audit_log {
         let label = if sandbox.is_off() {
             "off".to_owned()

@@ -46,8 +46,8 @@ pub use audit::{AuditEntry, AuditError, AuditLog};
 pub use bash::{BashParams, BashTool};
 pub use bash_output::{BashOutputParams, BashOutputTool};
 pub use environment::{
-    AskFallback, DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
-    OUTPUT_TOTAL_CAP, prepare_sandbox,
+    AskFallback, DEFAULT_ASK_TIMEOUT, DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment,
+    MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
 
