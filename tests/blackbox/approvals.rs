@@ -231,6 +231,26 @@ async fn accept_runs_remember_skips_the_next_question_decline_refuses() {
     assert_eq!(meta(&again, "approved_by"), "remembered");
     assert_eq!(client.asked().len(), 3);
 
+    // A remembered approval holds only while the variables it uses keep
+    // their values; the question says what is not known.
+    *client.person.lock().expect("lock") = Person::Accept { remember: true };
+    bash(&service, "export V=a").await;
+    let first = bash(&service, "touch \"$V\" \"$NOT_SET_HERE\"").await;
+    assert_eq!(meta(&first, "approved_by"), "user", "{}", text(&first));
+    let asked = client.asked().len();
+    let (message, _) = client.asked().pop().expect("asked");
+    assert!(
+        message.contains("$NOT_SET_HERE is not known here"),
+        "{message}"
+    );
+    assert!(!message.contains("$V is not known"), "{message}");
+    let same = bash(&service, "touch \"$V\" \"$NOT_SET_HERE\"").await;
+    assert_eq!(meta(&same, "approved_by"), "remembered");
+    bash(&service, "export V=b").await;
+    let changed = bash(&service, "touch \"$V\" \"$NOT_SET_HERE\"").await;
+    assert_eq!(meta(&changed, "approved_by"), "user");
+    assert_eq!(client.asked().len(), asked + 1);
+
     // Declined and cancelled: nothing runs.
     for person in [Person::Decline, Person::Cancel] {
         *client.person.lock().expect("lock") = person;

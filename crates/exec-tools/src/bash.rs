@@ -377,17 +377,21 @@ fn approval_message(
         .filter(|name| !vars.contains_key(*name) && *name != "HOME")
         .map(|name| format!("${name}"))
         .collect();
-    let why = if denial.source == exec_policy::RuleSource::PolicyFile {
-        "the policy file asks for approval of this command".to_owned()
-    } else if !unknown.is_empty() {
+    let mut why = Vec::new();
+    if denial.source == exec_policy::RuleSource::PolicyFile {
+        why.push("the policy file asks for approval of this command".to_owned());
+    }
+    if !unknown.is_empty() {
         let verb = if unknown.len() == 1 { "is" } else { "are" };
-        format!(
+        why.push(format!(
             "{} {verb} not known here, so what it touches is known only when it runs",
             unknown.join(", ")
-        )
-    } else {
-        "what it runs or touches is known only when it runs".to_owned()
-    };
+        ));
+    }
+    if why.is_empty() {
+        why.push("what it runs or touches is known only when it runs".to_owned());
+    }
+    let why = why.join("; ");
     format!(
         "Run this command?\n\nCommand: {command}\nWorking directory: {}\nRule: {} ({})\nWhy: {why}\n\nAccept runs it once; with \"remember\" the same command runs unasked here for the rest of the session.",
         cwd.display(),
