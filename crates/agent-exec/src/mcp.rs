@@ -264,14 +264,18 @@ mod tests {
                 .await
                 .expect("write");
         };
-        send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "raw", "version": "0"}}}))
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        )
         .await;
         send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
         for (id, answer) in [(1, "accept"), (2, "decline")] {
-            send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-                "name": "Bash", "arguments": {"command": format!("touch f{id}")}}}))
+            send(
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "Bash", "arguments": {"command": format!("touch f{id}")}}}),
+            )
             .await;
             let result = loop {
                 let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())

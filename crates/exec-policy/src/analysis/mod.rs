@@ -311,12 +311,27 @@ impl Analyzer {
         collected.cmds.iter().any(|cmd| rule_matches(rule, cmd))
     }
 
-    /// The first policy-file rule with `decision` that matches `cmd`.
-    fn policy_rule(&self, cmd: &Cmd, decision: RuleDecision) -> Option<&PolicyRule> {
-        self.rules
-            .iter()
-            .filter(|rule| rule.decision == decision)
-            .find(|rule| rule_matches(rule, cmd))
+    /// The first policy-file rule of each decision that matches `cmd`,
+    /// from one pass over the rules (the words and the text are built once).
+    fn policy_rules(&self, cmd: &Cmd) -> PolicyMatches<'_> {
+        let mut found = PolicyMatches::default();
+        if self.rules.is_empty() {
+            return found;
+        }
+        let args: Vec<Option<&str>> = cmd.words.iter().skip(1).map(words::Word::value).collect();
+        let text = cmd.regex_text();
+        let program = cmd.program();
+        for rule in &self.rules {
+            let slot = match rule.decision {
+                RuleDecision::Deny => &mut found.deny,
+                RuleDecision::Ask => &mut found.ask,
+                RuleDecision::Allow => &mut found.allow,
+            };
+            if slot.is_none() && rule.matches(program, &args, &text) {
+                *slot = Some(rule);
+            }
+        }
+        found
     }
 
     fn collect(&self, command: &str, context: &AnalysisContext) -> Collected {
@@ -387,8 +402,13 @@ impl Analyzer {
                 return deny(rule.id, rule.reason, cmd.text());
             }
         }
-        for cmd in &collected.cmds {
-            if let Some(rule) = self.policy_rule(cmd, RuleDecision::Deny) {
+        let policy: Vec<PolicyMatches<'_>> = collected
+            .cmds
+            .iter()
+            .map(|cmd| self.policy_rules(cmd))
+            .collect();
+        for (cmd, found) in collected.cmds.iter().zip(&policy) {
+            if let Some(rule) = found.deny {
                 return Decision::Deny(by_policy(rule, cmd));
             }
         }
@@ -411,14 +431,14 @@ impl Analyzer {
                 format!("{name}() {{ ... }}"),
             );
         }
-        for cmd in &collected.cmds {
+        for (cmd, found) in collected.cmds.iter().zip(&policy) {
             let text = cmd.text();
             let matched = cmd.regex_text();
             if self.allow.iter().any(|re| matches_from_start(re, &matched)) {
                 continue;
             }
             // A `[[rule]]` allow exempts from the seed patterns only.
-            let exempt = self.policy_rule(cmd, RuleDecision::Allow).is_some();
+            let exempt = found.allow.is_some();
             let seed = SEED
                 .iter()
                 .filter(|(_, re)| !exempt && re.is_match(&matched));
@@ -438,13 +458,13 @@ impl Analyzer {
         }
         // Asking is weaker than refusing: only when no deny rule applies
         // anywhere in the command does an ask rule decide.
-        for cmd in &collected.cmds {
-            if let Some(rule) = self.policy_rule(cmd, RuleDecision::Ask) {
+        for (cmd, found) in collected.cmds.iter().zip(&policy) {
+            if let Some(rule) = found.ask {
                 return Decision::Ask(by_policy(rule, cmd));
             }
         }
-        for cmd in &collected.cmds {
-            if self.policy_rule(cmd, RuleDecision::Allow).is_some() {
+        for (cmd, found) in collected.cmds.iter().zip(&policy) {
+            if found.allow.is_some() {
                 continue;
             }
             if let Some(rule) = ASK_RULES.iter().find(|rule| {
@@ -463,6 +483,14 @@ fn bounded_by_script(rule: &Rule, cmd: &Cmd, script: &str) -> bool {
     rule.id == rules::UNBOUNDED_DELETE_ID
         && rules::unbounded_delete_variables(cmd)
             .is_some_and(|names| rules::bounded_in(script, &names))
+}
+
+/// The policy-file rules that match one simple command, one per decision.
+#[derive(Default)]
+struct PolicyMatches<'a> {
+    deny: Option<&'a PolicyRule>,
+    ask: Option<&'a PolicyRule>,
+    allow: Option<&'a PolicyRule>,
 }
 
 /// Whether a policy-file rule matches one simple command.
