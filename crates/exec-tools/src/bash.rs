@@ -70,7 +70,8 @@ const DESCRIPTION: &str = "Runs a bash command and returns its output (stdout, t
 - For servers, watchers and anything long, set `run_in_background: true`: the call returns a `bash_id` at once; read new output with BashOutput and stop it with KillShell. Background jobs (`cmd &`) left by a foreground command are ended when it returns.\n\
 - Output over 30000 characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
 - Commands run without a terminal: stdin is empty, editors fail and pagers print, so never start interactive programs (use `git --no-pager`, `-y` flags and the like).\n\
-- Dangerous commands (recursive deletes of system or home directories, disk formatting, fork bombs) are refused.";
+- Dangerous commands (recursive deletes of system or home directories, disk formatting, fork bombs) are refused.\n\
+- Commands whose effect is known only when they run (downloaded or decoded scripts piped into a shell, `rm -rf \"$VAR\"`) and those the policy file names may need the person's approval; the call waits for the answer, and a refusal says why.";
 
 #[async_trait]
 impl Tool for BashTool {
