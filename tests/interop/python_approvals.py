@@ -1,7 +1,8 @@
 """Approvals with the official MCP Python SDK (mcp==2.3.0): a ClientSession
 with an elicitation callback is asked about an `ask` command (accept,
 remember, decline, progress while waiting); one without is answered by the
-fallback. Usage:
+fallback, and so is the high-level Client in `auto` mode (2026-07-28).
+Usage:
 
     python tests/interop/python_approvals.py path/to/agent-exec
 """
@@ -12,7 +13,7 @@ import tempfile
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 POLICY = """
@@ -102,6 +103,37 @@ async def without_person(binary: str, workdir: str, policy: str) -> None:
             assert not os.path.exists(os.path.join(workdir, "nobody"))
 
 
+async def high_level_auto(binary: str, workdir: str, policy: str) -> None:
+    """The SDK's high-level Client in its default `auto` mode reaches protocol
+    2026-07-28 through `server/discover`, where a server may not send
+    requests: it is treated as a client without elicitation, even with a
+    callback, and the fallback answers."""
+    asked = []
+
+    async def person(context, params):
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"remember": False})
+
+    params = StdioServerParameters(
+        command=binary, args=["mcp", "--cwd", workdir, "--policy", policy]
+    )
+    async with Client(params, mode="auto", elicitation_callback=person) as client:
+        refused = await client.call_tool("Bash", {"command": "touch auto"})
+        assert refused.is_error is True, text(refused)
+        assert "blocked" in text(refused) and "approval" in text(refused), text(refused)
+        assert not asked
+        assert not os.path.exists(os.path.join(workdir, "auto"))
+    params = StdioServerParameters(
+        command=binary,
+        args=["mcp", "--cwd", workdir, "--policy", policy, "--ask-fallback", "allow"],
+    )
+    async with Client(params, mode="auto", elicitation_callback=person) as client:
+        ran = await client.call_tool("Bash", {"command": "touch auto"})
+        assert ran.is_error is False, text(ran)
+        assert ran.structured_content["approved_by"] == "fallback"
+        assert os.path.exists(os.path.join(workdir, "auto"))
+
+
 async def main(binary: str) -> None:
     workdir = os.path.realpath(tempfile.mkdtemp(prefix="agent-exec-approvals-"))
     policy = os.path.join(workdir, "policy.toml")
@@ -109,6 +141,7 @@ async def main(binary: str) -> None:
         file.write(POLICY)
     await with_person(binary, workdir, policy)
     await without_person(binary, workdir, policy)
+    await high_level_auto(binary, workdir, policy)
     print("python approvals: ok")
 
 
