@@ -132,6 +132,15 @@ async def high_level_auto(binary: str, workdir: str, policy: str) -> None:
         assert ran.is_error is False, text(ran)
         assert ran.structured_content["approved_by"] == "fallback"
         assert os.path.exists(os.path.join(workdir, "auto"))
+    # `legacy` starts with initialize: the person is asked.
+    params = StdioServerParameters(
+        command=binary, args=["mcp", "--cwd", workdir, "--policy", policy]
+    )
+    async with Client(params, mode="legacy", elicitation_callback=person) as client:
+        ran = await client.call_tool("Bash", {"command": "touch legacy"})
+        assert ran.is_error is False, text(ran)
+        assert ran.structured_content["approved_by"] == "user"
+        assert len(asked) == 1
 
 
 async def main(binary: str) -> None:
