@@ -27,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+mod approval;
 mod audit;
 mod bash;
 mod bash_output;
