@@ -143,6 +143,7 @@ impl<'a> Collector<'a> {
             ..place
         };
         let mut fed: Vec<Word> = Vec::new();
+        let mut upstream: Vec<Vec<Word>> = Vec::new();
         for (index, command) in pipeline.seq.iter().enumerate() {
             let start = self.out.cmds.len();
             if index == 0 {
@@ -153,6 +154,12 @@ impl<'a> Collector<'a> {
                 let stdin_fed = std::mem::replace(&mut scope.stdin_fed, true);
                 self.command(command, scope, place, offsets, std::mem::take(&mut fed));
                 scope.stdin_fed = stdin_fed;
+                for cmd in &mut self.out.cmds[start..] {
+                    cmd.upstream.extend(upstream.iter().cloned());
+                }
+            }
+            if pipeline.seq.len() > 1 {
+                upstream.extend(self.out.cmds[start..].iter().map(|cmd| cmd.words.clone()));
             }
             // `find PATHS | xargs CMD`: CMD works on what find lists.
             if let Some(cmd) = self.out.cmds.get(start)
@@ -374,7 +381,9 @@ impl<'a> Collector<'a> {
                     self.list(&subshell.list, &mut inner, Place::default(), None);
                     words.push(Word {
                         text: None,
-                        raw: "<(...)".to_owned(),
+                        // The body, so rules can tell what feeds the word
+                        // (`bash <(curl URL)`).
+                        raw: format!("<({})", subshell.list),
                         glob: false,
                         span: None,
                     });
@@ -487,6 +496,7 @@ impl<'a> Collector<'a> {
             depth: scope.depth,
             fed_paths: fed,
             stdin_fed: scope.stdin_fed,
+            upstream: Vec::new(),
         });
     }
 }

@@ -115,6 +115,7 @@ fn policy_patterns_apply_per_simple_command_and_allow_exempts() {
         allow_regex: vec![Regex::new("^mkfs.ext4 disk.img$").unwrap()],
         protected_paths: vec!["~/photos".into(), "/data".into()],
         home: Some("/home/me".into()),
+        rules: Vec::new(),
     });
     let Decision::Deny(denial) = analyzer.check("cd x && git push --force origin main") else {
         panic!()
