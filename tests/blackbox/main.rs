@@ -12,9 +12,12 @@
     reason = "a test helper that cannot go on should fail the test loudly"
 )]
 
+mod approvals;
+mod audit;
 mod containment;
 mod log;
 mod mcp;
+mod policy_check;
 mod rmcp_client;
 mod run;
 mod sandbox;

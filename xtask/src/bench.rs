@@ -58,6 +58,7 @@ const SUITES: &[Suite] = &[
             "check-typical-9",
             "check-typical-10",
             "typical-median",
+            "typical-median-100-rules",
             "parse-script",
             "check-script",
         ],

@@ -11,11 +11,15 @@ use rmcp::model::{
     InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
     ServerCapabilities, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::model::{
+    CancelledNotificationParam, ClientResult, ElicitRequest, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, ProtocolVersion, RequestId, ServerRequest,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tool_core::{ExecutionContext, ProgressSink, Session, ToolExecutor};
+use tool_core::{Approval, Approver, ExecutionContext, ProgressSink, Session, ToolExecutor};
 
 /// The server side of one MCP connection (an rmcp `ServerHandler`).
 #[derive(Clone)]
@@ -26,6 +30,8 @@ pub struct Bridge {
     dry_run: bool,
     /// One session per server: `cd` and `export` carry over between calls.
     session: Arc<Session>,
+    /// Held while a question is open: one at a time, the others wait.
+    asking: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Bridge {
@@ -49,6 +55,119 @@ impl Bridge {
             working_dir,
             dry_run,
             session: Arc::new(Session::new()),
+            asking: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+}
+
+/// Asks the person behind the client with `elicitation/create` (form
+/// mode, one optional boolean `remember`). Only made for clients that
+/// declared the capability on a protocol that lets a server send requests
+/// (before 2026-07-28: rmcp refuses server-to-client requests there and
+/// does not drive that revision's input-required result for us).
+struct ElicitationApprover {
+    peer: Peer<RoleServer>,
+    asking: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl ElicitationApprover {
+    /// An approver for the client of `context`, when it can be asked.
+    fn for_client(
+        context: &RequestContext<RoleServer>,
+        asking: &Arc<tokio::sync::Mutex<()>>,
+    ) -> Option<Arc<dyn Approver>> {
+        let version = context.protocol_version()?;
+        if version >= ProtocolVersion::V_2026_07_28 {
+            return None;
+        }
+        // Form mode: declared, or implied by a bare `elicitation: {}` (the
+        // 2025-06-18 shape). rmcp's own check sits behind its `elicitation`
+        // feature, which would add a URL parser we do not need.
+        let info = context.peer.peer_info()?;
+        let capability = info.capabilities.elicitation.as_ref()?;
+        if capability.form.is_none() && capability.url.is_some() {
+            return None;
+        }
+        Some(Arc::new(Self {
+            peer: context.peer.clone(),
+            asking: Arc::clone(asking),
+        }))
+    }
+}
+
+/// Withdraws an open question (`notifications/cancelled`) unless disarmed:
+/// the ask future was dropped (the call was cancelled, or `--ask-timeout`
+/// passed) before the person answered.
+struct Withdraw {
+    peer: Peer<RoleServer>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the question is no longer needed".to_owned()),
+                    ))
+                    .await;
+            });
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Approver for ElicitationApprover {
+    async fn ask(&self, message: String) -> Approval {
+        let _turn = self.asking.lock().await;
+        let Ok(schema) = ElicitationSchema::builder()
+            .optional_bool_with("remember", |schema| {
+                schema.with_default(false).description(
+                    "Run this command unasked from now on (same text, directory and variables)",
+                )
+            })
+            .build()
+        else {
+            return Approval::Unavailable;
+        };
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(
+            ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message,
+                requested_schema: schema,
+            },
+        ));
+        let Ok(handle) = self
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        else {
+            return Approval::Unavailable;
+        };
+        let mut withdraw = Withdraw {
+            peer: self.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let answer = handle.await_response().await;
+        withdraw.id = None;
+        match answer {
+            Ok(ClientResult::ElicitResult(result)) => match result.action {
+                ElicitationAction::Accept => Approval::Accept {
+                    remember: result
+                        .content
+                        .as_ref()
+                        .and_then(|content| content.get("remember"))
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                },
+                ElicitationAction::Decline => Approval::Decline,
+                // Cancel, and any action a later revision adds.
+                _ => Approval::Cancel,
+            },
+            _ => Approval::Unavailable,
         }
     }
 }
@@ -121,6 +240,10 @@ impl ServerHandler for Bridge {
             .with_session(Arc::clone(&self.session))
             .with_cancellation(context.ct.clone())
             .with_progress(progress_sink(&context));
+        let call_context = match ElicitationApprover::for_client(&context, &self.asking) {
+            Some(approver) => call_context.with_approver(approver),
+            None => call_context,
+        };
         let started = Instant::now();
         let executed = self
             .executor

@@ -34,6 +34,58 @@ pub(crate) enum Command {
     Run(RunArgs),
     /// Print the tool definitions as a JSON array.
     Schema(SchemaArgs),
+    /// Test a policy: decide on commands without running them.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PolicyCommand {
+    /// Print the decision on a command as JSON, without running it.
+    ///
+    /// One JSON object on stdout: `decision` (`allow`, `ask` or `deny`),
+    /// `rule` and `reason` (null when allowed), and `commands` (the simple
+    /// commands the analysis saw, after unwrapping).
+    ///
+    /// Exit status: 0 allow, 3 ask, 2 deny, 64 when it cannot decide (bad
+    /// arguments, a refused policy file, a --cwd outside the roots; nothing
+    /// on stdout, the reason on stderr).
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The policy file to test (default: none, the built-in rules only).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) policy: Option<PathBuf>,
+    /// Directory the command would start in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cwd: Option<PathBuf>,
+    /// A directory commands may work in; repeatable (default: --cwd).
+    #[arg(long = "root", value_name = "DIR")]
+    pub(crate) roots: Vec<PathBuf>,
+    /// A variable of the session the command would run in; repeatable.
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    pub(crate) env: Vec<(String, String)>,
+    /// The command; its words are joined with spaces, as for `run`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
+/// `NAME=VALUE` with a shell variable name.
+fn parse_env(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not NAME=VALUE"))?;
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!("`{name}` is not a variable name"));
+    }
+    Ok((name.to_owned(), value.to_owned()))
 }
 
 /// Flags shared by `mcp` and `run`.
@@ -58,6 +110,26 @@ pub(crate) struct CommonArgs {
     /// Whether commands may open network sockets.
     #[arg(long, value_enum, default_value_t = NetworkMode::Allow)]
     pub(crate) network: NetworkMode,
+    /// What a command the policy says to ask about gets when nobody can be
+    /// asked (a client without MCP elicitation, `run`, a dry run).
+    #[arg(long, value_enum, default_value_t = AskFallbackArg::Deny)]
+    pub(crate) ask_fallback: AskFallbackArg,
+    /// How long a question to the person (MCP elicitation) waits for an
+    /// answer before it counts as `cancel`, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) ask_timeout: u64,
+    /// Append one JSON line per decision and per command end to FILE
+    /// (created with mode 0600); a log that cannot be written stops commands.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_log: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AskFallbackArg {
+    /// Refuse it, saying how to allow it.
+    Deny,
+    /// Run it (`approved_by: "fallback"`).
+    Allow,
 }
 
 #[derive(Debug, Args)]

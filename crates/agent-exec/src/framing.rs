@@ -13,6 +13,8 @@
 //!   first [`ID_WINDOW`] bytes (else `null`); the rest of the line is read
 //!   and thrown away, never held;
 //! - well-formed JSON that is no JSON-RPC message: `-32600` with its id;
+//! - a request for a method this server serves whose params cannot be
+//!   read (`tools/call` with none): `-32602` with its id;
 //! - a request whose id is in flight: `-32600` with that id; the first
 //!   request goes on untouched.
 //!
@@ -24,7 +26,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientNotification, JsonRpcMessage, RequestId};
+use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
@@ -46,6 +48,14 @@ const PARSE_ERROR: i64 = -32700;
 
 /// JSON-RPC 2.0: the JSON is not a valid request.
 const INVALID_REQUEST: i64 = -32600;
+
+/// JSON-RPC 2.0: the method exists but its params are missing or wrong.
+const INVALID_PARAMS: i64 = -32602;
+
+/// Methods this server serves whose params rmcp must be able to read: a
+/// request for one of them that rmcp could only take as a custom request
+/// had params it could not read, which is not an unknown method.
+const SERVED_METHODS: &[&str] = &["initialize", "tools/call", "tools/list", "ping"];
 
 /// One step of the line reader.
 #[derive(Debug)]
@@ -423,6 +433,18 @@ where
     fn admit(&self, message: RxJsonRpcMessage<RoleServer>) -> Outcome {
         match &message {
             JsonRpcMessage::Request(request) => {
+                if let ClientRequest::CustomRequest(custom) = &request.request
+                    && SERVED_METHODS.contains(&custom.method.as_str())
+                {
+                    return Outcome::Answer(error_line(
+                        INVALID_PARAMS,
+                        &format!(
+                            "Invalid params: `{}` needs params of its own shape (MCP specification)",
+                            custom.method
+                        ),
+                        &json!(request.id),
+                    ));
+                }
                 if !self.in_flight.begin(&request.id) {
                     tracing::warn!(id = %request.id, "refused a request whose id is in flight");
                     return Outcome::Answer(error_line(
@@ -743,6 +765,9 @@ mod tests {
                 "x".repeat(300)
             ),
             "[1,2]".to_owned(),
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call"}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{}}}"#
+                .to_owned(),
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_owned(),
         ];
         for line in &input {
@@ -787,6 +812,13 @@ mod tests {
             (batch["error"]["code"].clone(), batch["id"].clone()),
             (json!(INVALID_REQUEST), Value::Null)
         );
+        for id in [2, 3] {
+            let params = answer(&mut lines).await;
+            assert_eq!(
+                (params["error"]["code"].clone(), params["id"].clone()),
+                (json!(INVALID_PARAMS), json!(id))
+            );
+        }
         assert!(!closed.is_cancelled());
         client.shutdown().await.expect("closed");
         assert!(framed.receive().await.is_none());

@@ -224,4 +224,96 @@ mod tests {
         assert_eq!(stopped, Stop::ClientLeft);
         assert_eq!(stopped.exit_code(), 0);
     }
+
+    /// A raw 2025-06-18 client that declares `elicitation: {}` is asked with
+    /// `elicitation/create` (form mode, `remember`), and its answer decides.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_raw_2025_06_18_client_is_asked_and_its_answer_decides() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(
+            &policy,
+            "[[rule]]\nid = \"touch-asks\"\ndecision = \"ask\"\nprogram = \"touch\"\n",
+        )
+        .expect("policy");
+        let Command::Mcp(args) = cli(&[
+            "mcp",
+            "--cwd",
+            dir.path().to_str().expect("utf-8"),
+            "--policy",
+            policy.to_str().expect("utf-8"),
+        ])
+        .command
+        else {
+            unreachable!("parsed as mcp");
+        };
+        let (setup, env, executor) =
+            crate::prepare(&args.common, None, None, no_secrets).expect("prepares");
+        let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), false);
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (server_read, server_write) = tokio::io::split(server);
+        let serving = {
+            let env = Arc::clone(&env);
+            tokio::spawn(async move { serve(bridge, server_read, server_write, &env).await })
+        };
+        let (read, mut write) = tokio::io::split(client);
+        let mut lines = BufReader::new(read).lines();
+        let mut send = async |message: Value| {
+            write
+                .write_all(format!("{message}\n").as_bytes())
+                .await
+                .expect("write");
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        )
+        .await;
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        for (id, answer) in [(1, "accept"), (2, "decline")] {
+            send(
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "Bash", "arguments": {"command": format!("touch f{id}")}}}),
+            )
+            .await;
+            let result = loop {
+                let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+                    .await
+                    .expect("a message in time")
+                    .expect("read")
+                    .expect("a line");
+                let message: Value = serde_json::from_str(&line).expect("JSON");
+                if message["method"] == "elicitation/create" {
+                    let params = &message["params"];
+                    assert_eq!(params["mode"], "form", "{message}");
+                    assert!(
+                        params["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains(&format!("touch f{id}"))),
+                        "{message}"
+                    );
+                    assert_eq!(
+                        params["requestedSchema"]["properties"]["remember"]["type"],
+                        "boolean"
+                    );
+                    send(json!({"jsonrpc": "2.0", "id": message["id"], "result": {
+                        "action": answer, "content": {"remember": false}}}))
+                    .await;
+                } else if message["id"] == id {
+                    break message["result"].clone();
+                }
+            };
+            let ran = dir.path().join(format!("f{id}")).exists();
+            assert_eq!(ran, answer == "accept", "{result}");
+            assert_eq!(result["isError"], answer != "accept", "{result}");
+        }
+        write.shutdown().await.expect("close");
+        let stopped = tokio::time::timeout(Duration::from_secs(30), serving)
+            .await
+            .expect("ends")
+            .expect("no panic")
+            .expect("served");
+        assert_eq!(stopped, Stop::ClientLeft);
+    }
 }

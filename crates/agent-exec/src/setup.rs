@@ -2,14 +2,15 @@
 //! runs, and the server's private temp directory.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use exec_policy::{
     NetworkAccess, Policy, ResourceLimits, SandboxSpec, canonical_dir, is_within_roots,
 };
-use exec_tools::ExecConfig;
+use exec_tools::{AskFallback, AuditLog, ExecConfig};
 
-use crate::cli::{CommonArgs, NetworkMode, SandboxMode};
+use crate::cli::{AskFallbackArg, CommonArgs, NetworkMode, SandboxMode};
 
 mod hard_links;
 
@@ -101,6 +102,26 @@ pub(crate) fn setup(
     // would guard `/root` whatever the user's home is.
     config.analyzer.home = home.map(|home| home.to_string_lossy().into_owned());
     config.coauthor = coauthor.map(str::to_owned);
+    config.ask_fallback = match args.ask_fallback {
+        AskFallbackArg::Deny => AskFallback::Deny,
+        AskFallbackArg::Allow => AskFallback::Allow,
+    };
+    config.ask_timeout = std::time::Duration::from_millis(args.ask_timeout);
+    if let Some(path) = &args.audit_log {
+        let label = if sandbox.is_off() {
+            "off".to_owned()
+        } else {
+            format!(
+                "{} (network {})",
+                sandbox.mode,
+                network_name(sandbox.network)
+            )
+        };
+        // Fail closed: a log that cannot be opened stops the server before
+        // anything runs.
+        let log = AuditLog::open(path, &label).context("--audit-log")?;
+        config.audit = Some(Arc::new(log));
+    }
     if !sandbox.is_off() {
         let confinement = exec_tools::prepare_sandbox(&sandbox).with_context(|| {
             format!(

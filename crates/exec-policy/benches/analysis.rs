@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use brush_parser::{Parser, ParserOptions};
-use exec_policy::{Analyzer, AnalyzerConfig};
+use exec_policy::{Analyzer, AnalyzerConfig, Policy};
 use test_support::bench::{Figure, Metric, Op, Unit, emit};
 
 const TYPICAL: &[&str] = &[
@@ -115,6 +115,41 @@ fn main() {
         &Figure::new("typical-median", "typical commands, median of medians")
             .median(medians[medians.len() / 2])
             .target(Metric::Median, Op::Below, 20.0, Unit::Microseconds),
+    );
+
+    // The same commands under a policy file of 100 `[[rule]]` entries
+    // (half by program and arguments, half by regex; none matches them).
+    let mut text = String::new();
+    for i in 0..50 {
+        text.push_str(&format!(
+            "[[rule]]\ndecision = \"ask\"\nprogram = \"tool{i}\"\nargs_prefix = [\"deploy\"]\nargs_any = [\"--force\", \"-f\"]\n\n[[rule]]\ndecision = \"deny\"\nregex = \"other{i}\\\\s+(apply|destroy)\"\n\n"
+        ));
+    }
+    #[expect(
+        clippy::expect_used,
+        reason = "the bench's own policy text; a bench cannot go on without it"
+    )]
+    let policy =
+        Policy::parse(&text, std::path::Path::new("bench.toml")).expect("the bench policy loads");
+    let mut config = policy.analyzer;
+    config.home = Some("/home/agent".into());
+    let with_rules = Analyzer::new(config);
+    let mut medians = Vec::new();
+    for command in TYPICAL {
+        let (median, _) = measure(
+            || drop(black_box(with_rules.check(black_box(command)))),
+            target,
+        );
+        medians.push(median);
+    }
+    medians.sort();
+    emit(
+        &Figure::new(
+            "typical-median-100-rules",
+            "typical commands under a 100-rule policy file, median of medians",
+        )
+        .median(medians[medians.len() / 2])
+        .target(Metric::Median, Op::Below, 30.0, Unit::Microseconds),
     );
 
     let script = ten_kb_script();

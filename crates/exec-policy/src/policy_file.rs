@@ -1,7 +1,8 @@
-//! The policy file (`--policy FILE`, TOML): extra deny patterns and
-//! protected paths, allow patterns, environment keep/drop lists, process
-//! names left running, paths that stay writable under the sandbox, and
-//! whether output redaction covers token formats.
+//! The policy file (`--policy FILE`, TOML): `[[rule]]` entries with three
+//! decisions (allow, ask, deny) and the examples they are checked against,
+//! extra deny patterns and protected paths, allow patterns, environment
+//! keep/drop lists, process names left running, paths that stay writable
+//! under the sandbox, and whether output redaction covers token formats.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,7 @@ use regex::Regex;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::analysis::AnalyzerConfig;
+use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::env::EnvRules;
 
 /// Why a policy file was refused. Every message names the file, and the
@@ -54,11 +55,28 @@ pub enum PolicyError {
         /// The regex engine's complaint.
         message: String,
     },
+    /// A `[[rule]]`'s `match` or `not_match` example does not get the
+    /// decision it says.
+    #[error("{}:{line}: rule `{rule}`: example `{example}` {message}", path.display())]
+    Example {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the rule.
+        line: usize,
+        /// The rule's id.
+        rule: String,
+        /// The example.
+        example: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPolicy {
+    #[serde(default)]
+    rule: Vec<Spanned<RawRule>>,
     #[serde(default)]
     deny: RawDeny,
     #[serde(default)]
@@ -80,6 +98,234 @@ struct RawDeny {
     regex: Vec<Spanned<String>>,
     #[serde(default)]
     protected_paths: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    id: Option<String>,
+    decision: RuleDecision,
+    program: Option<String>,
+    #[serde(default)]
+    args_prefix: Vec<String>,
+    #[serde(default)]
+    args_any: Vec<String>,
+    regex: Option<String>,
+    reason: Option<String>,
+    #[serde(default, rename = "match")]
+    examples_match: Vec<String>,
+    #[serde(default)]
+    not_match: Vec<String>,
+}
+
+/// What a `[[rule]]` decides for the commands it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleDecision {
+    /// An exemption: the simple command skips the seed regexes and the
+    /// built-in ask rules (never a built-in deny rule or a user deny or
+    /// ask rule).
+    Allow,
+    /// A person must approve the command.
+    Ask,
+    /// The command is refused.
+    Deny,
+}
+
+impl RuleDecision {
+    /// The decision's name as the policy file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Ask => "ask",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+/// How a `[[rule]]` recognises a simple command.
+#[derive(Debug, Clone)]
+pub enum RuleMatcher {
+    /// By program (after unwrapping and path reduction) and arguments
+    /// (normalised: `--opt=value` split, combined short options split,
+    /// long options abbreviated uniquely expanded, the program's global
+    /// options before a subcommand skipped).
+    Program {
+        /// The program's name (a path is reduced to its last component).
+        program: String,
+        /// The first arguments, in order.
+        args_prefix: Vec<String>,
+        /// At least one of these anywhere among the arguments (when not empty).
+        args_any: Vec<String>,
+    },
+    /// A regex matched against the simple command from its program word on.
+    Regex(Regex),
+}
+
+/// One `[[rule]]` of the policy file.
+#[derive(Debug, Clone)]
+pub struct PolicyRule {
+    /// Its id (`policy.rule[N]` when the file gives none).
+    pub id: String,
+    /// What it decides.
+    pub decision: RuleDecision,
+    /// What it matches.
+    pub matcher: RuleMatcher,
+    /// Why, in one line.
+    pub reason: String,
+}
+
+/// Options that take a separate value and come before a subcommand, per
+/// program: skipped (with their value) before `args_prefix` is matched.
+fn global_valued_options(program: &str) -> &'static [&'static str] {
+    match program {
+        "git" => &[
+            "-C",
+            "-c",
+            "--git-dir",
+            "--work-tree",
+            "--namespace",
+            "--config-env",
+        ],
+        "docker" | "podman" => &[
+            "-H",
+            "--host",
+            "--context",
+            "-c",
+            "--config",
+            "-l",
+            "--log-level",
+        ],
+        "kubectl" | "oc" => &[
+            "-n",
+            "--namespace",
+            "--context",
+            "--kubeconfig",
+            "-s",
+            "--server",
+            "--cluster",
+            "--user",
+        ],
+        "helm" => &["-n", "--namespace", "--kube-context", "--kubeconfig"],
+        "cargo" => &["-C", "--config", "-Z", "--color"],
+        "npm" | "pnpm" | "yarn" => &["--prefix", "-w", "--workspace", "-C", "--dir", "--cwd"],
+        "gh" => &["-R", "--repo"],
+        _ => &[],
+    }
+}
+
+/// The arguments of a simple command as rules match them: `None` for a
+/// word whose value is known only at run time.
+fn normalise(program: &str, args: &[Option<&str>], skip_globals: bool) -> Vec<Option<String>> {
+    let mut rest = args;
+    if skip_globals {
+        let valued = global_valued_options(program);
+        loop {
+            match rest.first() {
+                Some(Some("--")) => {
+                    rest = &rest[1..];
+                    break;
+                }
+                Some(Some(word)) if word.starts_with('-') && word.len() > 1 => {
+                    let skip = if valued.contains(word) { 2 } else { 1 };
+                    rest = rest.get(skip..).unwrap_or_default();
+                }
+                _ => break,
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(rest.len());
+    let mut options = true;
+    for word in rest {
+        let Some(word) = word else {
+            out.push(None);
+            continue;
+        };
+        if !options {
+            out.push(Some((*word).to_owned()));
+        } else if *word == "--" {
+            options = false;
+            out.push(Some("--".to_owned()));
+        } else if let Some(long) = word.strip_prefix("--") {
+            match long.split_once('=') {
+                Some((name, value)) => {
+                    out.push(Some(format!("--{name}")));
+                    out.push(Some(value.to_owned()));
+                }
+                None => out.push(Some((*word).to_owned())),
+            }
+        } else if let Some(cluster) = word.strip_prefix('-')
+            && cluster.len() > 1
+            && cluster.chars().all(|c| c.is_ascii_alphabetic())
+        {
+            out.extend(cluster.chars().map(|c| Some(format!("-{c}"))));
+        } else {
+            out.push(Some((*word).to_owned()));
+        }
+    }
+    out
+}
+
+/// Whether `word` stands for `wanted`: the same, or a long option
+/// abbreviated so that `wanted` is the only one of `known` it can mean.
+fn same_argument(word: &str, wanted: &str, known: &[&str]) -> bool {
+    if word == wanted {
+        return true;
+    }
+    word.len() > 3
+        && word.starts_with("--")
+        && wanted.starts_with(word)
+        && !known.contains(&word)
+        && known
+            .iter()
+            .filter(|option| option.starts_with(word))
+            .count()
+            == 1
+}
+
+impl PolicyRule {
+    /// Whether the rule matches one simple command: its program word
+    /// (`None` when not a literal), its arguments (`None` where not a
+    /// literal), and its text as the regexes see it.
+    pub(crate) fn matches(&self, program: Option<&str>, args: &[Option<&str>], text: &str) -> bool {
+        match &self.matcher {
+            RuleMatcher::Regex(re) => re.find(text).is_some_and(|m| m.start() == 0),
+            RuleMatcher::Program {
+                program: wanted,
+                args_prefix,
+                args_any,
+            } => {
+                let Some(program) = program else {
+                    return false;
+                };
+                if program != wanted {
+                    return false;
+                }
+                let skip_globals = args_prefix.first().is_some_and(|a| !a.starts_with('-'));
+                let args = normalise(program, args, skip_globals);
+                let known: Vec<&str> = args_prefix
+                    .iter()
+                    .chain(args_any)
+                    .map(String::as_str)
+                    .filter(|a| a.starts_with("--"))
+                    .collect();
+                let is = |word: &Option<String>, wanted: &str| {
+                    word.as_deref()
+                        .is_some_and(|word| same_argument(word, wanted, &known))
+                };
+                let prefix = args_prefix.len() <= args.len()
+                    && args_prefix
+                        .iter()
+                        .zip(&args)
+                        .all(|(wanted, word)| is(word, wanted));
+                prefix
+                    && (args_any.is_empty()
+                        || args
+                            .iter()
+                            .any(|word| args_any.iter().any(|wanted| is(word, wanted))))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -153,6 +399,11 @@ pub struct Policy {
     pub redact: RedactRules,
 }
 
+/// The last path component of a program name.
+fn program_name(program: &str) -> &str {
+    program.rsplit('/').next().unwrap_or(program)
+}
+
 impl Policy {
     /// Reads and checks the policy file at `path`.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
@@ -217,13 +468,82 @@ impl Policy {
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut rules = Vec::with_capacity(raw.rule.len());
+        let mut examples = Vec::new();
+        for (i, entry) in raw.rule.iter().enumerate() {
+            let line = line_of(text, entry.span().start);
+            let rule = entry.get_ref();
+            let id = rule
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("policy.rule[{i}]"));
+            let invalid = |message: String| PolicyError::Invalid {
+                path: path.to_owned(),
+                line,
+                message: format!("rule `{id}`: {message}"),
+            };
+            let matcher = match (&rule.program, &rule.regex) {
+                (Some(program), None) => {
+                    let program = program_name(program);
+                    if program.is_empty() {
+                        return Err(invalid("`program` is empty".to_owned()));
+                    }
+                    RuleMatcher::Program {
+                        program: program.to_owned(),
+                        args_prefix: rule.args_prefix.clone(),
+                        args_any: rule.args_any.clone(),
+                    }
+                }
+                (None, Some(pattern)) => {
+                    if !rule.args_prefix.is_empty() || !rule.args_any.is_empty() {
+                        return Err(invalid(
+                            "`args_prefix` and `args_any` go with `program`, not `regex`"
+                                .to_owned(),
+                        ));
+                    }
+                    RuleMatcher::Regex(Regex::new(pattern).map_err(|error| {
+                        PolicyError::BadRegex {
+                            path: path.to_owned(),
+                            line,
+                            key: format!("rule[{i}].regex"),
+                            message: error
+                                .to_string()
+                                .lines()
+                                .last()
+                                .unwrap_or_default()
+                                .trim()
+                                .to_owned(),
+                        }
+                    })?)
+                }
+                _ => {
+                    return Err(invalid(
+                        "needs exactly one of `program` and `regex`".to_owned(),
+                    ));
+                }
+            };
+            let reason = rule.reason.clone().unwrap_or_else(|| match &matcher {
+                RuleMatcher::Program { program, .. } => format!("a policy rule for `{program}`"),
+                RuleMatcher::Regex(re) => format!("matches `{}`", re.as_str()),
+            });
+            examples.push((line, &rule.examples_match, &rule.not_match));
+            rules.push(PolicyRule {
+                id,
+                decision: rule.decision,
+                matcher,
+                reason,
+            });
+        }
+        let analyzer = AnalyzerConfig {
+            home: None,
+            protected_paths: raw.deny.protected_paths,
+            deny_regex: compile(&raw.deny.regex, "deny.regex")?,
+            allow_regex: compile(&raw.allow.regex, "allow.regex")?,
+            rules,
+        };
+        check_examples(&analyzer, &examples, path)?;
         Ok(Self {
-            analyzer: AnalyzerConfig {
-                home: None,
-                protected_paths: raw.deny.protected_paths,
-                deny_regex: compile(&raw.deny.regex, "deny.regex")?,
-                allow_regex: compile(&raw.allow.regex, "allow.regex")?,
-            },
+            analyzer,
             env: EnvRules {
                 keep: raw.env.keep,
                 drop: raw.env.drop,
@@ -236,6 +556,67 @@ impl Policy {
             },
         })
     }
+}
+
+/// Each rule's line, `match` and `not_match` examples, in rule order.
+type Examples<'a> = [(usize, &'a Vec<String>, &'a Vec<String>)];
+
+/// Checks every rule's examples against the whole policy: a `match`
+/// example is matched by the rule and gets its decision; a `not_match`
+/// example is not matched by it.
+fn check_examples(
+    config: &AnalyzerConfig,
+    examples: &Examples<'_>,
+    path: &Path,
+) -> Result<(), PolicyError> {
+    if examples
+        .iter()
+        .all(|(_, yes, no)| yes.is_empty() && no.is_empty())
+    {
+        return Ok(());
+    }
+    let analyzer = Analyzer::new(config.clone());
+    for (index, (rule, (line, yes, no))) in config.rules.iter().zip(examples).enumerate() {
+        let fail = |example: &str, message: String| PolicyError::Example {
+            path: path.to_owned(),
+            line: *line,
+            rule: rule.id.clone(),
+            example: example.to_owned(),
+            message,
+        };
+        for example in *yes {
+            if !analyzer.policy_rule_matches(index, example) {
+                return Err(fail(
+                    example,
+                    "is in `match` but the rule does not match it".to_owned(),
+                ));
+            }
+            let decision = analyzer.check(example);
+            if decision.name() != rule.decision.name() {
+                return Err(fail(
+                    example,
+                    format!(
+                        "is in `match` and must get `{}`, but gets `{}`{}",
+                        rule.decision.name(),
+                        decision.name(),
+                        decision
+                            .denial()
+                            .map(|d| format!(" (rule `{}`)", d.rule_id))
+                            .unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        for example in *no {
+            if analyzer.policy_rule_matches(index, example) {
+                return Err(fail(
+                    example,
+                    "is in `not_match` but the rule matches it".to_owned(),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// 1-based line number of byte `offset` in `text`.
@@ -286,6 +667,241 @@ formats = true   # redact well-known token formats from all output (default true
         assert!(policy.redact.formats);
     }
 
+    use crate::{Analyzer, Decision, RuleSource};
+
+    fn analyzer(text: &str) -> Analyzer {
+        Analyzer::new(parse(text).unwrap().analyzer)
+    }
+
+    const FORCE_PUSH: &str = r#"
+[[rule]]
+id = "no-force-push"
+decision = "ask"
+program = "git"
+args_prefix = ["push"]
+args_any = ["--force", "-f", "--force-with-lease"]
+reason = "force-pushing rewrites shared history"
+match = ["git push --force origin main", "sudo git push -f"]
+not_match = ["git push origin main", "git status"]
+"#;
+
+    #[test]
+    fn the_contract_rule_loads_and_asks() {
+        let analyzer = analyzer(FORCE_PUSH);
+        for command in [
+            "git push --force origin main",
+            "git -C d push -f",
+            "git -c user.name=x push origin +main --force-w",
+            "/usr/bin/git push --force-with-lease=main",
+            "cd repo && env GIT_DIR=x git push -fq",
+            "bash -c 'git push --force'",
+        ] {
+            let Decision::Ask(denial) = analyzer.check(command) else {
+                panic!("{command}: {:?}", analyzer.check(command));
+            };
+            assert_eq!(denial.rule_id, "no-force-push", "{command}");
+            assert_eq!(denial.source, RuleSource::PolicyFile);
+            assert_eq!(denial.reason, "force-pushing rewrites shared history");
+        }
+        for command in [
+            "git push origin main",
+            "git status",
+            "echo git push --force",
+            "git commit -m 'push -f'",
+            "git pull --force",
+        ] {
+            assert!(analyzer.check(command).is_allowed(), "{command}");
+        }
+    }
+
+    #[test]
+    fn strictest_decision_wins_across_simple_commands() {
+        let analyzer = analyzer(
+            r#"
+[[rule]]
+decision = "deny"
+program = "terraform"
+args_prefix = ["destroy"]
+reason = "no destroying infrastructure"
+
+[[rule]]
+decision = "ask"
+regex = "npm\\s+publish"
+"#,
+        );
+        let decision = analyzer.check("npm publish && terraform destroy");
+        let Decision::Deny(denial) = decision else {
+            panic!("{decision:?}")
+        };
+        assert_eq!(denial.rule_id, "policy.rule[0]");
+        assert!(
+            denial.message().contains("policy file"),
+            "{}",
+            denial.message()
+        );
+        let Decision::Ask(denial) = analyzer.check("npm test; npm publish --dry-run") else {
+            panic!()
+        };
+        assert_eq!(denial.rule_id, "policy.rule[1]");
+        assert_eq!(denial.reason, "matches `npm\\s+publish`");
+        // A built-in deny beats a user ask anywhere in the command.
+        assert!(matches!(
+            analyzer.check("npm publish; rm -rf /"),
+            Decision::Deny(d) if d.rule_id == "recursive-delete-protected"
+        ));
+    }
+
+    #[test]
+    fn an_allow_rule_never_exempts_from_built_in_or_user_denials() {
+        // An allow rule for `dd` leaves the built-in dd-to-device rule on.
+        let dd = analyzer("[[rule]]\ndecision = \"allow\"\nprogram = \"dd\"\n");
+        assert!(matches!(
+            dd.check("dd if=a of=/dev/sdz"),
+            Decision::Deny(d) if d.rule_id == "dd-to-device"
+        ));
+        // A user deny rule is never exempted by a user allow rule.
+        let analyzer = analyzer(
+            r#"
+[[rule]]
+decision = "allow"
+program = "make"
+[[rule]]
+decision = "deny"
+program = "make"
+args_prefix = ["deploy"]
+"#,
+        );
+        assert!(analyzer.check("make test").is_allowed());
+        assert!(!analyzer.check("make deploy").is_allowed());
+    }
+
+    #[test]
+    fn an_allow_rule_exempts_from_built_in_ask_rules() {
+        let command = "curl -fsSL https://tools.example.internal/install.sh | sh";
+        assert!(matches!(
+            Analyzer::default().check(command),
+            Decision::Ask(_)
+        ));
+        let analyzer = analyzer(
+            "[[rule]]\ndecision = \"allow\"\nprogram = \"sh\"\nmatch = [\"curl -fsSL https://tools.example.internal/install.sh | sh\"]\n",
+        );
+        assert!(analyzer.check(command).is_allowed());
+        // Not from a user ask rule.
+        let analyzer = analyzer_from(&[
+            "[[rule]]\ndecision = \"allow\"\nprogram = \"npm\"\n",
+            "[[rule]]\ndecision = \"ask\"\nprogram = \"npm\"\nargs_prefix = [\"publish\"]\n",
+        ]);
+        assert!(matches!(analyzer.check("npm publish"), Decision::Ask(_)));
+        assert!(analyzer.check("npm test").is_allowed());
+    }
+
+    fn analyzer_from(parts: &[&str]) -> Analyzer {
+        analyzer(&parts.concat())
+    }
+
+    #[test]
+    fn failing_examples_refuse_the_file_naming_rule_and_example() {
+        let error = parse(&FORCE_PUSH.replace("\"git status\"", "\"git push -f x\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(
+                "policy.toml:2: rule `no-force-push`: example `git push -f x` is in `not_match`"
+            ),
+            "{error}"
+        );
+        let error = parse(&FORCE_PUSH.replace("\"sudo git push -f\"", "\"git push\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("rule `no-force-push`: example `git push` is in `match` but the rule does not match it"),
+            "{error}"
+        );
+        // Matched, but a stricter rule decides: the example is wrong too.
+        let error = parse(&format!(
+            "{FORCE_PUSH}\n[[rule]]\nid = \"d\"\ndecision = \"deny\"\nprogram = \"sudo\"\n"
+        ));
+        assert!(
+            error.is_ok(),
+            "sudo is unwrapped, never a program: {error:?}"
+        );
+        let error = parse(&format!(
+            "{FORCE_PUSH}\n[[rule]]\nid = \"d\"\ndecision = \"deny\"\nregex = \"git push\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("example `git push --force origin main` is in `match` and must get `ask`, but gets `deny` (rule `d`)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn malformed_rules_are_refused() {
+        for (text, expected) in [
+            (
+                "[[rule]]\ndecision = \"maybe\"\nprogram = \"x\"\n",
+                "unknown variant `maybe`",
+            ),
+            (
+                "[[rule]]\ndecision = \"ask\"\n",
+                "needs exactly one of `program` and `regex`",
+            ),
+            (
+                "[[rule]]\ndecision = \"ask\"\nprogram = \"x\"\nregex = \"x\"\n",
+                "needs exactly one of",
+            ),
+            (
+                "[[rule]]\ndecision = \"ask\"\nregex = \"x\"\nargs_any = [\"-f\"]\n",
+                "go with `program`",
+            ),
+            (
+                "[[rule]]\ndecision = \"ask\"\nregex = \"(\"\n",
+                "`rule[0].regex` is not a valid regex",
+            ),
+            (
+                "[[rule]]\ndecision = \"ask\"\nprogram = \"x\"\nargs = []\n",
+                "unknown field `args`",
+            ),
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.contains(expected), "{text}: {error}");
+            assert!(error.starts_with("policy.toml:"), "{error}");
+        }
+    }
+
+    #[test]
+    fn arguments_are_normalised_before_matching() {
+        let args = |words: &[&str]| -> Vec<Option<String>> {
+            let words: Vec<Option<&str>> = words.iter().map(|w| Some(*w)).collect();
+            normalise("git", &words, true)
+        };
+        let some = |words: &[&str]| -> Vec<Option<String>> {
+            words.iter().map(|w| Some((*w).to_owned())).collect()
+        };
+        assert_eq!(
+            args(&["-C", "d", "--bare", "push", "-fu", "--repo=x"]),
+            some(&["push", "-f", "-u", "--repo", "x"])
+        );
+        assert_eq!(args(&["push", "--", "-fu"]), some(&["push", "--", "-fu"]));
+        assert!(same_argument(
+            "--force-w",
+            "--force-with-lease",
+            &["--force", "--force-with-lease"]
+        ));
+        assert!(!same_argument(
+            "--forc",
+            "--force",
+            &["--force", "--force-with-lease"]
+        ));
+        assert!(!same_argument("--f", "--force", &["--force"]));
+        assert!(!same_argument(
+            "--force-",
+            "--force",
+            &["--force", "--force-with-lease"]
+        ));
+    }
+
     #[test]
     fn token_format_redaction_is_on_unless_turned_off() {
         assert!(parse("").unwrap().redact.formats);
@@ -315,10 +931,24 @@ formats = true   # redact well-known token formats from all output (default true
         assert!(!policy.env.keep.is_empty() && !policy.env.drop.is_empty());
         assert!(!policy.keep_processes.is_empty() && policy.max_processes.is_some());
         assert!(!policy.sandbox_writable.is_empty());
+        // Its rules loaded, so their examples held (a failing one refuses
+        // the file); each decision is shown.
+        for decision in [RuleDecision::Ask, RuleDecision::Deny] {
+            assert!(
+                policy.analyzer.rules.iter().any(|r| r.decision == decision),
+                "{decision:?}"
+            );
+        }
         // Each table `RawPolicy` knows is in the sample (keep this list in
         // step with it; a table the loader does not know is refused above).
         let text = std::fs::read_to_string(&sample).unwrap();
+        assert_eq!(
+            text.matches("\n[[rule]]\n").count(),
+            text.matches("\nmatch = [").count(),
+            "every rule in the sample has examples"
+        );
         for table in [
+            "[[rule]]",
             "[deny]",
             "[allow]",
             "[env]",

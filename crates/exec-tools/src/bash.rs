@@ -9,10 +9,16 @@ use exec_policy::{AnalysisContext, CommandFacts, Decision, Denial, GitCommit, is
 use schemars::JsonSchema;
 use serde::Deserialize;
 use shell_runtime::{EndRequest, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream};
-use tool_core::{ExecutionContext, ProgressUpdate, Tool, ToolCategory, ToolResult};
+use tool_core::{Approval, ExecutionContext, ProgressUpdate, Tool, ToolCategory, ToolResult};
 
+use crate::approval::{
+    Asked, Waiting, approval_key, approval_message, declined, wait_for_approval,
+};
+use crate::audit::{AuditEntry, AuditError, AuditLog};
 use crate::carried_state::{CarriedStateSlot, StateFiles, Vars, wrap_command};
-use crate::environment::{DEFAULT_TIMEOUT, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
+use crate::environment::{
+    AskFallback, DEFAULT_TIMEOUT, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
+};
 use crate::render::{Rendered, render_streams};
 
 /// Grace between SIGINT (or SIGTERM) and SIGKILL when a call is cancelled.
@@ -65,7 +71,8 @@ const DESCRIPTION: &str = "Runs a bash command and returns its output (stdout, t
 - For servers, watchers and anything long, set `run_in_background: true`: the call returns a `bash_id` at once; read new output with BashOutput and stop it with KillShell. Background jobs (`cmd &`) left by a foreground command are ended when it returns.\n\
 - Output over 30000 characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
 - Commands run without a terminal: stdin is empty, editors fail and pagers print, so never start interactive programs (use `git --no-pager`, `-y` flags and the like).\n\
-- Dangerous commands (recursive deletes of system or home directories, disk formatting, fork bombs) are refused.";
+- Dangerous commands (recursive deletes of system or home directories, disk formatting, fork bombs) are refused.\n\
+- Commands whose effect is known only when they run (downloaded or decoded scripts piped into a shell, `rm -rf \"$VAR\"`) and those the policy file names may need the person's approval; the call waits for the answer, and a refusal says why.";
 
 #[async_trait]
 impl Tool for BashTool {
@@ -121,10 +128,97 @@ impl Tool for BashTool {
                 .collect(),
         };
         let analysis = exec.analyzer.analyze_in(&params.command, &session);
-        // Until approvals exist, `ask` is refused like `deny`, and says so.
-        if let Some(denial) = analysis.decision.denial() {
-            return meta(refusal(exec, &analysis.decision, denial));
-        }
+        let denial = analysis.decision.denial();
+        let audit = exec.config.audit.as_deref();
+        let decided = AuditEntry {
+            event: "decision",
+            call: audit.map_or(0, AuditLog::next_call),
+            tool: "Bash",
+            command: Some(shown_command.clone()),
+            cwd: Some(cwd.to_string_lossy().into_owned()),
+            decision: Some(analysis.decision.name()),
+            rule: denial.map(|d| d.rule_id.clone()),
+            ..AuditEntry::default()
+        };
+        // The decision line goes out before the answer, and before the
+        // command runs: no log, no run.
+        let record = |status: &str, approved_by: Option<&'static str>| {
+            audit.map_or(Ok(()), |log| {
+                log.write(&AuditEntry {
+                    status: Some(status.to_owned()),
+                    approved_by,
+                    ..decided.clone()
+                })
+            })
+        };
+        let approved_by = match (&analysis.decision, denial) {
+            (Decision::Deny(_), Some(denial)) => {
+                let answer = refusal(exec, &analysis.decision, denial);
+                return meta(with_audit_failure(answer, record("blocked", None)));
+            }
+            (Decision::Ask(_), Some(denial)) => {
+                let key = approval_key(&params.command, &cwd, &session.vars);
+                let asked = match context.approver() {
+                    _ if exec.is_remembered(&key) => Asked::Approved("remembered"),
+                    // A dry run never asks: it answers as the fallback would.
+                    Some(approver) if !context.dry_run() => {
+                        let message = exec.redact(&approval_message(
+                            &params.command,
+                            &cwd,
+                            denial,
+                            &session.vars,
+                        ));
+                        match wait_for_approval(exec, context, approver.as_ref(), message).await {
+                            Waiting::Answer(Approval::Accept { remember }) => {
+                                if remember {
+                                    exec.remember(key);
+                                }
+                                Asked::Approved("user")
+                            }
+                            Waiting::Answer(Approval::Decline | Approval::Cancel) => {
+                                Asked::Declined
+                            }
+                            Waiting::CallCancelled => Asked::CallCancelled,
+                            Waiting::Answer(Approval::Unavailable) => Asked::Nobody,
+                        }
+                    }
+                    _ => Asked::Nobody,
+                };
+                match asked {
+                    Asked::Approved(by) => Some(by),
+                    Asked::Nobody if exec.config.ask_fallback == AskFallback::Allow => {
+                        Some("fallback")
+                    }
+                    Asked::Nobody => {
+                        let answer = refusal(exec, &analysis.decision, denial);
+                        return meta(with_audit_failure(answer, record("blocked", None)));
+                    }
+                    Asked::Declined => {
+                        let answer = declined(exec, denial);
+                        return meta(with_audit_failure(answer, record("declined", None)));
+                    }
+                    Asked::CallCancelled => {
+                        let answer = ToolResult::fail(
+                            "Command not run: the call was cancelled while waiting for approval",
+                        )
+                        .with_meta("status", "cancelled")
+                        .with_meta("decision", "ask");
+                        return meta(with_audit_failure(answer, record("cancelled", None)));
+                    }
+                }
+            }
+            _ => None,
+        };
+        let meta = |result: ToolResult| {
+            let result = meta(result);
+            match approved_by {
+                Some(by) => result
+                    .with_meta("decision", "ask")
+                    .with_meta_opt("rule", denial.map(|d| d.rule_id.clone()))
+                    .with_meta("approved_by", by),
+                None => result,
+            }
+        };
 
         let command = match &exec.config.coauthor {
             Some(coauthor) => add_coauthor(&params.command, &analysis.git_commits, coauthor),
@@ -132,15 +226,30 @@ impl Tool for BashTool {
         };
 
         if context.dry_run() {
+            if let Err(error) = record("dry_run", approved_by) {
+                return meta(audit_refusal(&error));
+            }
             return meta(
                 ToolResult::ok(format!("[Dry Run] Would execute: {shown_command}"))
                     .with_meta("dry_run", true),
             );
         }
 
+        if let Err(error) = record("running", approved_by) {
+            return meta(audit_refusal(&error));
+        }
+        let ended = exec.config.audit.clone().map(|log| {
+            let entry = AuditEntry {
+                event: "ended",
+                approved_by,
+                ..decided.clone()
+            };
+            (log, entry)
+        });
+
         if params.run_in_background {
             let timeout = params.timeout.map(Duration::from_millis);
-            return meta(start_background(exec, &command, cwd, &vars, timeout).await)
+            return meta(start_background(exec, &command, cwd, &vars, timeout, ended).await)
                 .with_meta_opt("timeout_ms", params.timeout);
         }
         let timeout = params
@@ -155,6 +264,7 @@ impl Tool for BashTool {
             vars,
             timeout,
             analysis.facts,
+            ended,
         )
         .await;
         meta(result).with_meta(
@@ -164,11 +274,87 @@ impl Tool for BashTool {
     }
 }
 
+/// How an `ask` command refused for want of someone to ask can be allowed.
+const HOW_TO_ALLOW: &str = "To allow it: use an MCP client that supports elicitation (the person is asked), \
+start agent-exec with `--ask-fallback allow`, or exempt it with an `allow` rule in the policy file \
+(`agent-exec policy check -- COMMAND` shows the rule)";
+
+/// The line for the end of a command, from its shell.
+fn ended_entry(entry: &AuditEntry, shell: &ShellProcess, bash_id: Option<&str>) -> AuditEntry {
+    let bytes = |stream| shell.totals(stream).0;
+    AuditEntry {
+        status: Some(shell.status().as_str().to_owned()),
+        exit_code: shell
+            .exit()
+            .filter(|_| shell.end_request() != Some(EndRequest::Timeout))
+            .map(|exit| exit.code),
+        duration_ms: Some(u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX)),
+        output_bytes: Some(bytes(Stream::Stdout).saturating_add(bytes(Stream::Stderr))),
+        bash_id: bash_id.map(str::to_owned),
+        ..entry.clone()
+    }
+}
+
+/// Writes the end line when the background shell `shell` ends.
+fn audit_when_ended(
+    ended: Option<(Arc<AuditLog>, AuditEntry)>,
+    shell: Arc<ShellProcess>,
+    id: String,
+) {
+    if let Some((log, entry)) = ended {
+        tokio::spawn(async move {
+            shell.wait().await;
+            // Nobody is waiting for an answer any more: a failure can only be dropped.
+            let _ = log.write(&ended_entry(&entry, &shell, Some(&id)));
+        });
+    }
+}
+
+/// The end line of a command that could not start.
+fn audit_not_started(ended: Option<(Arc<AuditLog>, AuditEntry)>) {
+    if let Some((log, entry)) = ended {
+        // The answer already says the command did not start.
+        let _ = log.write(&AuditEntry {
+            status: Some("error".to_owned()),
+            ..entry
+        });
+    }
+}
+
+/// `answer`, noting that its audit line could not be written.
+fn with_audit_failure(answer: ToolResult, written: Result<(), AuditError>) -> ToolResult {
+    match written {
+        Ok(()) => answer,
+        Err(error) => {
+            let text = format!("{}\n[{}]", answer.text(), audit_message(&error));
+            ToolResult::fail(text).with_meta("audit_error", true)
+        }
+    }
+}
+
+fn audit_message(error: &AuditError) -> String {
+    format!(
+        "the audit log cannot be written: {}",
+        crate::error_chain(error)
+    )
+}
+
+/// The answer when the decision line could not be written: nothing ran
+/// (status `blocked`, as for any command refused before it starts).
+fn audit_refusal(error: &AuditError) -> ToolResult {
+    ToolResult::fail(format!(
+        "Command blocked: nothing ran because {}",
+        audit_message(error)
+    ))
+    .with_meta("status", "blocked")
+    .with_meta("audit_error", true)
+}
+
 /// A refused command's answer: the reason, and the metadata every refusal
 /// carries (`status`, `decision`, `rule`).
 fn refusal(exec: &ExecEnvironment, decision: &Decision, denial: &Denial) -> ToolResult {
     let message = match decision {
-        Decision::Ask(_) => denial.ask_message(),
+        Decision::Ask(_) => format!("{}. {HOW_TO_ALLOW}", denial.ask_message()),
         _ => denial.message(),
     };
     ToolResult::fail(exec.redact(&message))
@@ -257,6 +443,7 @@ async fn start_background(
     cwd: PathBuf,
     vars: &Vars,
     timeout: Option<Duration>,
+    ended: Option<(Arc<AuditLog>, AuditEntry)>,
 ) -> ToolResult {
     let stem = exec.next_path("background");
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars);
@@ -267,8 +454,9 @@ async fn start_background(
     spec.keep_running.clone_from(&exec.config.keep_processes);
     let spills = [stem.with_extension("stdout"), stem.with_extension("stderr")];
     match exec.manager.spawn(spec).await {
-        Ok((id, _)) => {
+        Ok((id, shell)) => {
             exec.keep_files(Some(&id), &[&spills[0], &spills[1]]);
+            audit_when_ended(ended, shell, id.clone());
             ToolResult::ok(format!(
             "Started background shell: {id}\nCommand: {}\nRead its output with BashOutput (bash_id: \"{id}\"); stop it with KillShell (shell_id: \"{id}\").",
             exec.redact(command)
@@ -276,10 +464,13 @@ async fn start_background(
         .with_meta("bash_id", id)
         .with_meta("status", ShellStatus::Running.as_str())
         }
-        Err(error) => ToolResult::fail(format!(
-            "Cannot start the background shell: {}",
-            crate::error_chain(&error)
-        )),
+        Err(error) => {
+            audit_not_started(ended);
+            ToolResult::fail(format!(
+                "Cannot start the background shell: {}",
+                crate::error_chain(&error)
+            ))
+        }
     }
 }
 
@@ -296,6 +487,7 @@ async fn run_foreground(
     vars: Vars,
     timeout: Duration,
     facts: CommandFacts,
+    ended: Option<(Arc<AuditLog>, AuditEntry)>,
 ) -> ToolResult {
     let stem = exec.next_path("bash");
     let state_files = StateFiles::new(&exec.state_path(&stem));
@@ -311,6 +503,7 @@ async fn run_foreground(
         Ok(shell) => shell,
         Err(error) => {
             state_files.remove();
+            audit_not_started(ended);
             return ToolResult::fail(format!(
                 "Cannot start the command: {}",
                 crate::error_chain(&error)
@@ -318,8 +511,12 @@ async fn run_foreground(
         }
     };
     if let Waited::Backgrounded(id) = wait_reporting(exec, &shell, context, timeout).await {
+        audit_when_ended(ended, Arc::clone(&shell), id.clone());
         return backgrounded_answer(exec, &shell, &id, &stem);
     }
+    // The end line goes out before the answer.
+    let audit_failed =
+        ended.and_then(|(log, entry)| log.write(&ended_entry(&entry, &shell, None)).err());
 
     let exit = shell.exit();
     let request = shell.end_request();
@@ -375,6 +572,10 @@ async fn run_foreground(
         ToolResult::ok(text)
     } else {
         ToolResult::fail(text)
+    };
+    let result = match audit_failed {
+        Some(error) => with_audit_failure(result, Err(error)),
+        None => result,
     };
     result
         .with_meta_opt(

@@ -18,6 +18,8 @@ use shell_runtime::{
     TokenPattern, TokenSpec,
 };
 
+use crate::audit::AuditLog;
+
 /// The answer text is held to this many characters (plus one truncation line).
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// Bytes of one command's full output kept on disk.
@@ -62,6 +64,27 @@ pub struct ExecConfig {
     /// Bytes all output files of this server may hold together
     /// ([`OUTPUT_TOTAL_CAP`] unless changed).
     pub output_budget: u64,
+    /// Where every decision and every end of a command is recorded, if anywhere.
+    pub audit: Option<Arc<AuditLog>>,
+    /// What an `ask` command gets when nobody can be asked.
+    pub ask_fallback: AskFallback,
+    /// How long a question waits for the person before it counts as
+    /// `cancel` (default five minutes).
+    pub ask_timeout: Duration,
+}
+
+/// How long a question waits for the person by default.
+pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_millis(300_000);
+
+/// What an `ask` command gets when nobody can be asked (no client that
+/// can ask the person, or a dry run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AskFallback {
+    /// Refused, with a message that says how to allow it.
+    #[default]
+    Deny,
+    /// Run (`approved_by: "fallback"`).
+    Allow,
 }
 
 /// Turns the policy's sandbox request into a confinement shell-runtime
@@ -117,6 +140,9 @@ impl ExecConfig {
             tmpdir: None,
             background_after: None,
             output_budget: OUTPUT_TOTAL_CAP,
+            audit: None,
+            ask_fallback: AskFallback::Deny,
+            ask_timeout: DEFAULT_ASK_TIMEOUT,
         }
     }
 
@@ -151,6 +177,10 @@ pub struct ExecEnvironment {
     /// The bytes all output files may hold together.
     budget: SpillBudget,
     counter: AtomicU64,
+    /// Approvals given with `remember: true`, for the server's life: keys
+    /// of command text, working directory and the values of the variables
+    /// the command uses.
+    remembered: Mutex<std::collections::HashSet<String>>,
 }
 
 impl ExecEnvironment {
@@ -185,7 +215,24 @@ impl ExecEnvironment {
             budget: SpillBudget::new(output_budget),
 
             counter: AtomicU64::new(0),
+            remembered: Mutex::new(std::collections::HashSet::new()),
         }
+    }
+
+    /// Whether an approval for `key` was remembered.
+    pub(crate) fn is_remembered(&self, key: &str) -> bool {
+        self.remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(key)
+    }
+
+    /// Remembers an approval for `key`.
+    pub(crate) fn remember(&self, key: String) {
+        self.remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key);
     }
 
     /// The configuration.

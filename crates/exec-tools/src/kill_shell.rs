@@ -8,6 +8,7 @@ use serde::Deserialize;
 use shell_runtime::{KILL_GRACE, KillOutcome};
 use tool_core::{ExecutionContext, Tool, ToolCategory, ToolResult};
 
+use crate::audit::AuditEntry;
 use crate::bash_output::not_found;
 use crate::environment::ExecEnvironment;
 
@@ -67,13 +68,35 @@ Stopping a shell that already ended is not an error; the answer says how it ende
                 )
                 .with_meta("status", shell.status().as_str())
         };
-        match outcome {
+        let answer = match outcome {
             Ok(KillOutcome::Terminated) => base(ToolResult::ok(format!("Shell {id} terminated"))),
             Ok(KillOutcome::AlreadyStopped(status)) => base(
                 ToolResult::ok(format!("Shell {id} already stopped (status: {status})"))
                     .with_meta("already_stopped", true),
             ),
-            Err(_) => not_found(env, &id),
+            Err(_) => return not_found(env, &id),
+        };
+        // The line holds the shell's command and its status after the call.
+        if let Some(log) = &env.config.audit {
+            let written = log.write(&AuditEntry {
+                event: "call",
+                call: log.next_call(),
+                tool: "KillShell",
+                command: Some(env.redact(shell.command())),
+                status: Some(shell.status().as_str().to_owned()),
+                duration_ms: Some(u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX)),
+                bash_id: Some(id.clone()),
+                ..AuditEntry::default()
+            });
+            if let Err(error) = written {
+                return ToolResult::fail(format!(
+                    "{}\n[the audit log cannot be written: {}]",
+                    answer.text(),
+                    crate::error_chain(&error)
+                ))
+                .with_meta("audit_error", true);
+            }
         }
+        answer
     }
 }

@@ -27,6 +27,8 @@
 //! # Ok(()) }
 //! ```
 
+mod approval;
+mod audit;
 mod bash;
 mod bash_output;
 mod carriage;
@@ -41,11 +43,12 @@ use std::sync::Arc;
 
 use tool_core::{RegistryError, ToolRegistry};
 
+pub use audit::{AuditEntry, AuditError, AuditLog};
 pub use bash::{BashParams, BashTool};
 pub use bash_output::{BashOutputParams, BashOutputTool};
 pub use environment::{
-    DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
-    OUTPUT_TOTAL_CAP, prepare_sandbox,
+    AskFallback, DEFAULT_ASK_TIMEOUT, DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment,
+    MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
 

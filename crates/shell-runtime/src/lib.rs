@@ -29,6 +29,8 @@ mod spec;
 mod status;
 mod sys;
 mod tree;
+#[cfg(target_os = "linux")]
+mod tty_wait;
 
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
 pub use error::{ManagerError, SpawnError};
@@ -41,6 +43,8 @@ pub use spawn::confine::{ConfineError, Confinement};
 pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
 pub use tree::SHELL_TAG_VAR;
+#[cfg(target_os = "linux")]
+pub use tty_wait::{TerminalDevice, group_waits_for_input, waits_for_input};
 /// The capture's building blocks, public for the fuzz targets only.
 #[doc(hidden)]
 pub use {buffer::OutputBuffer, decode::Utf8Decoder};

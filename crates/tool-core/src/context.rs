@@ -59,6 +59,31 @@ impl fmt::Debug for ProgressSink {
     }
 }
 
+/// What the person answered when asked to approve something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Go ahead; `remember` asks that the same thing not be asked again.
+    Accept {
+        /// Whether to remember the approval.
+        remember: bool,
+    },
+    /// The person said no.
+    Decline,
+    /// The person dismissed the question (or it timed out).
+    Cancel,
+    /// Nobody could be asked after all (the client refused the request).
+    Unavailable,
+}
+
+/// Someone who can be asked to approve an action: the person behind the
+/// client (MCP elicitation). A future that is dropped before it completes
+/// withdraws its question.
+#[async_trait::async_trait]
+pub trait Approver: Send + Sync {
+    /// Puts `message` to the person and waits for the answer.
+    async fn ask(&self, message: String) -> Approval;
+}
+
 /// State shared by every call made in one session: the calls of one client
 /// (one MCP connection, one agent conversation). Each layer keeps its own
 /// typed slot, so tool-core does not need to know what the tools above it
@@ -118,6 +143,13 @@ pub struct ExecutionContext {
     cancellation: CancellationToken,
     progress: ProgressSink,
     session: Arc<Session>,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+impl fmt::Debug for dyn Approver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Approver")
+    }
 }
 
 impl ExecutionContext {
@@ -130,7 +162,20 @@ impl ExecutionContext {
             cancellation: CancellationToken::new(),
             progress: ProgressSink::none(),
             session: Arc::new(Session::new()),
+            approver: None,
         }
+    }
+
+    /// Lets tools ask the person through `approver`.
+    #[must_use]
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Who can be asked to approve an action, if anyone.
+    pub fn approver(&self) -> Option<&Arc<dyn Approver>> {
+        self.approver.as_ref()
     }
 
     /// Sets whether tools only say what they would do.

@@ -16,7 +16,7 @@ mod schema;
 mod tool;
 mod tool_result;
 
-pub use context::{ExecutionContext, ProgressSink, ProgressUpdate, Session};
+pub use context::{Approval, Approver, ExecutionContext, ProgressSink, ProgressUpdate, Session};
 pub use definition::{DefinitionFormat, ToolDefinition, UnknownFormat};
 pub use executor::{ExecutedCall, ExecutorError, ToolExecutor};
 pub use registry::{RegistryError, ToolRegistry};

@@ -221,6 +221,9 @@ impl<'a> Collector<'a> {
     fn process_substitution_word(&mut self, output: Option<String>, scope: &mut Scope) -> Word {
         self.process_substitutions += 1;
         let path = format!("/dev/fd/{}", 62 + self.process_substitutions);
+        // Known output: a file the analysis can read back; unknown: a
+        // run-time value, as for any substitution.
+        let known = output.is_some();
         match output {
             Some(text) => {
                 scope.files.insert(path.clone(), text);
@@ -230,7 +233,7 @@ impl<'a> Collector<'a> {
             }
         }
         Word {
-            text: Some(path),
+            text: known.then_some(path),
             raw: "<(...)".to_owned(),
             glob: false,
             span: None,
@@ -273,6 +276,7 @@ impl<'a> Collector<'a> {
         let mut fed: Vec<Word> = Vec::new();
         let mut piped: Option<String> = None;
         let mut endless_before = false;
+        let mut upstream: Vec<Vec<Word>> = Vec::new();
         for (index, command) in pipeline.seq.iter().enumerate() {
             let start = self.out.cmds.len();
             if index == 0 {
@@ -287,6 +291,12 @@ impl<'a> Collector<'a> {
                 self.endless_input = false;
                 scope.stdin_fed = stdin_fed;
                 scope.stdin_text = stdin_text;
+                for cmd in &mut self.out.cmds[start..] {
+                    cmd.upstream.extend(upstream.iter().cloned());
+                }
+            }
+            if pipeline.seq.len() > 1 {
+                upstream.extend(self.out.cmds[start..].iter().map(|cmd| cmd.words.clone()));
             }
             // What it prints, when known, is what the next one reads.
             if index + 1 < pipeline.seq.len() {
@@ -672,7 +682,11 @@ impl<'a> Collector<'a> {
                 }
                 Some(CommandPrefixOrSuffixItem::ProcessSubstitution(_, subshell)) => {
                     let output = self.process_substitution(&subshell.list, scope);
-                    words.push(self.process_substitution_word(output, scope));
+                    let mut word = self.process_substitution_word(output, scope);
+                    // The body, so rules can tell what feeds the word
+                    // (`bash <(curl URL)`).
+                    word.raw = format!("<({})", subshell.list);
+                    words.push(word);
                 }
             }
         }
@@ -1136,6 +1150,7 @@ impl<'a> Collector<'a> {
             stdin_fed: scope.stdin_fed,
             stdin_text: scope.stdin_text.clone(),
             fallback: false,
+            upstream: Vec::new(),
         });
     }
 }

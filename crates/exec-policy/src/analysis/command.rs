@@ -46,6 +46,10 @@ pub(crate) struct Cmd {
     pub(crate) stdin_text: Option<String>,
     /// Split token by token (the parser could not read its text).
     pub(crate) fallback: bool,
+    /// The words of the simple commands in the earlier stages of its
+    /// pipeline (substitutions included): what may write into its standard
+    /// input (`curl URL | sh`).
+    pub(crate) upstream: Vec<Vec<Word>>,
 }
 
 impl Cmd {

@@ -29,6 +29,7 @@ use regex::Regex;
 
 pub use rules::{ASK_RULES, FORK_BOMB, RULES, Rule};
 
+use crate::policy_file::{PolicyRule, RuleDecision};
 use collect::{Collected, Collector};
 use command::Cmd;
 use paths::Protected;
@@ -81,6 +82,8 @@ pub struct AnalyzerConfig {
     pub deny_regex: Vec<Regex>,
     /// Patterns exempting a simple command from the regex layer (never from built-in rules).
     pub allow_regex: Vec<Regex>,
+    /// The policy file's `[[rule]]` entries, in file order.
+    pub rules: Vec<PolicyRule>,
 }
 
 /// Where the rule that refused a command comes from.
@@ -88,8 +91,8 @@ pub struct AnalyzerConfig {
 pub enum RuleSource {
     /// A built-in rule or a seed pattern: the command is dangerous.
     BuiltIn,
-    /// The policy file (`[deny] regex`): the command is refused by choice,
-    /// not necessarily dangerous.
+    /// The policy file (`[deny] regex`, a `[[rule]]`): the command is
+    /// refused or asked about by choice, not necessarily dangerous.
     PolicyFile,
 }
 
@@ -252,6 +255,7 @@ pub struct Analyzer {
     protected: Protected,
     deny: Vec<(String, Regex)>,
     allow: Vec<Regex>,
+    rules: Vec<PolicyRule>,
 }
 
 impl Default for Analyzer {
@@ -283,7 +287,52 @@ impl Analyzer {
             home,
             deny,
             allow: config.allow_regex,
+            rules: config.rules,
         }
+    }
+
+    /// The simple commands the analysis sees in `command` run from
+    /// `context`, after unwrapping, one string each (as rules see them).
+    pub fn simple_commands(&self, command: &str, context: &AnalysisContext) -> Vec<String> {
+        self.collect(command, context)
+            .cmds
+            .iter()
+            .filter(|cmd| !cmd.words.is_empty())
+            .map(Cmd::text)
+            .collect()
+    }
+
+    /// Whether the policy file's rule number `index` matches any simple
+    /// command of `command` (for checking the rule's examples).
+    pub(crate) fn policy_rule_matches(&self, index: usize, command: &str) -> bool {
+        let Some(rule) = self.rules.get(index) else {
+            return false;
+        };
+        let collected = self.collect(command, &AnalysisContext::default());
+        collected.cmds.iter().any(|cmd| rule_matches(rule, cmd))
+    }
+
+    /// The first policy-file rule of each decision that matches `cmd`,
+    /// from one pass over the rules (the words and the text are built once).
+    fn policy_rules(&self, cmd: &Cmd) -> PolicyMatches<'_> {
+        let mut found = PolicyMatches::default();
+        if self.rules.is_empty() {
+            return found;
+        }
+        let args: Vec<Option<&str>> = cmd.words.iter().skip(1).map(words::Word::value).collect();
+        let text = cmd.regex_text();
+        let program = cmd.program();
+        for rule in &self.rules {
+            let slot = match rule.decision {
+                RuleDecision::Deny => &mut found.deny,
+                RuleDecision::Ask => &mut found.ask,
+                RuleDecision::Allow => &mut found.allow,
+            };
+            if slot.is_none() && rule.matches(program, &args, &text) {
+                *slot = Some(rule);
+            }
+        }
+        found
     }
 
     fn collect(&self, command: &str, context: &AnalysisContext) -> Collected {
@@ -317,13 +366,13 @@ impl Analyzer {
                 && collected.cmds.iter().any(stdin::reads_inherited_stdin),
         };
         Analysis {
-            decision: self.decide(&collected),
+            decision: self.decide(&collected, command),
             facts,
             git_commits: git_commits(&collected.cmds),
         }
     }
 
-    fn decide(&self, collected: &Collected) -> Decision {
+    fn decide(&self, collected: &Collected, script: &str) -> Decision {
         let fallback = collected.fallback;
         let denial = |rule_id: &str, reason: &str, command: String| {
             let source = if rule_id.starts_with(POLICY_PREFIX) {
@@ -342,9 +391,26 @@ impl Analyzer {
         let deny = |rule_id: &str, reason: &str, command: String| {
             Decision::Deny(denial(rule_id, reason, command))
         };
+        let by_policy = |rule: &PolicyRule, cmd: &Cmd| Denial {
+            rule_id: rule.id.clone(),
+            source: RuleSource::PolicyFile,
+            reason: rule.reason.clone(),
+            command: cmd.text(),
+            fallback,
+        };
         for cmd in &collected.cmds {
             if let Some(rule) = RULES.iter().find(|rule| (rule.check)(cmd, &self.protected)) {
                 return deny(rule.id, rule.reason, cmd.text());
+            }
+        }
+        let policy: Vec<PolicyMatches<'_>> = collected
+            .cmds
+            .iter()
+            .map(|cmd| self.policy_rules(cmd))
+            .collect();
+        for (cmd, found) in collected.cmds.iter().zip(&policy) {
+            if let Some(rule) = found.deny {
+                return Decision::Deny(by_policy(rule, cmd));
             }
         }
         if let Some(cmd) = rules::fork_bombs(&collected.cmds) {
@@ -387,7 +453,7 @@ impl Analyzer {
                 format!("{name}() {{ ... }}"),
             );
         }
-        for cmd in &collected.cmds {
+        for (cmd, found) in collected.cmds.iter().zip(&policy) {
             let text = cmd.text();
             let matched = cmd.regex_text();
             // `--help` and `--version` only print (`mkfs.ext4 --help`).
@@ -395,7 +461,11 @@ impl Analyzer {
             {
                 continue;
             }
-            let seed = SEED.iter().filter(|(_, re)| re.is_match(&matched));
+            // A `[[rule]]` allow exempts from the seed patterns only.
+            let exempt = found.allow.is_some();
+            let seed = SEED
+                .iter()
+                .filter(|(_, re)| !exempt && re.is_match(&matched));
             let policy = self
                 .deny
                 .iter()
@@ -412,16 +482,45 @@ impl Analyzer {
         }
         // Asking is weaker than refusing: only when no deny rule applies
         // anywhere in the command does an ask rule decide.
-        for cmd in &collected.cmds {
-            if let Some(rule) = ASK_RULES
-                .iter()
-                .find(|rule| (rule.check)(cmd, &self.protected))
-            {
+        for (cmd, found) in collected.cmds.iter().zip(&policy) {
+            if let Some(rule) = found.ask {
+                return Decision::Ask(by_policy(rule, cmd));
+            }
+        }
+        for (cmd, found) in collected.cmds.iter().zip(&policy) {
+            if found.allow.is_some() {
+                continue;
+            }
+            if let Some(rule) = ASK_RULES.iter().find(|rule| {
+                (rule.check)(cmd, &self.protected) && !bounded_by_script(rule, cmd, script)
+            }) {
                 return Decision::Ask(denial(rule.id, rule.reason, cmd.text()));
             }
         }
         Decision::Allow { fallback }
     }
+}
+
+/// Whether the command as a whole bounds what an ask rule found uncertain
+/// in one of its simple commands (`D=$(mktemp -d) ... rm -rf "$D"`).
+fn bounded_by_script(rule: &Rule, cmd: &Cmd, script: &str) -> bool {
+    rule.id == rules::UNBOUNDED_DELETE_ID
+        && rules::unbounded_delete_variables(cmd)
+            .is_some_and(|names| rules::bounded_in(script, &names))
+}
+
+/// The policy-file rules that match one simple command, one per decision.
+#[derive(Default)]
+struct PolicyMatches<'a> {
+    deny: Option<&'a PolicyRule>,
+    ask: Option<&'a PolicyRule>,
+    allow: Option<&'a PolicyRule>,
+}
+
+/// Whether a policy-file rule matches one simple command.
+fn rule_matches(rule: &PolicyRule, cmd: &Cmd) -> bool {
+    let args: Vec<Option<&str>> = cmd.words.iter().skip(1).map(words::Word::value).collect();
+    rule.matches(cmd.program(), &args, &cmd.regex_text())
 }
 
 /// The top-level `git commit`s among `cmds`.

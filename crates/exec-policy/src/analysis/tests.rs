@@ -115,6 +115,7 @@ fn policy_patterns_apply_per_simple_command_and_allow_exempts() {
         allow_regex: vec![Regex::new("^mkfs.ext4 /dev/sdb$").unwrap()],
         protected_paths: vec!["~/photos".into(), "/data".into()],
         home: Some("/home/me".into()),
+        rules: Vec::new(),
     });
     let Decision::Deny(denial) = analyzer.check("cd x && git push --force origin main") else {
         panic!()
@@ -1552,8 +1553,8 @@ fn fork_bombs_of_every_shape_are_refused() {
 #[test]
 fn when_the_fallback_cannot_tell_a_destructive_target_it_asks() {
     for command in [
-        "rm -rf \"$TARGET\"; echo 'unterminated",
-        "rm -r -f ${LIST}/; echo \"unterminated",
+        "mkfs.ext4 $DEV; echo 'unterminated",
+        "dd if=/dev/zero of=${DISK}; echo \"unterminated",
         "chown -R nobody $D\n(((((((((((((((",
         "shred -u $KEY; echo 'x",
     ] {

@@ -1,0 +1,187 @@
+//! The ask tier inside `Bash`: asking the context's `Approver` while
+//! reporting progress, withdrawing the question on cancellation or
+//! `--ask-timeout`, the question's text, and what a remembered approval
+//! is keyed by.
+
+use std::time::{Duration, Instant};
+
+use exec_policy::Denial;
+use tool_core::{Approval, Approver, ExecutionContext, ProgressUpdate, ToolResult};
+
+use crate::environment::ExecEnvironment;
+
+/// What became of an `ask` command's question.
+pub(crate) enum Asked {
+    /// Approved, by whom (`user`, `remembered`).
+    Approved(&'static str),
+    /// Nobody could be asked: the fallback decides.
+    Nobody,
+    /// The person declined or dismissed it, or it timed out.
+    Declined,
+    /// The tool call was cancelled while waiting.
+    CallCancelled,
+}
+
+/// How a wait for the person ended.
+pub(crate) enum Waiting {
+    /// The person (or the timeout, as `Cancel`) answered.
+    Answer(Approval),
+    /// The call was cancelled first; the question was withdrawn.
+    CallCancelled,
+}
+
+/// Asks `approver`, reporting `waiting for approval` at least once a second
+/// meanwhile; the call's cancellation and `--ask-timeout` withdraw the
+/// question (the ask future is dropped).
+pub(crate) async fn wait_for_approval(
+    exec: &ExecEnvironment,
+    context: &ExecutionContext,
+    approver: &dyn Approver,
+    message: String,
+) -> Waiting {
+    let started = Instant::now();
+    let ask = approver.ask(message);
+    tokio::pin!(ask);
+    let deadline = tokio::time::sleep(exec.config.ask_timeout);
+    tokio::pin!(deadline);
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            answer = &mut ask => return Waiting::Answer(answer),
+            () = context.cancellation().cancelled() => return Waiting::CallCancelled,
+            () = &mut deadline => return Waiting::Answer(Approval::Cancel),
+            _ = ticker.tick() => {
+                context.progress().report(ProgressUpdate {
+                    progress: started.elapsed().as_secs_f64(),
+                    total: None,
+                    message: Some("waiting for approval".to_owned()),
+                });
+            }
+        }
+    }
+}
+
+/// The names of the variables `command` uses (`$NAME`, `${NAME...}`).
+fn used_variables(command: &str) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    let bytes = command.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'$' {
+            let start = i + 1 + usize::from(bytes.get(i + 1) == Some(&b'{'));
+            let end = bytes[start.min(bytes.len())..]
+                .iter()
+                .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+                .map_or(bytes.len(), |n| start + n);
+            if end > start
+                && let Some(name) = command.get(start..end)
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && !names.contains(&name)
+            {
+                names.push(name);
+            }
+            i = end.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    names
+}
+
+/// What a remembered approval is keyed by: the command text, the working
+/// directory and the values of the session variables the command uses.
+pub(crate) fn approval_key(
+    command: &str,
+    cwd: &std::path::Path,
+    vars: &std::collections::HashMap<String, String>,
+) -> String {
+    let used: Vec<(&str, Option<&String>)> = used_variables(command)
+        .into_iter()
+        .map(|name| (name, vars.get(name)))
+        .collect();
+    serde_json::json!([command, cwd.to_string_lossy(), used]).to_string()
+}
+
+/// The question put to the person: the command, the working directory,
+/// the rule and its reason, and why the command is uncertain.
+pub(crate) fn approval_message(
+    command: &str,
+    cwd: &std::path::Path,
+    denial: &Denial,
+    vars: &std::collections::HashMap<String, String>,
+) -> String {
+    let unknown: Vec<String> = used_variables(command)
+        .into_iter()
+        .filter(|name| !vars.contains_key(*name) && *name != "HOME")
+        .map(|name| format!("${name}"))
+        .collect();
+    let mut why = Vec::new();
+    if denial.source == exec_policy::RuleSource::PolicyFile {
+        why.push("the policy file asks for approval of this command".to_owned());
+    }
+    if !unknown.is_empty() {
+        let verb = if unknown.len() == 1 { "is" } else { "are" };
+        why.push(format!(
+            "{} {verb} not known here, so what it touches is known only when it runs",
+            unknown.join(", ")
+        ));
+    }
+    if why.is_empty() {
+        why.push("what it runs or touches is known only when it runs".to_owned());
+    }
+    let why = why.join("; ");
+    format!(
+        "Run this command?\n\nCommand: {command}\nWorking directory: {}\nRule: {} ({})\nWhy: {why}\n\nAccept runs it once; with \"remember\" the same command runs unasked here for the rest of the session.",
+        cwd.display(),
+        denial.rule_id,
+        denial.reason,
+    )
+}
+
+/// The answer for a question the person declined or dismissed.
+pub(crate) fn declined(exec: &ExecEnvironment, denial: &Denial) -> ToolResult {
+    ToolResult::fail(exec.redact(&format!(
+        "Command blocked: approval declined (rule `{}`: {}) in `{}`",
+        denial.rule_id, denial.reason, denial.command
+    )))
+    .with_meta("status", "blocked")
+    .with_meta("decision", "ask")
+    .with_meta("rule", denial.rule_id.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn used_variables_are_named_once_in_order() {
+        assert_eq!(
+            used_variables(r#"rm -rf "$X"/* ${Y:-a} $X $1 $$ ${Z}x"#),
+            ["X", "Y", "Z"]
+        );
+        assert!(used_variables("echo plain").is_empty());
+    }
+
+    #[test]
+    fn an_approval_key_holds_the_values_of_the_variables_used() {
+        let cwd = std::path::Path::new("/p");
+        let vars = |value: &str| {
+            std::collections::HashMap::from([
+                ("X".to_owned(), value.to_owned()),
+                ("UNUSED".to_owned(), value.to_owned()),
+            ])
+        };
+        let key = approval_key("rm -rf \"$X\"", cwd, &vars("a"));
+        assert_eq!(key, approval_key("rm -rf \"$X\"", cwd, &vars("a")));
+        assert_ne!(key, approval_key("rm -rf \"$X\"", cwd, &vars("b")));
+        assert_ne!(
+            key,
+            approval_key("rm -rf \"$X\"", std::path::Path::new("/q"), &vars("a"))
+        );
+        assert_ne!(key, approval_key("rm -rf  \"$X\"", cwd, &vars("a")));
+        // A variable the command does not use changes nothing.
+        let mut other = vars("a");
+        other.insert("UNUSED".to_owned(), "z".to_owned());
+        assert_eq!(key, approval_key("rm -rf \"$X\"", cwd, &other));
+    }
+}

@@ -1,0 +1,384 @@
+//! The ask tier through the MCP front door with rmcp's client: questions
+//! by `elicitation/create` (form mode, one optional boolean `remember`),
+//! accept / remember / decline, a cancelled call withdraws its question,
+//! progress while waiting, and clients that cannot be asked.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, Implementation, ProgressNotificationParam, ProtocolVersion, Request,
+    ServerResult,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+
+/// What the person does when asked.
+#[derive(Clone, Copy)]
+enum Person {
+    Accept {
+        remember: bool,
+    },
+    Decline,
+    Cancel,
+    /// Answers accept after this long.
+    Slow(Duration),
+    /// Never answers.
+    Away,
+}
+
+#[derive(Clone)]
+struct Client {
+    person: Arc<Mutex<Person>>,
+    /// The questions asked: message and requested schema.
+    asked: Arc<Mutex<Vec<(String, Value)>>>,
+    withdrawn: Arc<Mutex<Vec<CancelledNotificationParam>>>,
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    version: ProtocolVersion,
+    /// Whether it declares the `elicitation` capability.
+    can_ask: bool,
+}
+
+impl Client {
+    fn new(person: Person, version: ProtocolVersion) -> Self {
+        Self {
+            person: Arc::new(Mutex::new(person)),
+            asked: Arc::default(),
+            withdrawn: Arc::default(),
+            progress: Arc::default(),
+            version,
+            can_ask: true,
+        }
+    }
+
+    fn without_elicitation(mut self) -> Self {
+        self.can_ask = false;
+        self
+    }
+
+    fn asked(&self) -> Vec<(String, Value)> {
+        self.asked.lock().expect("lock").clone()
+    }
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if self.can_ask {
+            capabilities.elicitation = Some(ElicitationCapability::new());
+        }
+        ClientConfig::new(capabilities, Implementation::new("approvals-test", "0"))
+            .with_protocol_version(self.version.clone())
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let schema = serde_json::to_value(&requested_schema).expect("schema");
+        self.asked.lock().expect("lock").push((message, schema));
+        let person = *self.person.lock().expect("lock");
+        Ok(match person {
+            Person::Accept { remember } => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({ "remember": remember })),
+            Person::Decline => ElicitResult::new(ElicitationAction::Decline),
+            Person::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+            Person::Slow(delay) => {
+                tokio::time::sleep(delay).await;
+                ElicitResult::new(ElicitationAction::Accept).with_content(json!({}))
+            }
+            Person::Away => {
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                ElicitResult::new(ElicitationAction::Cancel)
+            }
+        })
+    }
+
+    async fn on_cancelled(
+        &self,
+        params: CancelledNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.withdrawn.lock().expect("lock").push(params);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().expect("lock").push(params);
+    }
+}
+
+const POLICY: &str = r#"
+[[rule]]
+id = "touch-asks"
+decision = "ask"
+program = "touch"
+reason = "touching files needs a nod"
+"#;
+
+async fn connect(
+    dir: &std::path::Path,
+    client: &Client,
+    extra: &[&str],
+) -> RunningService<RoleClient, Client> {
+    let policy = dir.join("policy.toml");
+    std::fs::write(&policy, POLICY).expect("write policy");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"));
+    command
+        .arg("mcp")
+        .arg("--cwd")
+        .arg(dir)
+        .arg("--policy")
+        .arg(&policy)
+        .args(extra);
+    let transport = TokioChildProcess::new(command).expect("the server starts");
+    client.clone().serve(transport).await.expect("initializes")
+}
+
+async fn bash(client: &RunningService<RoleClient, Client>, command: &str) -> CallToolResult {
+    let Value::Object(arguments) = json!({ "command": command }) else {
+        unreachable!("an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new("Bash").with_arguments(arguments))
+        .await
+        .expect("answered")
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|block| block.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
+
+fn meta(result: &CallToolResult, key: &str) -> Value {
+    result
+        .structured_content
+        .as_ref()
+        .and_then(|meta| meta.get(key))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_runs_remember_skips_the_next_question_decline_refuses() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = Client::new(
+        Person::Accept { remember: false },
+        ProtocolVersion::V_2025_06_18,
+    );
+    let service = connect(dir.path(), &client, &[]).await;
+
+    let ran = bash(&service, "touch one").await;
+    assert_eq!(ran.is_error, Some(false), "{}", text(&ran));
+    assert!(dir.path().join("one").exists());
+    assert_eq!(meta(&ran, "approved_by"), "user");
+    let asked = client.asked();
+    assert_eq!(asked.len(), 1);
+    let (message, schema) = &asked[0];
+    let cwd = std::fs::canonicalize(dir.path()).expect("canonical");
+    for needle in [
+        "touch one",
+        cwd.to_str().expect("utf-8"),
+        "touch-asks",
+        "touching files needs a nod",
+    ] {
+        assert!(message.contains(needle), "{needle}: {message}");
+    }
+    assert_eq!(schema["type"], "object");
+    assert_eq!(schema["properties"]["remember"]["type"], "boolean");
+    assert_eq!(schema["properties"]["remember"]["default"], false);
+    assert_eq!(
+        schema["properties"].as_object().map(serde_json::Map::len),
+        Some(1)
+    );
+    assert!(
+        schema
+            .get("required")
+            .is_none_or(|r| r.as_array().is_none_or(Vec::is_empty))
+    );
+
+    // Not remembered: asked again.
+    bash(&service, "touch one").await;
+    assert_eq!(client.asked().len(), 2);
+
+    // Remembered: the same text in the same place runs unasked.
+    *client.person.lock().expect("lock") = Person::Accept { remember: true };
+    let first = bash(&service, "touch two").await;
+    assert_eq!(meta(&first, "approved_by"), "user");
+    *client.person.lock().expect("lock") = Person::Decline;
+    let again = bash(&service, "touch two").await;
+    assert_eq!(again.is_error, Some(false), "{}", text(&again));
+    assert_eq!(meta(&again, "approved_by"), "remembered");
+    assert_eq!(client.asked().len(), 3);
+
+    // A remembered approval holds only while the variables it uses keep
+    // their values; the question says what is not known.
+    *client.person.lock().expect("lock") = Person::Accept { remember: true };
+    bash(&service, "export V=a").await;
+    let first = bash(&service, "touch \"$V\" \"$NOT_SET_HERE\"").await;
+    assert_eq!(meta(&first, "approved_by"), "user", "{}", text(&first));
+    let asked = client.asked().len();
+    let (message, _) = client.asked().pop().expect("asked");
+    assert!(
+        message.contains("$NOT_SET_HERE is not known here"),
+        "{message}"
+    );
+    assert!(!message.contains("$V is not known"), "{message}");
+    let same = bash(&service, "touch \"$V\" \"$NOT_SET_HERE\"").await;
+    assert_eq!(meta(&same, "approved_by"), "remembered");
+    bash(&service, "export V=b").await;
+    let changed = bash(&service, "touch \"$V\" \"$NOT_SET_HERE\"").await;
+    assert_eq!(meta(&changed, "approved_by"), "user");
+    assert_eq!(client.asked().len(), asked + 1);
+
+    // Declined and cancelled: nothing runs.
+    for person in [Person::Decline, Person::Cancel] {
+        *client.person.lock().expect("lock") = person;
+        let refused = bash(&service, "touch three").await;
+        assert_eq!(refused.is_error, Some(true));
+        let message = text(&refused);
+        assert!(
+            message.contains("blocked") && message.contains("declined"),
+            "{message}"
+        );
+        assert!(!dir.path().join("three").exists());
+    }
+    service.cancel().await.expect("closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_reports_progress_and_a_cancelled_call_withdraws_its_question() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = Client::new(
+        Person::Slow(Duration::from_millis(2500)),
+        ProtocolVersion::V_2025_06_18,
+    );
+    let service = connect(dir.path(), &client, &[]).await;
+    let request = |command: &str| {
+        let Value::Object(arguments) = json!({ "command": command, "timeout": 1000 }) else {
+            unreachable!("an object")
+        };
+        ClientRequest::CallToolRequest(Request::new(
+            CallToolRequestParams::new("Bash").with_arguments(arguments),
+        ))
+    };
+    // Waiting counts toward no limit: the 1000 ms timeout starts with the command.
+    let handle = service
+        .send_cancellable_request(request("touch slow"), PeerRequestOptions::no_options())
+        .await
+        .expect("sent");
+    let ServerResult::CallToolResult(result) = handle.await_response().await.expect("answered")
+    else {
+        panic!("not a tool result")
+    };
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    assert!(dir.path().join("slow").exists());
+    let progress = client.progress.lock().expect("lock").clone();
+    let waiting = progress
+        .iter()
+        .filter(|p| p.message.as_deref() == Some("waiting for approval"))
+        .count();
+    assert!(waiting >= 2, "{progress:?}");
+
+    *client.person.lock().expect("lock") = Person::Away;
+    let handle = service
+        .send_cancellable_request(request("touch never"), PeerRequestOptions::no_options())
+        .await
+        .expect("sent");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while client.asked().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "never asked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    handle.cancel(Some("test".into())).await.expect("cancelled");
+    while client.withdrawn.lock().expect("lock").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the question was not withdrawn"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // One question at a time, and the next one is asked once the first is gone.
+    *client.person.lock().expect("lock") = Person::Accept { remember: false };
+    let after = bash(&service, "touch after").await;
+    assert_eq!(after.is_error, Some(false), "{}", text(&after));
+    assert!(!dir.path().join("never").exists());
+    service.cancel().await.expect("closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_cannot_be_asked_get_the_fallback() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // No `elicitation` capability: nobody to ask, whatever the handler would say.
+    let client = Client::new(
+        Person::Accept { remember: false },
+        ProtocolVersion::V_2025_06_18,
+    )
+    .without_elicitation();
+    let service = connect(dir.path(), &client, &[]).await;
+    let refused = bash(&service, "touch x").await;
+    assert_eq!(refused.is_error, Some(true));
+    let message = text(&refused);
+    assert!(
+        message.contains("blocked") && message.contains("approval"),
+        "{message}"
+    );
+    assert!(message.contains("--ask-fallback allow"), "{message}");
+    assert!(client.asked().is_empty());
+    assert!(!dir.path().join("x").exists());
+    service.cancel().await.expect("closed");
+
+    let client = Client::new(Person::Decline, ProtocolVersion::V_2025_06_18).without_elicitation();
+    let service = connect(dir.path(), &client, &["--ask-fallback", "allow"]).await;
+    let ran = bash(&service, "touch y").await;
+    assert_eq!(ran.is_error, Some(false), "{}", text(&ran));
+    assert_eq!(meta(&ran, "approved_by"), "fallback");
+    assert!(dir.path().join("y").exists());
+    service.cancel().await.expect("closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_question_times_out_as_cancel_and_a_dry_run_never_asks() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = Client::new(Person::Away, ProtocolVersion::V_2025_06_18);
+    let service = connect(dir.path(), &client, &["--ask-timeout", "500"]).await;
+    let refused = bash(&service, "touch late").await;
+    assert!(text(&refused).contains("declined"), "{}", text(&refused));
+    assert!(!dir.path().join("late").exists());
+    service.cancel().await.expect("closed");
+
+    let client = Client::new(
+        Person::Accept { remember: false },
+        ProtocolVersion::V_2025_06_18,
+    );
+    let service = connect(
+        dir.path(),
+        &client,
+        &["--dry-run", "--ask-fallback", "allow"],
+    )
+    .await;
+    let dry = bash(&service, "touch dry").await;
+    assert_eq!(text(&dry), "[Dry Run] Would execute: touch dry");
+    assert!(client.asked().is_empty());
+    service.cancel().await.expect("closed");
+}
