@@ -13,6 +13,7 @@
 )]
 
 mod containment;
+mod escapes;
 mod log;
 mod mcp;
 mod rmcp_client;

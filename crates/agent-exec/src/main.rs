@@ -4,6 +4,7 @@
 
 mod cli;
 mod framing;
+mod janitor;
 mod mcp;
 mod reexec;
 mod run_command;
@@ -27,6 +28,9 @@ const EXIT_REFUSED: u8 = 2;
 fn main() -> ExitCode {
     // Before anything else, in both images (see `reexec.rs`).
     let undumpable = reexec::forbid_memory_access();
+    if janitor::run_if_asked() {
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     init_logging();
     if let Some(problem) = undumpable {
@@ -35,13 +39,21 @@ fn main() -> ExitCode {
     // Not `stdout().lock()`: held across `mcp`, the lock would block the
     // stdio transport's writer thread for good (a deadlock on every reply).
     let mut stdout = std::io::stdout();
-    match run(cli, &mut stdout, reexec::hide_secrets) {
+    match run(cli, &mut stdout, hide_secrets_and_watch) {
         Ok(code) => code,
         Err(error) => {
             report(&format!("agent-exec: error: {error:#}"));
             ExitCode::from(EXIT_REFUSED)
         }
     }
+}
+
+/// The real binary's start-up: secrets hidden (the process may re-execute
+/// itself), then the janitor started from the image that serves.
+fn hide_secrets_and_watch(rules: &EnvRules) -> Vec<(String, String)> {
+    let secrets = reexec::hide_secrets(rules);
+    janitor::start();
+    secrets
 }
 
 /// `tracing` to stderr, filtered by `RUST_LOG` (warnings by default).
@@ -85,6 +97,9 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
             // The stdin reader sits in a blocking read that only the client
             // can end; every shell is gone already, so do not wait for it.
             runtime.shutdown_background();
+            // What the trees missed: kept processes, strays in cgroups,
+            // orphans adopted where no cgroup could be made.
+            shell_runtime::end_all_contained();
             // Removes the temp dir.
             drop(setup);
             Ok(ExitCode::from(stopped?.exit_code()))
@@ -100,6 +115,7 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
                 code
             });
             runtime.shutdown_background();
+            shell_runtime::end_all_contained();
             drop(setup);
             code
         }

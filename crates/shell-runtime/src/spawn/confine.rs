@@ -176,6 +176,13 @@ pub(crate) struct ChildConfinement {
 }
 
 impl ChildConfinement {
+    /// The same without the shared pids cgroup: the command has a cgroup
+    /// of its own below it, where the same limit holds.
+    pub(crate) fn without_cgroup(mut self) -> Self {
+        self.cgroup_procs = std::ptr::null();
+        self
+    }
+
     /// In the child, before `setsid`: join the cgroup, set the limits.
     /// Returns false on any failure (errno says why).
     ///

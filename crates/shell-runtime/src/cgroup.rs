@@ -1,0 +1,406 @@
+//! A cgroup per command: membership a command cannot edit (it has neither
+//! the session nor an environment variable to shed), so ending a command
+//! reaches everything it started, `setsid -f`, double forks and `env -i`
+//! included.
+//!
+//! Every cgroup lives under one server-level parent, `agent-exec-<pid>`,
+//! beside the pids hierarchy's (v1) or the unified hierarchy's (v2) cgroup
+//! of this process: `cmd-<n>` per command and `keep` for the processes the
+//! `keep_running` names let live. Making a cgroup (`mkdir`) and removing one
+//! cost more than the rest of a short command's start, so a background
+//! thread keeps a few made ahead (the pool) and removes the used ones;
+//! a spawn only pops one and hands the child a descriptor of its
+//! `cgroup.procs`, which the child writes before `setsid`.
+//!
+//! Emptying one: v1 sets `pids.max` to 0, so no fork in it succeeds, then
+//! sends SIGKILL to every pid in `cgroup.procs` until none is left; v2
+//! writes `cgroup.kill`.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError, mpsc};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::sys;
+
+/// Cgroups made ahead of need.
+const POOL_SIZE: usize = 4;
+
+/// Name of the cgroup kept processes move to.
+const KEEP: &str = "keep";
+
+/// Prefix of the server-level parent cgroup; the server's pid follows.
+const PARENT_PREFIX: &str = "agent-exec-";
+
+/// How a hierarchy ends the processes of a cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// cgroup v1 `pids`: `pids.max` = 0, then SIGKILL until empty.
+    PidsV1,
+    /// cgroup v2: `cgroup.kill`.
+    Unified,
+}
+
+/// One command's cgroup, as the shell's tree knows it.
+#[derive(Debug)]
+pub(crate) struct CommandCgroup {
+    dir: PathBuf,
+    kind: Kind,
+}
+
+impl CommandCgroup {
+    /// The pids in it now (zombies included).
+    pub(crate) fn pids(&self) -> Vec<i32> {
+        read_pids(&self.dir)
+    }
+
+    /// Whether a live (not zombie) process is in it.
+    pub(crate) fn populated(&self) -> bool {
+        self.pids()
+            .into_iter()
+            .any(|pid| sys::stat(pid).is_some_and(|stat| !stat.is_zombie()))
+    }
+
+    /// Forks in it fail from now on (v1); the cgroup is being ended.
+    pub(crate) fn freeze_forks(&self) {
+        if self.kind == Kind::PidsV1 {
+            let _ = std::fs::write(self.dir.join("pids.max"), "0");
+        }
+    }
+
+    /// Ends every process in it, round after round, until none is left.
+    pub(crate) fn empty(&self) -> bool {
+        empty_dir(&self.dir, self.kind)
+    }
+
+    /// Hands it to the pool's thread, which empties and removes it.
+    pub(crate) fn retire(&self) {
+        if let Some(pool) = pool() {
+            let _ = pool.work.send(Work::Retire(self.dir.clone(), self.kind));
+        }
+    }
+}
+
+/// A cgroup taken for a spawn: the tree's handle and the descriptor the
+/// child writes `0` to.
+pub(crate) struct Taken {
+    pub(crate) cgroup: CommandCgroup,
+    pub(crate) procs: OwnedFd,
+}
+
+struct Fresh {
+    dir: PathBuf,
+    procs: File,
+}
+
+enum Work {
+    Refill,
+    Retire(PathBuf, Kind),
+}
+
+struct Pool {
+    parent: PathBuf,
+    kind: Kind,
+    free: Mutex<Vec<Fresh>>,
+    work: mpsc::Sender<Work>,
+    counter: AtomicU64,
+}
+
+impl Pool {
+    fn make(&self) -> io::Result<Fresh> {
+        let number = self.counter.fetch_add(1, Ordering::Relaxed);
+        let dir = self.parent.join(format!("cmd-{number}"));
+        std::fs::create_dir(&dir)?;
+        let procs = OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))?;
+        Ok(Fresh { dir, procs })
+    }
+
+    fn refill(&self) {
+        loop {
+            let short = {
+                let free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+                free.len() < POOL_SIZE
+            };
+            if !short {
+                return;
+            }
+            match self.make() {
+                Ok(fresh) => self
+                    .free
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(fresh),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot make a command cgroup");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn pool() -> Option<&'static Pool> {
+    static POOL: OnceLock<Option<Pool>> = OnceLock::new();
+    POOL.get_or_init(|| match start_pool() {
+        Ok(pool) => Some(pool),
+        Err(reason) => {
+            tracing::info!("no cgroup per command: {reason}");
+            None
+        }
+    })
+    .as_ref()
+}
+
+fn start_pool() -> Result<Pool, String> {
+    let (base, kind) = hierarchy().ok_or("no pids (v1) or unified (v2) cgroup hierarchy")?;
+    remove_stale(&base);
+    let parent = base.join(format!("{PARENT_PREFIX}{}", std::process::id()));
+    std::fs::create_dir_all(parent.join(KEEP))
+        .map_err(|error| format!("cannot create `{}`: {error}", parent.display()))?;
+    let (work, jobs) = mpsc::channel();
+    let pool = Pool {
+        parent,
+        kind,
+        free: Mutex::new(Vec::new()),
+        work,
+        counter: AtomicU64::new(0),
+    };
+    // One made now proves the hierarchy takes new cgroups from us.
+    let first = pool
+        .make()
+        .map_err(|error| format!("cannot create a cgroup: {error}"))?;
+    pool.free
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(first);
+    std::thread::Builder::new()
+        .name("cgroup-pool".into())
+        .spawn(move || pool_thread(&jobs))
+        .map_err(|error| format!("cannot start the cgroup thread: {error}"))?;
+    let _ = pool.work.send(Work::Refill);
+    Ok(pool)
+}
+
+fn pool_thread(jobs: &mpsc::Receiver<Work>) {
+    for job in jobs {
+        let Some(pool) = pool() else { return };
+        match job {
+            Work::Refill => pool.refill(),
+            Work::Retire(dir, kind) => {
+                empty_dir(&dir, kind);
+                remove_when_empty(&dir);
+            }
+        }
+    }
+}
+
+/// Takes a cgroup for one command, or `None` where none can be made.
+pub(crate) fn take() -> Option<Taken> {
+    let pool = pool()?;
+    let popped = pool
+        .free
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .pop();
+    let _ = pool.work.send(Work::Refill);
+    // An empty pool (a burst of spawns) makes one here rather than wait.
+    let fresh = match popped {
+        Some(fresh) => fresh,
+        None => pool.make().ok()?,
+    };
+    Some(Taken {
+        cgroup: CommandCgroup {
+            dir: fresh.dir,
+            kind: pool.kind,
+        },
+        procs: fresh.procs.into(),
+    })
+}
+
+/// Where this server's cgroups live, once the first is made (or made now);
+/// `None` where none can be made.
+pub fn command_cgroups_dir() -> Option<PathBuf> {
+    pool().map(|pool| pool.parent.clone())
+}
+
+/// Moves kept processes to the server-level keep cgroup, out of reach of
+/// their command's end. Returns false where there is none.
+pub(crate) fn keep(pids: &[i32]) -> bool {
+    let Some(pool) = pool() else { return false };
+    let procs = pool.parent.join(KEEP).join("cgroup.procs");
+    for pid in pids {
+        // A pid that is gone by now needs no place.
+        let _ = std::fs::write(&procs, pid.to_string());
+    }
+    true
+}
+
+/// Server exit: ends every process in every cgroup of this server (the
+/// kept ones too), and removes them all. Also ends the processes this
+/// subreaper adopted that are not its own, for where no cgroup exists.
+pub fn end_all_contained() {
+    if let Some(pool) = pool() {
+        pool.free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        end_tree(&pool.parent);
+    }
+    crate::tree::end_adopted();
+}
+
+/// Empties and removes every cgroup below `parent`, then `parent`: what
+/// the janitor does for a server that died, and a server does at its exit.
+pub(crate) fn end_tree(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let children: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .map(|entry| entry.path())
+        .collect();
+    for child in &children {
+        end_tree(child);
+    }
+    let kind = if parent.join("cgroup.kill").exists() {
+        Kind::Unified
+    } else {
+        Kind::PidsV1
+    };
+    empty_dir(parent, kind);
+    remove_when_empty(parent);
+}
+
+fn empty_dir(dir: &Path, kind: Kind) -> bool {
+    match kind {
+        Kind::PidsV1 => {
+            let _ = std::fs::write(dir.join("pids.max"), "0");
+        }
+        Kind::Unified => {
+            let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+        }
+    }
+    for _ in 0..400 {
+        let live: Vec<i32> = read_pids(dir)
+            .into_iter()
+            .filter(|pid| sys::stat(*pid).is_some_and(|stat| !stat.is_zombie()))
+            .collect();
+        if live.is_empty() {
+            return true;
+        }
+        for pid in live {
+            sys::send(pid, Signal::SIGKILL);
+        }
+        crate::tree::reap_orphans();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    tracing::warn!(cgroup = %dir.display(), "processes still appear after 400 rounds of SIGKILL");
+    false
+}
+
+fn remove_when_empty(dir: &Path) {
+    for _ in 0..50 {
+        match std::fs::remove_dir(dir) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                // Busy while the last killed ones finish exiting.
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            _ => return,
+        }
+    }
+}
+
+fn read_pids(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|text| {
+            text.split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes the cgroups of servers that are gone (killed before their
+/// janitor could run, or without one).
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(PARENT_PREFIX))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            end_tree(&entry.path());
+        }
+    }
+}
+
+/// The directory of this process's cgroup in the hierarchy commands get a
+/// cgroup in: the v1 `pids` controller where it is mounted (`pids.max`
+/// stops forks while a cgroup is emptied), else the unified hierarchy when
+/// it has `cgroup.kill`.
+fn hierarchy() -> Option<(PathBuf, Kind)> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut unified = None;
+    for line in mountinfo.lines() {
+        let Some((before, after)) = line.split_once(" - ") else {
+            continue;
+        };
+        let mut after = after.split_whitespace();
+        let fstype = after.next().unwrap_or_default();
+        let options = after.nth(1).unwrap_or_default();
+        let Some(mount) = before.split_whitespace().nth(4).map(PathBuf::from) else {
+            continue;
+        };
+        if fstype == "cgroup" && options.split(',').any(|option| option == "pids") {
+            let own = cgroups.lines().find_map(|entry| {
+                let mut fields = entry.splitn(3, ':');
+                let _ = fields.next();
+                let controllers = fields.next()?;
+                let path = fields.next()?;
+                controllers
+                    .split(',')
+                    .any(|c| c == "pids")
+                    .then(|| path.to_owned())
+            })?;
+            return Some((mount.join(own.trim_start_matches('/')), Kind::PidsV1));
+        }
+        if fstype == "cgroup2" && unified.is_none() {
+            if let Some(own) = cgroups.lines().find_map(|entry| entry.strip_prefix("0::")) {
+                let dir = mount.join(own.trim_start_matches('/'));
+                if dir.join("cgroup.kill").exists() {
+                    unified = Some((dir, Kind::Unified));
+                }
+            }
+        }
+    }
+    unified
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pids_are_read_as_numbers_and_a_missing_cgroup_has_none() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("cgroup.procs"), "12\n34\n").expect("write");
+        assert_eq!(read_pids(dir.path()), vec![12, 34]);
+        assert!(read_pids(&dir.path().join("missing")).is_empty());
+    }
+}
