@@ -122,6 +122,28 @@ impl Pool {
         Ok(Fresh { dir, procs })
     }
 
+    /// An emptied cgroup goes back to the pool (forks allowed again), so
+    /// a command costs no `mkdir` and `rmdir` in the steady state; one
+    /// that cannot be emptied, or one too many, is removed.
+    fn recycle(&self, dir: PathBuf) {
+        let reusable = read_pids(&dir)
+            .into_iter()
+            .all(|pid| sys::stat(pid).is_none_or(|stat| stat.is_zombie()))
+            && (self.kind != Kind::PidsV1 || std::fs::write(dir.join("pids.max"), "max").is_ok());
+        if reusable {
+            let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+            if free.len() < 2 * POOL_SIZE
+                && let Ok(procs) = OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("cgroup.procs"))
+            {
+                free.push(Fresh { dir, procs });
+                return;
+            }
+        }
+        remove_when_empty(&dir);
+    }
+
     fn refill(&self) {
         loop {
             let short = {
@@ -194,8 +216,13 @@ fn pool_thread(jobs: &mpsc::Receiver<Work>) {
         match job {
             Work::Refill => pool.refill(),
             Work::Retire(dir, kind) => {
-                empty_dir(&dir, kind);
-                remove_when_empty(&dir);
+                if read_pids(&dir)
+                    .into_iter()
+                    .any(|pid| sys::stat(pid).is_some_and(|stat| !stat.is_zombie()))
+                {
+                    empty_dir(&dir, kind);
+                }
+                pool.recycle(dir);
             }
         }
     }
@@ -204,12 +231,16 @@ fn pool_thread(jobs: &mpsc::Receiver<Work>) {
 /// Takes a cgroup for one command, or `None` where none can be made.
 pub(crate) fn take() -> Option<Taken> {
     let pool = pool()?;
-    let popped = pool
-        .free
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .pop();
-    let _ = pool.work.send(Work::Refill);
+    let (popped, low) = {
+        let mut free = pool.free.lock().unwrap_or_else(PoisonError::into_inner);
+        let popped = free.pop();
+        (popped, free.len() < POOL_SIZE / 2)
+    };
+    // Used cgroups come back as their commands end; make more only when
+    // many run at once.
+    if low {
+        let _ = pool.work.send(Work::Refill);
+    }
     // An empty pool (a burst of spawns) makes one here rather than wait.
     let fresh = match popped {
         Some(fresh) => fresh,
