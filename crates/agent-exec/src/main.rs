@@ -39,13 +39,18 @@ fn main() -> ExitCode {
     // Not `stdout().lock()`: held across `mcp`, the lock would block the
     // stdio transport's writer thread for good (a deadlock on every reply).
     let mut stdout = std::io::stdout();
-    match run(cli, &mut stdout, hide_secrets_and_watch) {
+    let code = match run(cli, &mut stdout, hide_secrets_and_watch) {
         Ok(code) => code,
         Err(error) => {
             report(&format!("agent-exec: error: {error:#}"));
             ExitCode::from(EXIT_REFUSED)
         }
-    }
+    };
+    // What the trees missed: kept processes, strays in cgroups, orphans
+    // adopted where no cgroup could be made. Here, not in `run`: it is
+    // process-wide, and the in-process tests run front doors side by side.
+    shell_runtime::end_all_contained();
+    code
 }
 
 /// The real binary's start-up: secrets hidden (the process may re-execute
@@ -97,9 +102,6 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
             // The stdin reader sits in a blocking read that only the client
             // can end; every shell is gone already, so do not wait for it.
             runtime.shutdown_background();
-            // What the trees missed: kept processes, strays in cgroups,
-            // orphans adopted where no cgroup could be made.
-            shell_runtime::end_all_contained();
             // Removes the temp dir.
             drop(setup);
             Ok(ExitCode::from(stopped?.exit_code()))
@@ -115,7 +117,6 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
                 code
             });
             runtime.shutdown_background();
-            shell_runtime::end_all_contained();
             drop(setup);
             code
         }
