@@ -1,6 +1,6 @@
 //! Processes that leave their command's session, process group and
 //! environment tag still end with it: at the end of a foreground call, on
-//! KillShell, at server exit, and when the server is killed with SIGKILL
+//! `KillShell`, at server exit, and when the server is killed with SIGKILL
 //! (its janitor then removes its cgroups and temp directory), with and
 //! without the sandbox. A process on the keep list survives its command
 //! and ends with the server.

@@ -411,12 +411,13 @@ fn hierarchy() -> Option<(PathBuf, Kind)> {
             })?;
             return Some((mount.join(own.trim_start_matches('/')), Kind::PidsV1));
         }
-        if fstype == "cgroup2" && unified.is_none() {
-            if let Some(own) = cgroups.lines().find_map(|entry| entry.strip_prefix("0::")) {
-                let dir = mount.join(own.trim_start_matches('/'));
-                if dir.join("cgroup.kill").exists() {
-                    unified = Some((dir, Kind::Unified));
-                }
+        if fstype == "cgroup2"
+            && unified.is_none()
+            && let Some(own) = cgroups.lines().find_map(|entry| entry.strip_prefix("0::"))
+        {
+            let dir = mount.join(own.trim_start_matches('/'));
+            if dir.join("cgroup.kill").exists() {
+                unified = Some((dir, Kind::Unified));
             }
         }
     }
