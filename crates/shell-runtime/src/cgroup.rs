@@ -16,9 +16,10 @@
 //! sends SIGKILL to every pid in `cgroup.procs` until none is left; v2
 //! writes `cgroup.kill`.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError, mpsc};
@@ -51,11 +52,35 @@ enum Kind {
 pub(crate) struct CommandCgroup {
     dir: PathBuf,
     kind: Kind,
+    /// One lock for every read and write of the cgroup through this handle
+    /// and for its retirement: once it has gone back to the pool (and
+    /// maybe to another command), a late kill round of this command must
+    /// neither list nor freeze it.
+    state: Mutex<HandleState>,
+}
+
+#[derive(Debug)]
+struct HandleState {
+    /// Its `cgroup.procs`, open for writing: the child joins through it,
+    /// and it goes back to the pool with the cgroup.
+    procs: Option<File>,
+    /// Forks in it have been stopped (v1 `pids.max` 0) or it was emptied.
+    frozen: bool,
+    /// Given back to the pool: no longer this command's.
+    retired: bool,
 }
 
 impl CommandCgroup {
-    /// The pids in it now (zombies included).
+    fn state(&self) -> std::sync::MutexGuard<'_, HandleState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The pids in it now (zombies included); none once retired.
     pub(crate) fn pids(&self) -> Vec<i32> {
+        let state = self.state();
+        if state.retired {
+            return Vec::new();
+        }
         read_pids(&self.dir)
     }
 
@@ -66,31 +91,60 @@ impl CommandCgroup {
             .any(|pid| sys::stat(pid).is_some_and(|stat| !stat.is_zombie()))
     }
 
+    /// The descriptor the child writes `0` to, while the cgroup is new.
+    pub(crate) fn procs_fd(&self) -> Option<RawFd> {
+        self.state().procs.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
     /// Forks in it fail from now on (v1); the cgroup is being ended.
     pub(crate) fn freeze_forks(&self) {
+        let mut state = self.state();
+        if state.retired {
+            return;
+        }
+        state.frozen = true;
         if self.kind == Kind::PidsV1 {
             let _ = std::fs::write(self.dir.join("pids.max"), "0");
         }
     }
 
     /// Ends every process in it, round after round, until none is left.
-    pub(crate) fn empty(&self) -> bool {
-        empty_dir(&self.dir, self.kind)
-    }
-
-    /// Hands it to the pool's thread, which empties and removes it.
-    pub(crate) fn retire(&self) {
-        if let Some(pool) = pool() {
-            let _ = pool.work.send(Work::Retire(self.dir.clone(), self.kind));
+    pub(crate) fn empty(&self) {
+        let mut state = self.state();
+        if state.retired {
+            return;
         }
+        state.frozen = true;
+        empty_dir(&self.dir, self.kind);
     }
-}
 
-/// A cgroup taken for a spawn: the tree's handle and the descriptor the
-/// child writes `0` to.
-pub(crate) struct Taken {
-    pub(crate) cgroup: CommandCgroup,
-    pub(crate) procs: OwnedFd,
+    /// Gives it back to the pool. One that was found empty and never
+    /// frozen goes straight back (the common case: nothing to do); any
+    /// other goes to the pool's thread, which empties it first.
+    pub(crate) fn retire(&self, known_empty: bool) {
+        let Some(pool) = pool() else { return };
+        let mut state = self.state();
+        if state.retired {
+            return;
+        }
+        state.retired = true;
+        let procs = state.procs.take();
+        if known_empty
+            && !state.frozen
+            && let Some(procs) = procs
+        {
+            let mut free = pool.free.lock().unwrap_or_else(PoisonError::into_inner);
+            let lane = free.entry(lane_of(&self.dir)).or_default();
+            if lane.len() < 2 * POOL_SIZE {
+                lane.push(Fresh {
+                    dir: self.dir.clone(),
+                    procs,
+                });
+                return;
+            }
+        }
+        let _ = pool.work.send(Work::Retire(self.dir.clone(), self.kind));
+    }
 }
 
 struct Fresh {
@@ -99,22 +153,30 @@ struct Fresh {
 }
 
 enum Work {
-    Refill,
+    Refill(PathBuf),
     Retire(PathBuf, Kind),
+}
+
+/// The parent a command cgroup was made in: its lane of the pool.
+fn lane_of(dir: &Path) -> PathBuf {
+    dir.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
 struct Pool {
     parent: PathBuf,
     kind: Kind,
-    free: Mutex<Vec<Fresh>>,
+    /// Ready cgroups by the parent they are in (the lane): the server's
+    /// cgroup, or a sandbox's pids cgroup below it, whose limit then
+    /// holds for its commands only.
+    free: Mutex<HashMap<PathBuf, Vec<Fresh>>>,
     work: mpsc::Sender<Work>,
     counter: AtomicU64,
 }
 
 impl Pool {
-    fn make(&self) -> io::Result<Fresh> {
+    fn make(&self, lane: &Path) -> io::Result<Fresh> {
         let number = self.counter.fetch_add(1, Ordering::Relaxed);
-        let dir = self.parent.join(format!("cmd-{number}"));
+        let dir = lane.join(format!("cmd-{number}"));
         std::fs::create_dir(&dir)?;
         let procs = OpenOptions::new()
             .write(true)
@@ -132,32 +194,35 @@ impl Pool {
             && (self.kind != Kind::PidsV1 || std::fs::write(dir.join("pids.max"), "max").is_ok());
         if reusable {
             let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-            if free.len() < 2 * POOL_SIZE
+            let lane = free.entry(lane_of(&dir)).or_default();
+            if lane.len() < 2 * POOL_SIZE
                 && let Ok(procs) = OpenOptions::new()
                     .write(true)
                     .open(dir.join("cgroup.procs"))
             {
-                free.push(Fresh { dir, procs });
+                lane.push(Fresh { dir, procs });
                 return;
             }
         }
         remove_when_empty(&dir);
     }
 
-    fn refill(&self) {
+    fn refill(&self, lane: &Path) {
         loop {
             let short = {
                 let free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-                free.len() < POOL_SIZE
+                free.get(lane).is_none_or(|ready| ready.len() < POOL_SIZE)
             };
             if !short {
                 return;
             }
-            match self.make() {
+            match self.make(lane) {
                 Ok(fresh) => self
                     .free
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
+                    .entry(lane.to_path_buf())
+                    .or_default()
                     .push(fresh),
                 Err(error) => {
                     tracing::warn!(%error, "cannot make a command cgroup");
@@ -190,23 +255,25 @@ fn start_pool() -> Result<Pool, String> {
     let pool = Pool {
         parent,
         kind,
-        free: Mutex::new(Vec::new()),
+        free: Mutex::new(HashMap::new()),
         work,
         counter: AtomicU64::new(0),
     };
     // One made now proves the hierarchy takes new cgroups from us.
     let first = pool
-        .make()
+        .make(&pool.parent)
         .map_err(|error| format!("cannot create a cgroup: {error}"))?;
     pool.free
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
+        .entry(pool.parent.clone())
+        .or_default()
         .push(first);
     std::thread::Builder::new()
         .name("cgroup-pool".into())
         .spawn(move || pool_thread(&jobs))
         .map_err(|error| format!("cannot start the cgroup thread: {error}"))?;
-    let _ = pool.work.send(Work::Refill);
+    let _ = pool.work.send(Work::Refill(pool.parent.clone()));
     Ok(pool)
 }
 
@@ -214,7 +281,7 @@ fn pool_thread(jobs: &mpsc::Receiver<Work>) {
     for job in jobs {
         let Some(pool) = pool() else { return };
         match job {
-            Work::Refill => pool.refill(),
+            Work::Refill(lane) => pool.refill(&lane),
             Work::Retire(dir, kind) => {
                 if read_pids(&dir)
                     .into_iter()
@@ -228,30 +295,41 @@ fn pool_thread(jobs: &mpsc::Receiver<Work>) {
     }
 }
 
-/// Takes a cgroup for one command, or `None` where none can be made.
-pub(crate) fn take() -> Option<Taken> {
+/// Takes a cgroup for one command, or `None` where none can be made:
+/// below `within` (a sandbox's pids cgroup inside this server's) when
+/// given, else below the server's cgroup.
+pub(crate) fn take(within: Option<&Path>) -> Option<CommandCgroup> {
     let pool = pool()?;
+    let lane = match within {
+        Some(dir) if dir.starts_with(&pool.parent) => dir.to_path_buf(),
+        // A sandbox cgroup elsewhere: its commands join it as they are.
+        Some(_) => return None,
+        None => pool.parent.clone(),
+    };
     let (popped, low) = {
         let mut free = pool.free.lock().unwrap_or_else(PoisonError::into_inner);
-        let popped = free.pop();
-        (popped, free.len() < POOL_SIZE / 2)
+        let ready = free.entry(lane.clone()).or_default();
+        let popped = ready.pop();
+        (popped, ready.len() < POOL_SIZE / 2)
     };
     // Used cgroups come back as their commands end; make more only when
     // many run at once.
     if low {
-        let _ = pool.work.send(Work::Refill);
+        let _ = pool.work.send(Work::Refill(lane.clone()));
     }
-    // An empty pool (a burst of spawns) makes one here rather than wait.
+    // An empty lane (a burst of spawns) makes one here rather than wait.
     let fresh = match popped {
         Some(fresh) => fresh,
-        None => pool.make().ok()?,
+        None => pool.make(&lane).ok()?,
     };
-    Some(Taken {
-        cgroup: CommandCgroup {
-            dir: fresh.dir,
-            kind: pool.kind,
-        },
-        procs: fresh.procs.into(),
+    Some(CommandCgroup {
+        dir: fresh.dir,
+        kind: pool.kind,
+        state: Mutex::new(HandleState {
+            procs: Some(fresh.procs),
+            frozen: false,
+            retired: false,
+        }),
     })
 }
 

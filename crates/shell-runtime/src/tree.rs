@@ -76,10 +76,11 @@ impl TreeId {
         }
     }
 
-    /// Hands its cgroup to the pool's thread for removal.
-    pub(crate) fn retire_cgroup(&self) {
+    /// Gives its cgroup back to the pool; `known_empty` when nothing was
+    /// left in it a moment ago.
+    pub(crate) fn retire_cgroup(&self, known_empty: bool) {
         if let Some(cgroup) = &self.cgroup {
-            cgroup.retire();
+            cgroup.retire(known_empty);
         }
     }
 

@@ -52,17 +52,17 @@ pub(super) async fn supervise(
 
     let mut readers = readers;
     let drained = wait_readers(&mut readers, spec.drain).await;
-    let ended_jobs = if drained && !left_anything(&shell.tree) {
-        0
+    let (ended_jobs, swept) = if drained && !left_anything(&shell.tree) {
+        (0, false)
     } else {
-        sweep_leftovers(&shell, &spec).await
+        (sweep_leftovers(&shell, &spec).await, true)
     };
     // Whatever the session and the tag missed is still in the cgroup.
-    if shell.tree.cgroup_populated() {
+    if swept && shell.tree.cgroup_populated() {
         let tree = shell.tree.clone();
         let _ = tokio::task::spawn_blocking(move || tree.empty_cgroup()).await;
     }
-    shell.tree.retire_cgroup();
+    shell.tree.retire_cgroup(!swept);
     wait_readers(&mut readers, CLOSE_WAIT).await;
     for reader in readers.iter().flatten() {
         // A kept process still holds the pipe: stop reading it.
@@ -93,7 +93,7 @@ impl Drop for AbandonGuard {
         let Some(shell) = self.0.take() else { return };
         shell.tree.kill_all_now();
         shell.tree.empty_cgroup();
-        shell.tree.retire_cgroup();
+        shell.tree.retire_cgroup(false);
         // Nobody waits on its pidfd any more: collect its status on a
         // thread of its own (it has been sent SIGKILL, so the wait is short).
         let pid = shell.pid;

@@ -146,7 +146,7 @@ struct Prepared {
     envp: Vec<std::ffi::CString>,
     cwd: std::ffi::CString,
     confinement: Option<std::sync::Arc<confine::Confinement>>,
-    cgroup: Option<crate::cgroup::Taken>,
+    cgroup: Option<crate::cgroup::CommandCgroup>,
 }
 
 #[cfg(target_os = "linux")]
@@ -191,13 +191,16 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
         envp,
         cwd,
         confinement: spec.confinement.clone(),
-        cgroup: crate::cgroup::take(),
+        cgroup: crate::cgroup::take(
+            spec.confinement
+                .as_ref()
+                .and_then(|confinement| confinement.cgroup_dir()),
+        ),
     })
 }
 
 #[cfg(target_os = "linux")]
 fn start(prepared: Prepared) -> io::Result<Spawned> {
-    use std::os::fd::AsRawFd;
     let own_cgroup = prepared.cgroup.is_some();
     let confinement = prepared.confinement.as_ref().map(|confinement| {
         let plan = confinement.plan();
@@ -215,19 +218,19 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         prepared
             .cgroup
             .as_ref()
-            .map(|taken| taken.procs.as_raw_fd()),
+            .and_then(crate::cgroup::CommandCgroup::procs_fd),
         confinement.as_ref(),
     );
     let child = match child {
         Ok(child) => child,
         Err(error) => {
-            if let Some(taken) = &prepared.cgroup {
-                taken.cgroup.retire();
+            if let Some(cgroup) = &prepared.cgroup {
+                cgroup.retire(false);
             }
             return Err(error);
         }
     };
-    let cgroup = prepared.cgroup.map(|taken| taken.cgroup);
+    let cgroup = prepared.cgroup;
     let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stdout)?;
     let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stderr)?;
     let pidfd = vfork::watch_pidfd(child.pidfd)?;
