@@ -506,6 +506,24 @@ fn hierarchy() -> Option<(PathBuf, Kind)> {
 mod tests {
     use super::*;
 
+    /// A late kill round of a finished command (it raced the command's
+    /// end) must not stop forks in a cgroup that may serve another one.
+    #[test]
+    fn a_retired_cgroup_is_neither_listed_nor_frozen_by_its_old_command() {
+        let Some(cgroup) = take(None) else {
+            eprintln!("skipped: no cgroup can be made here");
+            return;
+        };
+        cgroup.retire(true);
+        cgroup.freeze_forks();
+        cgroup.empty();
+        assert!(cgroup.pids().is_empty());
+        if cgroup.kind == Kind::PidsV1 {
+            let max = std::fs::read_to_string(cgroup.dir.join("pids.max")).expect("pids.max");
+            assert_eq!(max.trim(), "max");
+        }
+    }
+
     #[test]
     fn pids_are_read_as_numbers_and_a_missing_cgroup_has_none() {
         let dir = tempfile::tempdir().expect("temp dir");
