@@ -275,3 +275,41 @@ fn a_kept_process_outlives_its_command_and_ends_with_the_server() {
     server.close();
     kept.assert_gone("the server's exit");
 }
+
+/// Without a cgroup (an unprivileged server on cgroup v1 cannot make one),
+/// the escapes still end at server exit at the latest: the server ends
+/// every orphan it adopted.
+#[test]
+fn escapes_end_at_exit_where_no_cgroup_can_be_made() {
+    let is_root = std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
+    });
+    if !is_root || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to start the server as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod");
+    let binary = dir.path().join("agent-exec");
+    std::fs::copy(env!("CARGO_BIN_EXE_agent-exec"), &binary).expect("copy the binary");
+    let output = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&binary)
+        .args(["run", "--cwd", dir.path().to_str().expect("utf-8"), "--"])
+        .arg(escapes_command())
+        .env("HOME", dir.path())
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Markers::read(dir.path()).assert_gone("the exit of a server without cgroups");
+}
