@@ -99,8 +99,11 @@ impl CommandCgroup {
         read_pids(&self.dir)
     }
 
-    /// Whether a live (not zombie) process is in it.
+    /// Whether a live (not zombie) process is in it or below it.
     pub(crate) fn populated(&self) -> bool {
+        if !maybe_populated(&self.dir, self.kind) {
+            return false;
+        }
         self.pids()
             .into_iter()
             .any(|pid| sys::stat(pid).is_some_and(|stat| !stat.is_zombie()))
@@ -190,9 +193,19 @@ struct Pool {
 
 impl Pool {
     fn make(&self, lane: &Path) -> io::Result<Fresh> {
-        let number = self.counter.fetch_add(1, Ordering::Relaxed);
-        let dir = lane.join(format!("cmd-{number}"));
-        std::fs::create_dir(&dir)?;
+        let mut attempts = 0;
+        let dir = loop {
+            let number = self.counter.fetch_add(1, Ordering::Relaxed);
+            let dir = lane.join(format!("cmd-{number}"));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                // Left by an earlier process with our pid: skip the name.
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists && attempts < 100 => {
+                    attempts += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        };
         let procs = OpenOptions::new()
             .write(true)
             .open(dir.join(self.kind.join_file()))?;
@@ -203,6 +216,14 @@ impl Pool {
     /// a command costs no `mkdir` and `rmdir` in the steady state; one
     /// that cannot be emptied, or one too many, is removed.
     fn recycle(&self, dir: PathBuf) {
+        // Cgroups a command made inside its own go, with anything in them.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                    end_tree(&entry.path());
+                }
+            }
+        }
         let reusable = read_pids(&dir)
             .into_iter()
             .all(|pid| sys::stat(pid).is_none_or(|stat| stat.is_zombie()))
@@ -442,14 +463,36 @@ fn remove_when_empty(dir: &Path) {
     }
 }
 
+/// The pids in `dir` and in every cgroup below it: a command that can
+/// write to the cgroup tree (root, unsandboxed) may make cgroups inside its
+/// own, and a nested agent-exec does.
 fn read_pids(dir: &Path) -> Vec<i32> {
-    std::fs::read_to_string(dir.join("cgroup.procs"))
+    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
         .map(|text| {
             text.split_whitespace()
                 .filter_map(|pid| pid.parse().ok())
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                pids.extend(read_pids(&entry.path()));
+            }
+        }
+    }
+    pids
+}
+
+/// False when the kernel's own count says nothing is in the cgroup or
+/// below it (the common case at a command's end, one read).
+fn maybe_populated(dir: &Path, kind: Kind) -> bool {
+    match kind {
+        Kind::PidsV1 => std::fs::read_to_string(dir.join("pids.current"))
+            .map_or(true, |text| text.trim() != "0"),
+        Kind::Unified => std::fs::read_to_string(dir.join("cgroup.events"))
+            .map_or(true, |text| !text.lines().any(|line| line == "populated 0")),
+    }
 }
 
 /// Removes the cgroups of servers that are gone (killed before their

@@ -51,6 +51,24 @@ async fn escapes_end_with_their_command_and_the_rest_at_the_end() {
     assert_eq!(shell.wait().await, ShellStatus::Timeout);
     assert!(gone(pid).await, "the escape outlived the timeout");
 
+    // One that moved to a cgroup it made inside its own (as root can).
+    if Path::new("/sys/fs/cgroup/pids").is_dir() {
+        let file = dir.path().join("nested.pid");
+        let shell = ShellProcess::spawn(spec(&format!(
+            "d=/sys/fs/cgroup/pids$(grep :pids: /proc/self/cgroup | cut -d: -f3)/inner; mkdir $d && \
+             setsid -f env -u AGENT_EXEC_SHELL sh -c \"echo \\$\\$ > $d/cgroup.procs; echo \\$\\$ > {}; exec sleep 300\"",
+            file.display()
+        )))
+        .await
+        .expect("spawns");
+        let pid = read_pid(&file).await;
+        shell.wait().await;
+        assert!(
+            gone(pid).await,
+            "the escape in a nested cgroup outlived its command"
+        );
+    }
+
     // A kept one lives on, in the keep cgroup, until the end.
     let keeper = dir.path().join("keeper-sleep");
     std::fs::copy("/bin/sleep", &keeper).expect("copy sleep");
