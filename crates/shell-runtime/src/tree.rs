@@ -6,6 +6,9 @@
 //! tree we started is re-parented to us rather than to init; and every
 //! shell's environment carries `AGENT_EXEC_SHELL=<tag>`, which its
 //! descendants inherit, so an adopted orphan can be traced to its shell.
+//! Both can be shed (`env -u`, `env -i`); where a cgroup could be made for
+//! the command (`cgroup.rs`), every process in it is a member too, and
+//! that membership a command cannot shed.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -118,7 +118,8 @@ impl Drop for AbandonGuard {
 }
 
 /// True if anything of the tree may still be alive after the shell exited.
-/// Cheap: one group probe and one read of our main thread's children.
+/// Cheap: one group probe, one read of the cgroup's process count and one
+/// read of our main thread's children.
 fn left_anything(tree: &TreeId) -> bool {
     if sys::group_alive(tree.shell_pid) || tree.cgroup_populated() {
         return true;
