@@ -4,17 +4,19 @@
 //! included.
 //!
 //! Every cgroup lives under one server-level parent, `agent-exec-<pid>`,
-//! beside the pids hierarchy's (v1) or the unified hierarchy's (v2) cgroup
-//! of this process: `cmd-<n>` per command and `keep` for the processes the
-//! `keep_running` names let live. Making a cgroup (`mkdir`) and removing one
-//! cost more than the rest of a short command's start, so a background
-//! thread keeps a few made ahead (the pool) and removes the used ones;
-//! a spawn only pops one and hands the child a descriptor of its
-//! `cgroup.procs`, which the child writes before `setsid`.
+//! below the pids hierarchy's (v1) or the unified hierarchy's (v2) cgroup
+//! of this process: `cmd-<n>` per command (`sandbox/cmd-<n>` for commands
+//! under the sandbox's process cap) and `keep` for the processes the
+//! `keep_running` names let live. Making a cgroup (`mkdir`) and removing
+//! one cost more than the rest of a short command's start, so a
+//! background thread keeps a few made ahead (the pool), and used ones go
+//! back to it once nothing is left in them; a spawn only pops one and
+//! hands the child an open descriptor of its `tasks` (v1) or
+//! `cgroup.procs` (v2), which the child writes `0` to before `setsid`.
 //!
-//! Emptying one: v1 sets `pids.max` to 0, so no fork in it succeeds, then
-//! sends SIGKILL to every pid in `cgroup.procs` until none is left; v2
-//! writes `cgroup.kill`.
+//! Emptying one (with any cgroup made inside it): v1 sets `pids.max` to 0,
+//! so no fork in it succeeds, then sends SIGKILL to every pid in
+//! `cgroup.procs` until none is left; v2 writes `cgroup.kill`.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -76,8 +78,9 @@ pub(crate) struct CommandCgroup {
 
 #[derive(Debug)]
 struct HandleState {
-    /// Its `tasks` (v1) or `cgroup.procs` (v2), open for writing: the child joins through it,
-    /// and it goes back to the pool with the cgroup.
+    /// Its `tasks` (v1) or `cgroup.procs` (v2), open for writing: the
+    /// child joins through it, and it goes back to the pool with the
+    /// cgroup.
     procs: Option<File>,
     /// Forks in it have been stopped (v1 `pids.max` 0) or it was emptied.
     frozen: bool,
