@@ -526,6 +526,17 @@ fn remove_stale(base: &Path) {
 fn hierarchy() -> Option<(PathBuf, Kind)> {
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    hierarchy_in(&cgroups, &mountinfo, |dir| dir.join("cgroup.kill").exists())
+}
+
+/// [`hierarchy`] from the texts of `/proc/self/cgroup` and
+/// `/proc/self/mountinfo`; `can_kill` says whether a v2 cgroup directory
+/// has `cgroup.kill`.
+fn hierarchy_in(
+    cgroups: &str,
+    mountinfo: &str,
+    can_kill: impl Fn(&Path) -> bool,
+) -> Option<(PathBuf, Kind)> {
     let mut unified = None;
     for line in mountinfo.lines() {
         let Some((before, after)) = line.split_once(" - ") else {
@@ -555,7 +566,7 @@ fn hierarchy() -> Option<(PathBuf, Kind)> {
             && let Some(own) = cgroups.lines().find_map(|entry| entry.strip_prefix("0::"))
         {
             let dir = mount.join(own.trim_start_matches('/'));
-            if dir.join("cgroup.kill").exists() {
+            if can_kill(&dir) {
                 unified = Some((dir, Kind::Unified));
             }
         }
@@ -583,6 +594,36 @@ mod tests {
             let max = std::fs::read_to_string(cgroup.dir.join("pids.max")).expect("pids.max");
             assert_eq!(max.trim(), "max");
         }
+    }
+
+    #[test]
+    fn the_v1_pids_controller_is_preferred_and_v2_needs_cgroup_kill() {
+        let hybrid = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+        let cgroups = "8:pids:/user.slice\n4:memory:/x\n0::/user.slice/session-1.scope\n";
+        assert_eq!(
+            hierarchy_in(cgroups, hybrid, |_| true),
+            Some((
+                PathBuf::from("/sys/fs/cgroup/pids/user.slice"),
+                Kind::PidsV1
+            ))
+        );
+        let unified = "30 23 0:27 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+        let cgroups = "0::/user.slice/app.scope\n";
+        assert_eq!(
+            hierarchy_in(cgroups, unified, |_| true),
+            Some((
+                PathBuf::from("/sys/fs/cgroup/user.slice/app.scope"),
+                Kind::Unified
+            ))
+        );
+        // A kernel before 5.14 has no cgroup.kill: no cgroups then.
+        assert_eq!(hierarchy_in(cgroups, unified, |_| false), None);
+        assert_eq!(hierarchy_in("", "garbage\n", |_| true), None);
     }
 
     #[test]
