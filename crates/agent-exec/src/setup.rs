@@ -16,7 +16,7 @@ mod hard_links;
 
 /// Prefix of every server's temp directory; the pid follows, so a later
 /// server can tell which ones belong to servers that died.
-const TEMP_PREFIX: &str = "agent-exec-";
+pub(crate) const TEMP_PREFIX: &str = "agent-exec-";
 
 /// Everything a front door (`mcp` or `run`) needs.
 pub(crate) struct Setup {

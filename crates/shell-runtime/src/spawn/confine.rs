@@ -176,6 +176,13 @@ pub(crate) struct ChildConfinement {
 }
 
 impl ChildConfinement {
+    /// The same without the shared pids cgroup: the command has a cgroup
+    /// of its own below it, where the same limit holds.
+    pub(crate) fn without_cgroup(mut self) -> Self {
+        self.cgroup_procs = std::ptr::null();
+        self
+    }
+
     /// In the child, before `setsid`: join the cgroup, set the limits.
     /// Returns false on any failure (errno says why).
     ///
@@ -387,13 +394,17 @@ fn add_rule(
     Ok(())
 }
 
-/// Finds the pids controller, makes `agent-exec-<pid>` below our own
+/// Finds the pids controller, makes `agent-exec-<pid>/sandbox` below our own
 /// cgroup with `pids.max`, and removes those of servers that are gone.
 fn make_cgroup(max: u64) -> Result<Cgroup, String> {
     let (mount, own) = pids_hierarchy().ok_or("no pids cgroup controller is mounted")?;
     let parent = mount.join(own.trim_start_matches('/'));
     remove_stale_cgroups(&parent);
-    let dir = parent.join(format!("agent-exec-{}", std::process::id()));
+    // Below the server's cgroup, beside the unsandboxed commands' ones,
+    // so the cap counts sandboxed commands only.
+    let dir = parent
+        .join(format!("agent-exec-{}", std::process::id()))
+        .join("sandbox");
     std::fs::create_dir_all(&dir)
         .map_err(|error| format!("cannot create `{}`: {error}", dir.display()))?;
     std::fs::write(dir.join("pids.max"), max.to_string())

@@ -155,6 +155,8 @@ struct ChildPlan {
     report: RawFd,
     parent: libc::pid_t,
     ptrace: PtraceDrop,
+    /// The command's `cgroup.procs`, opened by the parent, or -1.
+    cgroup: RawFd,
     confinement: *const ChildConfinement,
 }
 
@@ -186,6 +188,7 @@ pub(crate) fn spawn(
     argv: &[CString],
     envp: &[CString],
     cwd: &CStr,
+    cgroup: Option<RawFd>,
     confinement: Option<&ChildConfinement>,
 ) -> io::Result<RawChild> {
     let argv_ptrs = null_pointers(argv);
@@ -206,6 +209,7 @@ pub(crate) fn spawn(
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         ptrace: PtraceDrop::prepare(),
+        cgroup: cgroup.unwrap_or(-1),
         confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
     };
     // 64 KiB is ample for a child that makes a handful of syscalls.
@@ -303,6 +307,16 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if signal != libc::SIGKILL && signal != libc::SIGSTOP {
             // SAFETY: SIG_DFL installs no handler; an invalid number only fails.
             unsafe { libc::signal(signal, libc::SIG_DFL) };
+        }
+    }
+    // Its own cgroup before anything else, so every process it starts is
+    // in it whatever it does to its session or environment.
+    if plan.cgroup >= 0 {
+        // SAFETY: a descriptor the parent keeps open until we exec; "0"
+        // names the writing process.
+        if unsafe { libc::write(plan.cgroup, b"0".as_ptr().cast::<c_void>(), 1) } != 1 {
+            // SAFETY: as below.
+            unsafe { fail(plan) };
         }
     }
     // SAFETY: `confinement` is null or points to the parent's
