@@ -38,6 +38,7 @@ pub use redact::{
     BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
 };
 pub use spawn::confine::{ConfineError, Confinement};
+pub use spawn::init::{INIT_NAME, run_if_init};
 pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
 pub use tree::SHELL_TAG_VAR;

@@ -143,6 +143,13 @@ pub struct ConfinementSpec {
     pub no_core_dumps: bool,
     /// A pids cgroup for all commands together.
     pub max_processes: Option<u64>,
+    /// Run each command in a PID and mount namespace of its own (with a
+    /// fresh `/proc`) and a capability set cut to what ordinary commands
+    /// need, with this program as the namespace's PID 1. The program must
+    /// call [`run_if_init`](crate::run_if_init) first thing in `main` (the
+    /// `shell-runtime-init` binary of this package does only that).
+    /// `None`: commands share the host's processes.
+    pub init: Option<PathBuf>,
 }
 
 impl SpawnSpec {

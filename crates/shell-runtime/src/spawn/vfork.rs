@@ -21,7 +21,8 @@ use std::ffi::{CStr, CString, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::confine::ChildConfinement;
+use super::confine::{ChildConfinement, SANDBOX_CAPABILITIES};
+use super::init::INIT_NAME;
 
 /// A started child: its pid, a pidfd to wait on, and its output pipes.
 pub(crate) struct RawChild {
@@ -29,6 +30,8 @@ pub(crate) struct RawChild {
     pub(crate) pidfd: OwnedFd,
     pub(crate) stdout: OwnedFd,
     pub(crate) stderr: OwnedFd,
+    /// Where the namespace's init reports the shell's wait status.
+    pub(crate) status: Option<OwnedFd>,
 }
 
 /// `CAP_SYS_PTRACE` (linux/capability.h): attaching to and reading the
@@ -56,23 +59,28 @@ struct CapData {
     inheritable: u32,
 }
 
-/// How the child gives up `CAP_SYS_PTRACE` before exec, prepared by the
-/// parent: every command runs without it, so none can attach to the
-/// server or read its memory, as root too.
+/// How the child gives up capabilities before exec, prepared by the
+/// parent: every command runs without `CAP_SYS_PTRACE`, so none can attach
+/// to the server or read its memory, as root too; a sandboxed command with
+/// namespaces of its own keeps only [`SANDBOX_CAPABILITIES`].
 #[derive(Clone, Copy)]
-struct PtraceDrop {
-    /// Drop it from the bounding set, so no exec gives it back (a root
+struct CapDrop {
+    /// Dropped from the bounding set, so no exec gives them back (a root
     /// shell's every exec would): only possible with `CAP_SETPCAP`; without
-    /// it, a process has no way to gain it back anyway but a set-user-ID
+    /// it, a process has no way to gain them back anyway but a set-user-ID
     /// or file-capability program.
-    bounding: bool,
-    /// The spawning thread's sets with it cleared, for `capset` (`None`
-    /// when it holds it in none of them).
+    bounding: u64,
+    /// Lowered in the ambient set (the capabilities the kernel knows).
+    ambient: u64,
+    /// The spawning thread's sets with them cleared, for `capset` (`None`
+    /// when it holds none of them).
     sets: Option<[CapData; 2]>,
 }
 
-impl PtraceDrop {
-    fn prepare() -> Self {
+impl CapDrop {
+    /// `dropped`: a bit per capability. `new_user_namespace`: the child
+    /// makes a user namespace, where it starts with every capability.
+    fn prepare(dropped: u64, new_user_namespace: bool) -> Self {
         let mut header = CapHeader {
             version: CAPABILITY_VERSION_3,
             pid: 0,
@@ -81,29 +89,42 @@ impl PtraceDrop {
         // SAFETY: a valid header and an array of the two words version 3 fills.
         let read =
             unsafe { libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) } == 0;
-        let (word, bit) = (CAP_SYS_PTRACE as usize / 32, 1u32 << (CAP_SYS_PTRACE % 32));
         let mut cleared = data;
-        if let Some(sets) = cleared.get_mut(word) {
-            sets.effective &= !bit;
-            sets.permitted &= !bit;
-            sets.inheritable &= !bit;
+        for (index, sets) in cleared.iter_mut().enumerate() {
+            let keep = !((dropped >> (32 * index)) as u32);
+            sets.effective &= keep;
+            sets.permitted &= keep;
+            sets.inheritable &= keep;
         }
-        let has_setpcap = data
-            .get(CAP_SETPCAP as usize / 32)
-            .is_some_and(|sets| sets.effective & (1 << (CAP_SETPCAP % 32)) != 0);
-        // SAFETY: prctl with integer arguments only.
-        let in_bounding = unsafe {
-            libc::prctl(
-                libc::PR_CAPBSET_READ,
-                libc::c_ulong::from(CAP_SYS_PTRACE),
-                0,
-                0,
-                0,
-            )
-        } == 1;
+        let has_setpcap = new_user_namespace
+            || data
+                .get(CAP_SETPCAP as usize / 32)
+                .is_some_and(|sets| sets.effective & (1 << (CAP_SETPCAP % 32)) != 0);
+        let (mut bounding, mut ambient) = (0, 0);
+        for cap in 0..64u32 {
+            if dropped & (1 << cap) == 0 {
+                continue;
+            }
+            // SAFETY: prctl with integer arguments only.
+            let in_bounding =
+                unsafe { libc::prctl(libc::PR_CAPBSET_READ, libc::c_ulong::from(cap), 0, 0, 0) };
+            if in_bounding < 0 {
+                continue; // Not a capability this kernel knows.
+            }
+            ambient |= 1 << cap;
+            if has_setpcap && (in_bounding == 1 || new_user_namespace) {
+                bounding |= 1 << cap;
+            }
+        }
+        let sets = if new_user_namespace {
+            Some(cleared)
+        } else {
+            (read && cleared != data).then_some(cleared)
+        };
         Self {
-            bounding: has_setpcap && in_bounding,
-            sets: (read && cleared != data).then_some(cleared),
+            bounding,
+            ambient,
+            sets,
         }
     }
 
@@ -113,19 +134,27 @@ impl PtraceDrop {
     /// # Safety
     /// Call only in the spawned child.
     unsafe fn apply(&self) -> bool {
-        let ptrace = libc::c_ulong::from(CAP_SYS_PTRACE);
-        // SAFETY: prctl with integer arguments only.
-        if self.bounding && unsafe { libc::prctl(libc::PR_CAPBSET_DROP, ptrace, 0, 0, 0) } != 0 {
-            return false;
-        }
-        let lower = libc::c_ulong::try_from(libc::PR_CAP_AMBIENT_LOWER).unwrap_or_default();
-        // SAFETY: prctl with integer arguments only.
-        if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, lower, ptrace, 0, 0) } != 0 {
-            // SAFETY: errno is thread-local and always readable.
-            let errno = unsafe { *libc::__errno_location() };
-            // EINVAL: a kernel without ambient capabilities (before 4.3).
-            if errno != libc::EINVAL {
+        for cap in 0..64u32 {
+            let bit = 1u64 << cap;
+            let number = libc::c_ulong::from(cap);
+            // SAFETY: prctl with integer arguments only.
+            if self.bounding & bit != 0
+                && unsafe { libc::prctl(libc::PR_CAPBSET_DROP, number, 0, 0, 0) } != 0
+            {
                 return false;
+            }
+            if self.ambient & bit == 0 {
+                continue;
+            }
+            let lower = libc::c_ulong::try_from(libc::PR_CAP_AMBIENT_LOWER).unwrap_or_default();
+            // SAFETY: prctl with integer arguments only.
+            if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, lower, number, 0, 0) } != 0 {
+                // SAFETY: errno is thread-local and always readable.
+                let errno = unsafe { *libc::__errno_location() };
+                // EINVAL: a kernel without ambient capabilities (before 4.3).
+                if errno != libc::EINVAL {
+                    return false;
+                }
             }
         }
         if let Some(sets) = self.sets {
@@ -153,8 +182,10 @@ struct ChildPlan {
     stdout: RawFd,
     stderr: RawFd,
     report: RawFd,
+    /// The init's status pipe (-1 without namespaces).
+    status: RawFd,
     parent: libc::pid_t,
-    ptrace: PtraceDrop,
+    capabilities: CapDrop,
     confinement: *const ChildConfinement,
 }
 
@@ -188,12 +219,35 @@ pub(crate) fn spawn(
     cwd: &CStr,
     confinement: Option<&ChildConfinement>,
 ) -> io::Result<RawChild> {
-    let argv_ptrs = null_pointers(argv);
-    let envp_ptrs = null_pointers(envp);
     let stdin = std::fs::File::open("/dev/null")?;
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
     let (report_read, report_write) = pipe()?;
+    let init = confinement.and_then(ChildConfinement::init);
+    let namespace_flags = confinement.map_or(0, ChildConfinement::clone_flags);
+    let status_pipe = init.map(|_| pipe()).transpose()?;
+    // With namespaces the child execs the init, which starts the shell.
+    let (program, init_argv) = match (init, &status_pipe) {
+        (Some(init), Some((_, status_write))) => {
+            let number = |fd: RawFd| CString::new(fd.to_string()).unwrap_or_default();
+            let mut init_argv = vec![
+                CString::new(INIT_NAME).unwrap_or_default(),
+                number(status_write.as_raw_fd()),
+                number(report_write.as_raw_fd()),
+                program.to_owned(),
+            ];
+            init_argv.extend(argv.iter().cloned());
+            (init, Some(init_argv))
+        }
+        _ => (program, None),
+    };
+    let argv_ptrs = null_pointers(init_argv.as_deref().unwrap_or(argv));
+    let envp_ptrs = null_pointers(envp);
+    let dropped = if init.is_some() {
+        !SANDBOX_CAPABILITIES
+    } else {
+        1 << CAP_SYS_PTRACE
+    };
     let plan = ChildPlan {
         program: program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
@@ -203,9 +257,12 @@ pub(crate) fn spawn(
         stdout: stdout_write.as_raw_fd(),
         stderr: stderr_write.as_raw_fd(),
         report: report_write.as_raw_fd(),
+        status: status_pipe
+            .as_ref()
+            .map_or(-1, |(_, write)| write.as_raw_fd()),
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
-        ptrace: PtraceDrop::prepare(),
+        capabilities: CapDrop::prepare(dropped, namespace_flags & libc::CLONE_NEWUSER != 0),
         confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
     };
     // 64 KiB is ample for a child that makes a handful of syscalls.
@@ -231,7 +288,11 @@ pub(crate) fn spawn(
         libc::clone(
             child_main,
             top as *mut c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            libc::CLONE_VM
+                | libc::CLONE_VFORK
+                | libc::CLONE_PIDFD
+                | namespace_flags
+                | libc::SIGCHLD,
             (&raw const plan).cast_mut().cast::<c_void>(),
             &raw mut pidfd,
         )
@@ -247,6 +308,10 @@ pub(crate) fn spawn(
     }
     // SAFETY: CLONE_PIDFD filled `pidfd` with a new descriptor we own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let status = status_pipe.map(|(read, write)| {
+        drop(write);
+        read
+    });
     drop((stdin, stdout_write, stderr_write, report_write));
 
     // The child wrote its errno here if it could not exec.
@@ -263,7 +328,33 @@ pub(crate) fn spawn(
         pidfd,
         stdout: stdout_read,
         stderr: stderr_read,
+        status,
     })
+}
+
+/// The wait status the namespace's init reported for the shell, read once
+/// the init has exited (`None`: it reported none, as when it was killed).
+pub(crate) fn reported_status(status: &OwnedFd) -> Option<c_int> {
+    let mut bytes = [0u8; 4];
+    (read_full(status, &mut bytes) == bytes.len()).then(|| c_int::from_ne_bytes(bytes))
+}
+
+/// Waits for a child to exit (blocking) and returns the status its init
+/// reported: for the start-up probe.
+pub(crate) fn wait_blocking(child: &RawChild) -> Option<c_int> {
+    // SAFETY: a zeroed siginfo_t is a valid buffer; the pidfd is ours.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        while libc::waitid(
+            libc::P_PIDFD,
+            child.pidfd.as_raw_fd().unsigned_abs(),
+            &raw mut info,
+            libc::WEXITED,
+        ) != 0
+            && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+        {}
+    }
+    child.status.as_ref().and_then(reported_status)
 }
 
 fn unsafe_zeroed_sigset() -> libc::sigset_t {
@@ -316,6 +407,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             unsafe { fail(plan) };
         }
     }
+    if let Some(confinement) = confinement {
+        // SAFETY: we are the spawned child; its pointers are the parent's, still valid.
+        if !unsafe { confinement.map_ids() } {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
+    }
     // SAFETY: setsid takes no arguments.
     if unsafe { libc::setsid() } < 0 {
         // SAFETY: as above.
@@ -327,9 +425,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
-    // The parent may have died before the request was made.
+    // The parent may have died before the request was made. (In a PID
+    // namespace of our own the parent is outside it and reads as 0; it is
+    // suspended until we exec, so only a SIGKILL of the server between
+    // clone and here goes unseen, and then the init runs without parent.)
     // SAFETY: getppid takes no arguments.
-    if unsafe { libc::getppid() } != plan.parent {
+    let parent = unsafe { libc::getppid() };
+    if parent != plan.parent && !(plan.status >= 0 && parent == 0) {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
@@ -345,9 +447,17 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
-    // Every command, sandboxed or not, runs without CAP_SYS_PTRACE.
+    if let Some(confinement) = confinement {
+        // SAFETY: we are the spawned child.
+        if !unsafe { confinement.mount_proc() } {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
+    }
+    // Every command, sandboxed or not, runs without CAP_SYS_PTRACE; with
+    // namespaces of its own, with only the sandbox's few capabilities.
     // SAFETY: we are the spawned child; `apply` makes raw syscalls only.
-    if !unsafe { plan.ptrace.apply() } {
+    if !unsafe { plan.capabilities.apply() } {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
@@ -362,6 +472,17 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if !unsafe { confinement.restrict() } {
             // SAFETY: as above.
             unsafe { fail(plan) };
+        }
+    }
+    if plan.status >= 0 {
+        // The init inherits the status and report pipes (our descriptor
+        // table is our own: the parent's copies stay close-on-exec).
+        for fd in [plan.status, plan.report] {
+            // SAFETY: fcntl on descriptors the parent keeps open.
+            if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+                // SAFETY: as above.
+                unsafe { fail(plan) };
+            }
         }
     }
     // SAFETY: program, argv and envp are C strings and null-terminated
