@@ -145,10 +145,12 @@ pub struct ConfinementSpec {
     pub max_processes: Option<u64>,
     /// Run each command in a PID and mount namespace of its own (with a
     /// fresh `/proc`) and a capability set cut to what ordinary commands
-    /// need, with this program as the namespace's PID 1. The program must
-    /// call [`run_if_init`](crate::run_if_init) first thing in `main` (the
-    /// `shell-runtime-init` binary of this package does only that).
-    /// `None`: commands share the host's processes.
+    /// need, with this program as the namespace's PID 1: any program that
+    /// links this crate acts as the init when started as one (on glibc,
+    /// before its `main`; elsewhere it calls [`run_if_init`](crate::run_if_init)
+    /// first thing in `main`), so the program itself
+    /// (`std::env::current_exe`) will do, as will the `shell-runtime-init`
+    /// binary of this package. `None`: commands share the host's processes.
     pub init: Option<PathBuf>,
 }
 

@@ -221,6 +221,10 @@ impl Confinement {
 
 impl Namespace {
     fn prepare(init: &Path) -> Result<Self, ConfineError> {
+        // Referenced, so the linker keeps the constructor that lets any
+        // program linking this crate act as the init.
+        #[cfg(target_env = "gnu")]
+        std::hint::black_box(&super::init::RUN_AS_INIT);
         let no_namespace = |reason: String| ConfineError::NoNamespace(reason);
         let init = CString::new(init.as_os_str().as_bytes())
             .map_err(|_| no_namespace(format!("NUL in the init path `{}`", init.display())))?;
@@ -350,12 +354,32 @@ impl ChildConfinement {
         let Some((uid_map, gid_map)) = self.maps else {
             return true;
         };
+        // Our `/proc/self` files belong to root while the memory we share
+        // with the server is not dumpable (as agent-exec makes it), and a
+        // normal user could not write them: dumpable for these three
+        // writes, then as before. (Commands cannot reach the server
+        // meanwhile: each is in a PID namespace of its own, without ptrace.)
+        let (off, on): (libc::c_ulong, libc::c_ulong) = (0, 1);
+        // SAFETY: prctl with integer arguments only.
+        let was = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, off, off, off, off) };
+        // SAFETY: as above.
+        if was != 1 && unsafe { libc::prctl(libc::PR_SET_DUMPABLE, on, off, off, off) } != 0 {
+            return false;
+        }
         // SAFETY: C strings in the parent's `Confinement`.
-        unsafe {
+        let mapped = unsafe {
             write_file(c"/proc/self/setgroups", c"deny".as_ptr())
                 && write_file(c"/proc/self/gid_map", gid_map)
                 && write_file(c"/proc/self/uid_map", uid_map)
+        };
+        if was != 1 {
+            let was = libc::c_ulong::try_from(was).unwrap_or(off);
+            // SAFETY: prctl with integer arguments only.
+            if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, was, off, off, off) } != 0 {
+                return false;
+            }
         }
+        mapped
     }
 
     /// In the child, in the new mount namespace: make every mount private

@@ -25,6 +25,44 @@
 /// `argv[0]` that makes [`run_if_init`] act as the namespace's init.
 pub const INIT_NAME: &str = "shell-runtime-init";
 
+/// On glibc every program that links this crate acts as the init when
+/// started as one, before its `main` runs (glibc hands `.init_array`
+/// functions `argc`, `argv` and `envp`): test binaries and library users'
+/// programs included. [`run_if_init`] does the same where this does not
+/// run (musl calls these functions without arguments).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[used]
+#[unsafe(link_section = ".init_array")]
+pub(crate) static RUN_AS_INIT: extern "C" fn(
+    std::ffi::c_int,
+    *const *const std::ffi::c_char,
+    *const *const std::ffi::c_char,
+) = run_as_init_if_named;
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+extern "C" fn run_as_init_if_named(
+    argc: std::ffi::c_int,
+    argv: *const *const std::ffi::c_char,
+    _envp: *const *const std::ffi::c_char,
+) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(count) = usize::try_from(argc) else {
+        return;
+    };
+    if count == 0 || argv.is_null() {
+        return;
+    }
+    // SAFETY: glibc passes the process's `argc` C strings in `argv`.
+    let arg = |index: usize| unsafe { std::ffi::CStr::from_ptr(*argv.add(index)) };
+    if arg(0).to_bytes() != INIT_NAME.as_bytes() {
+        return;
+    }
+    let args = (1..count)
+        .map(|index| std::ffi::OsStr::from_bytes(arg(index).to_bytes()).to_owned())
+        .collect();
+    std::process::exit(linux::run(args));
+}
+
 /// Acts as the init of a sandboxed command's PID namespace when this
 /// process was started as one (`argv[0]` is [`INIT_NAME`]), and then never
 /// returns; otherwise returns at once. A program named as
