@@ -114,7 +114,9 @@ pub struct SpawnSpec {
     /// Executable file names (`*` matches any run of characters) left
     /// running when the shell exits, such as build daemons (matched on
     /// `/proc/PID/exe`, never on a name the process sets); they are ended by
-    /// [`ShellManager::shutdown`](crate::ShellManager::shutdown).
+    /// [`ShellManager::shutdown`](crate::ShellManager::shutdown). No effect
+    /// under a confinement with [`ConfinementSpec::init`]: everything in a
+    /// command's PID namespace ends with its shell.
     pub keep_running: Vec<String>,
     /// What is redacted from the output before it is kept or spilled
     /// (secret values and token formats the caller must never see), even

@@ -391,6 +391,29 @@ async fn signals_and_statuses_are_those_of_the_shell() {
     assert!(text(&shell).contains("got INT"), "{}", text(&shell));
     assert_eq!(shell.exit().expect("exited").code, 3);
 
+    // A signal sent to the init alone (the host's pid of the command) is
+    // passed on to the shell's group: PID 1 would otherwise drop it.
+    use nix::sys::signal::{Signal, kill};
+    for (signal, name) in [(Signal::SIGHUP, "HUP"), (Signal::SIGTERM, "TERM")] {
+        let mut spawn = spec(&format!(
+            "trap 'echo got {name}; exit 5' {name}; echo ready; sleep 1000 & wait"
+        ));
+        spawn.confinement = Some(Arc::clone(&confinement));
+        let shell = ShellProcess::spawn(spawn).await.expect("spawns");
+        wait_for_output(&shell, "ready").await;
+        let init = nix::unistd::Pid::from_raw(i32::try_from(shell.pid()).expect("a pid"));
+        kill(init, signal).expect("the init is signalled");
+        tokio::time::timeout(Duration::from_secs(10), shell.wait())
+            .await
+            .expect("the shell ended");
+        assert!(
+            text(&shell).contains(&format!("got {name}")),
+            "{}",
+            text(&shell)
+        );
+        assert_eq!(shell.exit().expect("exited").code, 5);
+    }
+
     // A missing program is still a typed spawn error.
     let mut missing = spec("true").with_program("/nonexistent/shell");
     missing.confinement = Some(Arc::clone(&confinement));
