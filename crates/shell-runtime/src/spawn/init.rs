@@ -1,25 +1,25 @@
 //! PID 1 of a sandboxed command's PID namespace (docs/decisions/0008).
 //!
-//! The spawned child execs the program named in
+//! The spawned child (PID 1 of the new namespace) starts the shell (PID 2,
+//! in a process session of its own) and then execs the program named in
 //! [`ConfinementSpec::init`](crate::ConfinementSpec::init) with `argv[0]`
-//! set to [`INIT_NAME`]; that program calls [`run_if_init`] first thing in
-//! `main`, which sees the name and never returns. It starts the shell in a
-//! process session of its own, forwards SIGTERM, SIGINT and SIGHUP to the
-//! shell's process group, reaps every other process that ends (orphans are
-//! re-parented to PID 1), and when the shell exits writes the shell's raw
-//! wait status on an inherited pipe and exits. The kernel then kills what
-//! is left in the namespace. The server reads the status from the pipe, so
-//! a shell killed by SIGTERM reads as killed by SIGTERM (143), as without
-//! the sandbox: PID 1 itself cannot die of a signal sent from inside.
+//! set to [`INIT_NAME`]; that program acts as the init before its `main`
+//! (glibc) or when it calls [`run_if_init`], and never returns. The init
+//! forwards SIGTERM, SIGINT and SIGHUP to the shell's process group, reaps
+//! every process that ends (orphans are re-parented to PID 1), and when the
+//! shell exits writes the shell's raw wait status on an inherited pipe and
+//! exits. The kernel then kills what is left in the namespace. The server
+//! reads the status from the pipe, so a shell killed by SIGTERM reads as
+//! killed by SIGTERM (143), as without the sandbox: PID 1 itself cannot die
+//! of a signal sent from inside. The four signals stay blocked from before
+//! the shell starts to the init's `sigwaitinfo`, so none is lost.
 //!
-//! `argv`: `[INIT_NAME, STATUS_FD, REPORT_FD, PROGRAM, ARGV0, ARGS...]`;
-//! the environment is the shell's. `REPORT_FD` gets the errno of a failed
-//! `execve` of the shell, as the spawn's own report pipe does. An empty
-//! `PROGRAM` is the start-up probe: it reports status 0 if it is PID 1.
+//! `argv`: `[INIT_NAME, STATUS_FD, SHELL_PID]`. `SHELL_PID` 0 is the
+//! start-up probe: it reports status 0 if it is PID 1.
 
 #![allow(
     unsafe_code,
-    reason = "a minimal init: fork, execve, sigwaitinfo, waitpid and kill are raw syscalls"
+    reason = "a minimal init: sigwaitinfo, waitpid and kill are raw syscalls"
 )]
 
 /// `argv[0]` that makes [`run_if_init`] act as the namespace's init.
@@ -57,10 +57,10 @@ extern "C" fn run_as_init_if_named(
     if arg(0).to_bytes() != INIT_NAME.as_bytes() {
         return;
     }
-    let args = (1..count)
+    let args: Vec<_> = (1..count)
         .map(|index| std::ffi::OsStr::from_bytes(arg(index).to_bytes()).to_owned())
         .collect();
-    std::process::exit(linux::run(args));
+    std::process::exit(linux::run(&args));
 }
 
 /// Acts as the init of a sandboxed command's PID namespace when this
@@ -74,15 +74,14 @@ pub fn run_if_init() {
         return;
     }
     #[cfg(target_os = "linux")]
-    std::process::exit(linux::run(args.collect()));
+    std::process::exit(linux::run(&args.collect::<Vec<_>>()));
     #[cfg(not(target_os = "linux"))]
     std::process::exit(127);
 }
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use std::ffi::{CString, OsString, c_int, c_void};
-    use std::os::unix::ffi::OsStringExt;
+    use std::ffi::{OsString, c_int, c_void};
 
     /// The signals forwarded to the shell's process group.
     const FORWARDED: [c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
@@ -93,25 +92,15 @@ mod linux {
         arg?.to_str()?.parse().ok()
     }
 
-    fn c_string(arg: OsString) -> Option<CString> {
-        CString::new(arg.into_vec()).ok()
-    }
-
     /// The init's life; returns its exit code (the shell's, as a shell
     /// reports it: 128+N after signal N).
-    pub(super) fn run(args: Vec<OsString>) -> i32 {
-        let (Some(status_fd), Some(report_fd)) = (fd_arg(args.first()), fd_arg(args.get(1))) else {
+    pub(super) fn run(args: &[OsString]) -> i32 {
+        let (Some(status_fd), Some(shell)) = (fd_arg(args.first()), fd_arg(args.get(1))) else {
             return 127;
         };
-        for fd in [status_fd, report_fd] {
-            // SAFETY: fcntl on a descriptor number; a bad one only fails.
-            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-        }
-        let mut rest = args.into_iter().skip(2);
-        let Some(program) = rest.next() else {
-            return 127;
-        };
-        if program.is_empty() {
+        // SAFETY: fcntl on a descriptor number; a bad one only fails.
+        unsafe { libc::fcntl(status_fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        if shell == 0 {
             // The probe: answer only as PID 1 of a namespace of our own.
             // SAFETY: getpid has no preconditions.
             if unsafe { libc::getpid() } != 1 {
@@ -120,42 +109,18 @@ mod linux {
             report_status(status_fd, 0);
             return 0;
         }
-        let Some(program) = c_string(program) else {
-            return 127;
-        };
-        let Some(argv) = rest.map(c_string).collect::<Option<Vec<_>>>() else {
-            return 127;
-        };
-        let Some(envp) = std::env::vars_os()
-            .map(|(key, value)| {
-                let mut entry = key.into_vec();
-                entry.push(b'=');
-                entry.extend(value.into_vec());
-                CString::new(entry).ok()
-            })
-            .collect::<Option<Vec<_>>>()
-        else {
-            return 127;
-        };
-        let pointers = |strings: &[CString]| -> Vec<*const libc::c_char> {
-            strings
-                .iter()
-                .map(|s| s.as_ptr())
-                .chain(std::iter::once(std::ptr::null()))
-                .collect()
-        };
-        let (argv_ptrs, envp_ptrs) = (pointers(&argv), pointers(&envp));
-
         let mut waited = empty_set();
-        // SAFETY: `waited` is a valid sigset_t; the numbers are valid signals.
+        // SAFETY: `waited` is a valid sigset_t; the numbers are valid
+        // signals. (The spawn blocked them already; what came meanwhile,
+        // the shell's SIGCHLD included, is pending.)
         unsafe {
             for signal in FORWARDED.into_iter().chain([libc::SIGCHLD]) {
                 libc::sigaddset(&raw mut waited, signal);
             }
             libc::sigprocmask(libc::SIG_BLOCK, &raw const waited, std::ptr::null_mut());
         }
-        // PID 1 gets no signal whose action is the default, so each has a
-        // handler (never run: they stay blocked and are taken by sigwaitinfo).
+        // PID 1 gets no signal whose action is the default once it is
+        // unblocked: a handler each, never run while they stay blocked.
         for signal in FORWARDED.into_iter().chain([libc::SIGCHLD]) {
             // SAFETY: a zeroed sigaction with a valid handler address.
             unsafe {
@@ -164,27 +129,6 @@ mod linux {
                 libc::sigaction(signal, &raw const action, std::ptr::null_mut());
             }
         }
-
-        // SAFETY: we are single-threaded; the child makes raw syscalls only.
-        let shell = unsafe { libc::fork() };
-        if shell < 0 {
-            return 127;
-        }
-        if shell == 0 {
-            let empty = empty_set();
-            // SAFETY: raw syscalls in the forked child, on data prepared above.
-            unsafe {
-                libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, std::ptr::null_mut());
-                libc::setsid();
-                libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
-                let errno = *libc::__errno_location();
-                let bytes = errno.to_ne_bytes();
-                libc::write(report_fd, bytes.as_ptr().cast::<c_void>(), bytes.len());
-                libc::_exit(127);
-            }
-        }
-        // SAFETY: our copy of the report pipe; the shell holds its own until exec.
-        unsafe { libc::close(report_fd) };
         loop {
             // SAFETY: a zeroed siginfo_t is a valid buffer for sigwaitinfo.
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -196,8 +140,8 @@ mod linux {
                     return exit_code(status);
                 }
             } else if FORWARDED.contains(&signal) {
-                // SAFETY: kill with integer arguments. Before the shell's
-                // `setsid` its group does not exist yet: signal it alone.
+                // SAFETY: kill with integer arguments. The shell made its
+                // own session (and group) before its exec.
                 unsafe {
                     if libc::kill(-shell, signal) != 0 {
                         libc::kill(shell, signal);

@@ -184,6 +184,12 @@ struct ChildPlan {
     report: RawFd,
     /// The init's status pipe (-1 without namespaces).
     status: RawFd,
+    /// With namespaces, the shell the child starts before it execs the
+    /// init (null for the start-up probe), its argv, and the top of the
+    /// stack its own clone child runs on.
+    shell_program: *const libc::c_char,
+    shell_argv: *const *const libc::c_char,
+    shell_stack: usize,
     parent: libc::pid_t,
     capabilities: CapDrop,
     confinement: *const ChildConfinement,
@@ -226,30 +232,42 @@ pub(crate) fn spawn(
     let init = confinement.and_then(ChildConfinement::init);
     let namespace_flags = confinement.map_or(0, ChildConfinement::clone_flags);
     let status_pipe = init.map(|_| pipe()).transpose()?;
-    // With namespaces the child execs the init, which starts the shell.
-    let (program, init_argv) = match (init, &status_pipe) {
+    // With namespaces the child (PID 1) starts the shell (PID 2), then
+    // execs the init, which learns the shell's pid from its argv. An empty
+    // program is the start-up probe: no shell, pid 0.
+    let shell_program = match init {
+        Some(_) if !program.is_empty() => program.as_ptr(),
+        _ => std::ptr::null(),
+    };
+    let (exec_program, init_argv) = match (init, &status_pipe) {
         (Some(init), Some((_, status_write))) => {
-            let number = |fd: RawFd| CString::new(fd.to_string()).unwrap_or_default();
-            let mut init_argv = vec![
+            let shell_pid = if shell_program.is_null() { c"0" } else { c"2" };
+            let init_argv = vec![
                 CString::new(INIT_NAME).unwrap_or_default(),
-                number(status_write.as_raw_fd()),
-                number(report_write.as_raw_fd()),
-                program.to_owned(),
+                CString::new(status_write.as_raw_fd().to_string()).unwrap_or_default(),
+                shell_pid.to_owned(),
             ];
-            init_argv.extend(argv.iter().cloned());
             (init, Some(init_argv))
         }
         _ => (program, None),
     };
     let argv_ptrs = null_pointers(init_argv.as_deref().unwrap_or(argv));
+    let shell_argv_ptrs = null_pointers(argv);
     let envp_ptrs = null_pointers(envp);
+    // 64 KiB is ample for a child that makes a handful of syscalls; with
+    // namespaces the shell's own clone child runs on a second 64 KiB below.
+    let half = 64 * 1024;
+    let mut stack = vec![0u8; if init.is_some() { 2 * half } else { half }];
+    // The stack grows down: pass its top, aligned to 16 bytes.
+    let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+    let shell_stack = (stack.as_mut_ptr() as usize + half) & !15;
     let dropped = if init.is_some() {
         !SANDBOX_CAPABILITIES
     } else {
         1 << CAP_SYS_PTRACE
     };
     let plan = ChildPlan {
-        program: program.as_ptr(),
+        program: exec_program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
@@ -260,15 +278,14 @@ pub(crate) fn spawn(
         status: status_pipe
             .as_ref()
             .map_or(-1, |(_, write)| write.as_raw_fd()),
+        shell_program,
+        shell_argv: shell_argv_ptrs.as_ptr(),
+        shell_stack,
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         capabilities: CapDrop::prepare(dropped, namespace_flags & libc::CLONE_NEWUSER != 0),
         confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
     };
-    // 64 KiB is ample for a child that makes a handful of syscalls.
-    let mut stack = vec![0u8; 64 * 1024];
-    // The stack grows down: pass its top, aligned to 16 bytes.
-    let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
     let mut pidfd: c_int = -1;
 
     // Signals stay blocked from clone to exec, so no handler of ours runs
@@ -461,11 +478,19 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
-    let mut empty = unsafe_zeroed_sigset();
-    // SAFETY: `empty` is a valid sigset_t on our stack.
-    unsafe { libc::sigemptyset(&raw mut empty) };
-    // SAFETY: `empty` is initialised; a null old-set pointer is allowed.
-    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, std::ptr::null_mut()) };
+    let mut mask = unsafe_zeroed_sigset();
+    // SAFETY: `mask` is a valid sigset_t on our stack.
+    unsafe { libc::sigemptyset(&raw mut mask) };
+    if plan.status >= 0 {
+        // The init's signals stay blocked through its exec: what arrives
+        // meanwhile (the shell's SIGCHLD, a SIGTERM) waits for it.
+        for signal in INIT_SIGNALS {
+            // SAFETY: `mask` is initialised; `signal` is a valid number.
+            unsafe { libc::sigaddset(&raw mut mask, signal) };
+        }
+    }
+    // SAFETY: `mask` is initialised; a null old-set pointer is allowed.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &raw const mask, std::ptr::null_mut()) };
     // Landlock and seccomp last: after them, only execve remains.
     if let Some(confinement) = confinement {
         // SAFETY: we are the spawned child; its pointers are the parent's, still valid.
@@ -474,20 +499,64 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             unsafe { fail(plan) };
         }
     }
+    if !plan.shell_program.is_null() {
+        // The shell: a child of ours sharing the memory until it execs,
+        // under everything above; we go on once it has (CLONE_VFORK).
+        // SAFETY: `shell_main` makes raw syscalls on `plan`, alive while the
+        // parent is suspended; `shell_stack` is the aligned top of the
+        // lower half of the parent's stack buffer, which we do not use.
+        let shell = unsafe {
+            libc::clone(
+                shell_main,
+                plan.shell_stack as *mut c_void,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                std::ptr::from_ref(plan).cast_mut().cast::<c_void>(),
+            )
+        };
+        // The first process after PID 1 of a new namespace is 2; the init
+        // is told so.
+        if shell != 2 {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
+    }
     if plan.status >= 0 {
-        // The init inherits the status and report pipes (our descriptor
-        // table is our own: the parent's copies stay close-on-exec).
-        for fd in [plan.status, plan.report] {
-            // SAFETY: fcntl on descriptors the parent keeps open.
-            if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
-                // SAFETY: as above.
-                unsafe { fail(plan) };
-            }
+        // The init inherits the status pipe (our descriptor table is our
+        // own: the parent's copy stays close-on-exec).
+        // SAFETY: fcntl on a descriptor the parent keeps open.
+        if unsafe { libc::fcntl(plan.status, libc::F_SETFD, 0) } != 0 {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
         }
     }
     // SAFETY: program, argv and envp are C strings and null-terminated
     // pointer arrays the parent keeps alive until we exec.
     unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
+    // SAFETY: as above.
+    unsafe { fail(plan) }
+}
+
+/// The signals the namespace's init waits for.
+const INIT_SIGNALS: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
+
+/// The shell of a namespace, started by its PID 1: a session of its own,
+/// no blocked signals, `execve`. On failure it reports errno as the child
+/// does, and the init reaps it.
+extern "C" fn shell_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the parent's `ChildPlan`, alive while we run.
+    let plan = unsafe { &*arg.cast::<ChildPlan>() };
+    let mut empty = unsafe_zeroed_sigset();
+    // SAFETY: `empty` is a valid sigset_t on our stack.
+    unsafe { libc::sigemptyset(&raw mut empty) };
+    // SAFETY: `empty` is initialised; a null old-set pointer is allowed.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, std::ptr::null_mut()) };
+    // SAFETY: setsid takes no arguments.
+    if unsafe { libc::setsid() } < 0 {
+        // SAFETY: as in `child_main`.
+        unsafe { fail(plan) };
+    }
+    // SAFETY: C strings and null-terminated arrays the parent keeps alive.
+    unsafe { libc::execve(plan.shell_program, plan.shell_argv, plan.envp) };
     // SAFETY: as above.
     unsafe { fail(plan) }
 }
