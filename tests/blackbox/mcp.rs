@@ -768,3 +768,44 @@ fn processes_naming(marker: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+#[test]
+fn a_sandboxed_server_killed_with_sigkill_takes_every_namespace_with_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = format!("agent-exec-orphan-{}", std::process::id());
+    let mut server = Server::start(&sandboxed(dir.path()));
+    let started = server.call(
+        "Bash",
+        json!({
+            "command": format!(
+                "setsid sh -c 'sleep 300; : {marker}' & sh -c 'sleep 300; : {marker}'"
+            ),
+            "run_in_background": true
+        }),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_naming(&marker).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the command did not start: {started}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-KILL", &server.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    wait_exit(&mut server.child);
+    // The init dies with the server (its parent-death signal), and with it
+    // everything in its namespace, the `setsid` job included.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_naming(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "still running: {:?}",
+            processes_naming(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
