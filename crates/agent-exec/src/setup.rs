@@ -139,6 +139,15 @@ pub(crate) fn setup(
                 "agent-exec: warning: the process-count cap is missing ({reason}); a fork storm is not contained"
             ));
         }
+        if confinement.as_ref().is_some_and(|c| c.isolates_processes())
+            && !config.keep_processes.is_empty()
+        {
+            // The contract: every process ends with its command's namespace.
+            crate::report(
+                "agent-exec: warning: [processes] keep has no effect under --sandbox: every process ends with its command",
+            );
+            config.keep_processes.clear();
+        }
         config.confinement = confinement;
         config.description_note = sandbox.describe();
         if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {

@@ -45,6 +45,7 @@ mod filter {
         ))
     }
 }
+pub(crate) mod init;
 #[cfg(unix)]
 pub(crate) mod janitor;
 #[cfg(target_os = "linux")]
@@ -234,13 +235,39 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
     let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stdout)?;
     let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stderr)?;
     let pidfd = vfork::watch_pidfd(child.pidfd)?;
+    let status = child.status;
     Ok(Spawned {
         pid: child.pid,
         stdout: Box::new(stdout),
         stderr: Box::new(stderr),
-        exit: Box::pin(wait_pidfd(pidfd)),
+        exit: Box::pin(async move {
+            let exit = wait_pidfd(pidfd).await?;
+            // The namespace's init reports how the shell ended: the init
+            // itself cannot die of the shell's signal.
+            Ok(status
+                .as_ref()
+                .and_then(vfork::reported_status)
+                .map_or(exit, exit_info_from_status))
+        }),
         cgroup,
     })
+}
+
+/// A raw wait status as an `ExitInfo`.
+#[cfg(target_os = "linux")]
+fn exit_info_from_status(status: i32) -> ExitInfo {
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        ExitInfo {
+            code: 128 + signal,
+            signal: Some(signal),
+        }
+    } else {
+        ExitInfo {
+            code: libc::WEXITSTATUS(status),
+            signal: None,
+        }
+    }
 }
 
 /// Waits until the pidfd turns readable (the process exited), then reaps it.
