@@ -15,7 +15,7 @@ use crate::{stderr, stdout};
 const GITHUB: &str = "ghp_R4nd0mL00k1ngT0k3nW1thTh1rtySixChr5x";
 
 /// A server on stdio whose stdout and stderr lines are both collected.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     replies: Receiver<Value>,
@@ -24,7 +24,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
             .arg("mcp")
             .args(args)
@@ -74,7 +74,7 @@ impl Server {
         server
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
@@ -84,7 +84,7 @@ impl Server {
         stdin.flush().expect("flush");
     }
 
-    fn request(&mut self, method: &str, params: &Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: &Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
@@ -98,7 +98,7 @@ impl Server {
         }
     }
 
-    fn bash(&mut self, command: &str) -> String {
+    pub(crate) fn bash(&mut self, command: &str) -> String {
         let result = self.request(
             "tools/call",
             &json!({ "name": "Bash", "arguments": { "command": command } }),
@@ -107,6 +107,21 @@ impl Server {
             .as_str()
             .unwrap_or_default()
             .to_owned()
+    }
+
+    /// Calls tool `name` with `arguments`; the JSON-RPC result.
+    pub(crate) fn call(&mut self, name: &str, arguments: &Value) -> Value {
+        self.request(
+            "tools/call",
+            &json!({ "name": name, "arguments": arguments }),
+        )["result"]
+            .clone()
+    }
+
+    /// Kills the server with SIGKILL and collects it.
+    pub(crate) fn kill_hard(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("wait");
     }
 
     /// Stderr lines until one contains `needle` (and that one), or all
@@ -127,7 +142,7 @@ impl Server {
         lines
     }
 
-    fn close(mut self) {
+    pub(crate) fn close(mut self) {
         drop(self.stdin.take());
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.child.try_wait().expect("try_wait").is_none() {

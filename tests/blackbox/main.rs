@@ -15,6 +15,7 @@
 mod approvals;
 mod audit;
 mod containment;
+mod escapes;
 mod log;
 mod mcp;
 mod policy_check;

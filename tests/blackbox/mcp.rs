@@ -607,3 +607,205 @@ fn closing_stdin_mid_call_ends_the_command_and_the_server_at_once() {
     assert!(took < Duration::from_secs(5), "exited after {took:?}");
     assert!(!alive(pid), "{pid} outlived the server");
 }
+
+/// The flags of a server whose commands run sandboxed in `dir`.
+fn sandboxed(dir: &std::path::Path) -> [&str; 4] {
+    [
+        "--cwd",
+        dir.to_str().expect("utf-8"),
+        "--sandbox",
+        "workspace-write",
+    ]
+}
+
+/// A guard for commands that signal broadly: they go on only as PID 2 (the
+/// namespace's shell) with the given host pids invisible.
+fn only_in_a_namespace(host_pids: &[u32]) -> String {
+    let mut guard = String::from("[ \"$$\" = 2 ] || { echo 'not in a namespace'; exit 99; }; ");
+    for pid in host_pids {
+        guard.push_str(&format!(
+            "[ -e /proc/{pid} ] && {{ echo 'host pid {pid} visible'; exit 99; }}; "
+        ));
+    }
+    guard
+}
+
+#[test]
+fn sandboxed_commands_see_and_signal_only_their_own_processes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&sandboxed(dir.path()));
+    let (server_pid, client_pid) = (server.child.id(), std::process::id());
+    let result = server.call(
+        "Bash",
+        json!({
+            "command": format!(
+                "echo $$; ls /proc | grep -cE '^[0-9]+$'; \
+                 for p in {server_pid} {client_pid}; do \
+                 [ -e /proc/$p ] && echo visible || echo hidden; \
+                 kill -0 $p 2>/dev/null && echo signalled || echo unreachable; done"
+            )
+        }),
+    );
+    let output = text(&result);
+    let lines: Vec<&str> = output.lines().collect();
+    assert_eq!(lines.len(), 6, "{output}");
+    assert_eq!(lines[0], "2", "{output}");
+    // The init, the shell, and the pipeline's processes; nothing else.
+    let count: u32 = lines[1].parse().expect("a count");
+    assert!((2..=5).contains(&count), "{output}");
+    assert_eq!(
+        &lines[2..],
+        ["hidden", "unreachable", "hidden", "unreachable"],
+        "{output}"
+    );
+    assert!(server.close().success());
+}
+
+#[test]
+fn kill_minus_one_in_the_sandbox_ends_only_the_commands_processes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A canary of another uid: root could kill it without the namespace.
+    let mut canary = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sleep",
+            "300",
+        ])
+        .spawn()
+        .expect("the canary starts");
+    let mut server = Server::start(&sandboxed(dir.path()));
+    // The analysis refuses `kill -9 -1` as typed; a program that means
+    // it is what the namespace is for.
+    let guard = only_in_a_namespace(&[server.child.id(), std::process::id(), canary.id()]);
+    let result = server.call(
+        "Bash",
+        json!({
+            "command": format!(
+                "{guard}sleep 300 & python3 -c 'import os, signal; os.kill(-1, signal.SIGKILL)'; \
+                 echo not reached"
+            )
+        }),
+    );
+    // Everything of the command but the caller went, its shell included.
+    assert!(
+        text(&result).starts_with("Command failed with exit code 137"),
+        "{}",
+        text(&result)
+    );
+    assert!(alive(canary.id()), "the canary outside was killed");
+    let after = server.call("Bash", json!({ "command": "echo server fine" }));
+    assert_eq!(text(&after), "server fine\n");
+    assert!(server.close().success());
+    canary.kill().expect("the canary is ended by pid");
+    canary.wait().expect("reaped");
+}
+
+#[test]
+fn kill_shell_and_cancellation_under_the_sandbox_behave_as_without_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&sandboxed(dir.path()));
+    let started = server.call(
+        "Bash",
+        json!({ "command": "echo ready; while :; do :; done", "run_in_background": true }),
+    );
+    let id = started["structuredContent"]["bash_id"]
+        .as_str()
+        .expect("bash_id")
+        .to_owned();
+    let killed = server.call("KillShell", json!({ "shell_id": id }));
+    assert_eq!(killed["isError"], false, "{}", text(&killed));
+    let read = server.call("BashOutput", json!({ "bash_id": id }));
+    assert!(
+        text(&read).starts_with("Status: killed, Exit code: 143 (SIGTERM)"),
+        "{}",
+        text(&read)
+    );
+
+    // Cancellation (SIGINT first) stops a busy loop; no answer is sent.
+    let marker = format!("agent-exec-busy-{}", std::process::id());
+    let call = server.start_request(
+        "tools/call",
+        json!({
+            "name": "Bash",
+            "arguments": { "command": format!(": {marker}; while :; do :; done") }
+        }),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_naming(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the loop did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.notify(
+        "notifications/cancelled",
+        json!({ "requestId": call, "reason": "test" }),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_naming(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "still running: {:?}",
+            processes_naming(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(server.close().success());
+}
+
+/// Host pids of live processes whose command line contains `marker`.
+fn processes_naming(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            alive(pid)
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|line| String::from_utf8_lossy(&line).contains(marker))
+        })
+        .collect()
+}
+
+#[test]
+fn a_sandboxed_server_killed_with_sigkill_takes_every_namespace_with_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = format!("agent-exec-orphan-{}", std::process::id());
+    let mut server = Server::start(&sandboxed(dir.path()));
+    let started = server.call(
+        "Bash",
+        json!({
+            "command": format!(
+                "setsid sh -c 'sleep 300; : {marker}' & sh -c 'sleep 300; : {marker}'"
+            ),
+            "run_in_background": true
+        }),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_naming(&marker).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the command did not start: {started}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-KILL", &server.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    wait_exit(&mut server.child);
+    // The init dies with the server (its parent-death signal), and with it
+    // everything in its namespace, the `setsid` job included.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_naming(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "still running: {:?}",
+            processes_naming(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

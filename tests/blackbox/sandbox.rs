@@ -183,3 +183,124 @@ fn policy_writable_paths_are_writable_and_their_siblings_are_not() {
         "{errors}"
     );
 }
+
+/// Harmless probes: `reboot` with invalid magic numbers is EINVAL where it
+/// is allowed, `init_module` of a null image EFAULT, `finit_module` of no
+/// descriptor EBADF; filtered, each is EPERM.
+#[test]
+fn reboot_and_module_loading_fail_with_eperm() {
+    let root = tempfile::tempdir().expect("root");
+    let script = format!(
+        "import ctypes\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         for name, number, args in [('reboot', {}, (0, 0, 0, None)), ('init_module', {}, (None, 0, b'')), ('finit_module', {}, (-1, b'', 0))]:\n\
+         \x20   ctypes.set_errno(0)\n\
+         \x20   print(name, libc.syscall(number, *args), ctypes.get_errno())\n",
+        libc_numbers::REBOOT,
+        libc_numbers::INIT_MODULE,
+        libc_numbers::FINIT_MODULE
+    );
+    std::fs::write(root.path().join("probe.py"), script).expect("script");
+    for mode in ["workspace-write", "read-only"] {
+        let (code, text) = run(root.path(), &["--sandbox", mode], "python3 probe.py");
+        assert_eq!(code, 0, "{text}");
+        // (read-only adds a note that the state could not be saved.)
+        assert!(
+            text.starts_with("reboot -1 1\ninit_module -1 1\nfinit_module -1 1\n"),
+            "{mode}: {text}"
+        );
+    }
+}
+
+/// The system call numbers the probe uses.
+mod libc_numbers {
+    #[cfg(target_arch = "x86_64")]
+    pub(super) const REBOOT: u32 = 169;
+    #[cfg(target_arch = "x86_64")]
+    pub(super) const INIT_MODULE: u32 = 175;
+    #[cfg(target_arch = "x86_64")]
+    pub(super) const FINIT_MODULE: u32 = 313;
+    #[cfg(target_arch = "aarch64")]
+    pub(super) const REBOOT: u32 = 142;
+    #[cfg(target_arch = "aarch64")]
+    pub(super) const INIT_MODULE: u32 = 105;
+    #[cfg(target_arch = "aarch64")]
+    pub(super) const FINIT_MODULE: u32 = 273;
+}
+
+#[test]
+fn processes_keep_under_the_sandbox_is_said_to_have_no_effect() {
+    let root = tempfile::tempdir().expect("root");
+    let policy = root.path().join("policy.toml");
+    std::fs::write(&policy, "[processes]\nkeep = [\"sleep\"]\n").expect("policy");
+    let args = [
+        "run",
+        "--cwd",
+        root.path().to_str().expect("utf-8"),
+        "--policy",
+        policy.to_str().expect("utf-8"),
+        "--sandbox",
+        "workspace-write",
+        "--",
+        "true",
+    ];
+    let output = agent_exec(&args);
+    let errors = crate::stderr(&output);
+    assert_eq!(
+        errors
+            .lines()
+            .filter(|line| line.contains("[processes] keep has no effect under --sandbox"))
+            .count(),
+        1,
+        "{errors}"
+    );
+    // Without the sandbox, nothing is said.
+    let output = agent_exec(
+        &args[..5]
+            .iter()
+            .chain(&["--", "true"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert!(!crate::stderr(&output).contains("[processes] keep"));
+}
+
+/// As a normal user the namespaces need a user namespace: the command runs
+/// as PID 2 with its own uid, or start-up refuses and says why.
+#[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the binary is started as another user"
+)]
+fn as_a_normal_user_the_sandbox_runs_or_says_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().expect("root");
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let output = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["run", "--sandbox", "workspace-write", "--cwd"])
+        .arg(root.path())
+        .args([
+            "--",
+            "echo $$ $(id -u); ls /proc | grep -cE '^[0-9]+$'; echo x > f && cat f",
+        ])
+        .env("HOME", root.path())
+        .output()
+        .expect("setpriv runs");
+    let (text, errors) = (stdout(&output), crate::stderr(&output));
+    match output.status.code() {
+        Some(0) => {
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.first(), Some(&"2 65534"), "{text}");
+            let count: u32 = lines.get(1).and_then(|n| n.parse().ok()).expect("a count");
+            assert!((2..=5).contains(&count), "{text}");
+            assert_eq!(lines.get(2), Some(&"x"), "{text}");
+        }
+        Some(2) => assert!(
+            errors.contains("as a normal user this needs unprivileged user namespaces"),
+            "{errors}"
+        ),
+        other => panic!("exit {other:?}: {text}{errors}"),
+    }
+}

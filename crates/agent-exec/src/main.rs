@@ -4,6 +4,7 @@
 
 mod cli;
 mod framing;
+mod janitor;
 mod mcp;
 mod policy_check;
 mod reexec;
@@ -26,8 +27,14 @@ use crate::cli::{Cli, Command, CommonArgs};
 const EXIT_REFUSED: u8 = 2;
 
 fn main() -> ExitCode {
+    // As PID 1 of a sandboxed command's namespace, this process is only
+    // that command's init, and never returns from here.
+    exec_tools::run_if_init();
     // Before anything else, in both images (see `reexec.rs`).
     let undumpable = reexec::forbid_memory_access();
+    if janitor::run_if_asked() {
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // `policy check` cannot decide on bad arguments: 64, not clap's 2
@@ -47,13 +54,26 @@ fn main() -> ExitCode {
     // Not `stdout().lock()`: held across `mcp`, the lock would block the
     // stdio transport's writer thread for good (a deadlock on every reply).
     let mut stdout = std::io::stdout();
-    match run(cli, &mut stdout, reexec::hide_secrets) {
+    let code = match run(cli, &mut stdout, hide_secrets_and_watch) {
         Ok(code) => code,
         Err(error) => {
             report(&format!("agent-exec: error: {error:#}"));
             ExitCode::from(EXIT_REFUSED)
         }
-    }
+    };
+    // What the trees missed: kept processes, strays in cgroups, orphans
+    // adopted where no cgroup could be made. Here, not in `run`: it is
+    // process-wide, and the in-process tests run front doors side by side.
+    shell_runtime::end_all_contained();
+    code
+}
+
+/// The real binary's start-up: secrets hidden (the process may re-execute
+/// itself), then the janitor started from the image that serves.
+fn hide_secrets_and_watch(rules: &EnvRules) -> Vec<(String, String)> {
+    let secrets = reexec::hide_secrets(rules);
+    janitor::start();
+    secrets
 }
 
 /// `tracing` to stderr, filtered by `RUST_LOG` (warnings by default).

@@ -16,7 +16,7 @@ mod hard_links;
 
 /// Prefix of every server's temp directory; the pid follows, so a later
 /// server can tell which ones belong to servers that died.
-const TEMP_PREFIX: &str = "agent-exec-";
+pub(crate) const TEMP_PREFIX: &str = "agent-exec-";
 
 /// Everything a front door (`mcp` or `run`) needs.
 pub(crate) struct Setup {
@@ -138,6 +138,15 @@ pub(crate) fn setup(
             crate::report(&format!(
                 "agent-exec: warning: the process-count cap is missing ({reason}); a fork storm is not contained"
             ));
+        }
+        if confinement.as_ref().is_some_and(|c| c.isolates_processes())
+            && !config.keep_processes.is_empty()
+        {
+            // The contract: every process ends with its command's namespace.
+            crate::report(
+                "agent-exec: warning: [processes] keep has no effect under --sandbox: every process ends with its command",
+            );
+            config.keep_processes.clear();
         }
         config.confinement = confinement;
         config.description_note = sandbox.describe();

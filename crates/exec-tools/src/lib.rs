@@ -51,6 +51,9 @@ pub use environment::{
     MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
+/// The sandbox's namespace init: a program whose commands run sandboxed
+/// calls it first thing in `main` (see [`prepare_sandbox`]).
+pub use shell_runtime::run_if_init;
 
 /// Quoting for shell text; public only for the fuzz targets.
 #[doc(hidden)]

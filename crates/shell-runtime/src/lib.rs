@@ -19,6 +19,7 @@
 //! elsewhere only the process group is reached.
 
 mod buffer;
+mod cgroup;
 mod decode;
 mod error;
 mod manager;
@@ -33,6 +34,7 @@ mod tree;
 mod tty_wait;
 
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
+pub use cgroup::{command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
 pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, SpillShortfall, Stream};
@@ -40,6 +42,9 @@ pub use redact::{
     BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
 };
 pub use spawn::confine::{ConfineError, Confinement};
+pub use spawn::init::{INIT_NAME, run_if_init};
+#[cfg(unix)]
+pub use spawn::janitor::{Janitor, run_janitor, start_janitor};
 pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
 pub use tree::SHELL_TAG_VAR;

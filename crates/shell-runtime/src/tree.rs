@@ -6,12 +6,16 @@
 //! tree we started is re-parented to us rather than to init; and every
 //! shell's environment carries `AGENT_EXEC_SHELL=<tag>`, which its
 //! descendants inherit, so an adopted orphan can be traced to its shell.
+//! Both can be shed (`env -u`, `env -i`); where a cgroup could be made for
+//! the command (`cgroup.rs`), every process in it is a member too, and
+//! that membership a command cannot shed.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nix::sys::signal::Signal;
 
+use crate::cgroup::CommandCgroup;
 use crate::sys::{self, ProcStat};
 
 /// The environment variable that marks every process of one shell's tree.
@@ -46,13 +50,40 @@ pub(crate) struct TreeId {
     pub(crate) shell_pid: i32,
     /// `AGENT_EXEC_SHELL=<tag>` as bytes.
     pub(crate) tag_entry: Vec<u8>,
+    /// The command's own cgroup, where one could be made: every process
+    /// the command started is in it, whatever it did to its session or
+    /// environment.
+    pub(crate) cgroup: Option<Arc<CommandCgroup>>,
 }
 
 impl TreeId {
-    pub(crate) fn new(shell_pid: i32, tag: &str) -> Self {
+    pub(crate) fn new(shell_pid: i32, tag: &str, cgroup: Option<CommandCgroup>) -> Self {
         Self {
             shell_pid,
             tag_entry: format!("{SHELL_TAG_VAR}={tag}").into_bytes(),
+            cgroup: cgroup.map(Arc::new),
+        }
+    }
+
+    /// Whether its cgroup still holds a live process.
+    pub(crate) fn cgroup_populated(&self) -> bool {
+        self.cgroup
+            .as_ref()
+            .is_some_and(|cgroup| cgroup.populated())
+    }
+
+    /// Ends whatever is left in its cgroup (kept processes have moved out).
+    pub(crate) fn empty_cgroup(&self) {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.empty();
+        }
+    }
+
+    /// Gives its cgroup back to the pool; `known_empty` when nothing was
+    /// left in it a moment ago.
+    pub(crate) fn retire_cgroup(&self, known_empty: bool) {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.retire(known_empty);
         }
     }
 
@@ -81,6 +112,21 @@ impl TreeId {
             }
             if self.owns_orphan(&stat) {
                 found.adopted.push(pid);
+                queue.push_back(pid);
+            }
+        }
+        // The cgroup holds those the session and the tag miss.
+        if let Some(cgroup) = &self.cgroup {
+            let own_pid = i32::try_from(std::process::id()).unwrap_or_default();
+            for pid in cgroup.pids() {
+                if pid == self.shell_pid || shells.contains(&pid) {
+                    continue;
+                }
+                if !found.adopted.contains(&pid)
+                    && sys::stat(pid).is_some_and(|stat| stat.ppid == own_pid)
+                {
+                    found.adopted.push(pid);
+                }
                 queue.push_back(pid);
             }
         }
@@ -114,6 +160,9 @@ impl TreeId {
     /// One round of SIGKILL to the group and every member found; true when
     /// nothing of the tree was left to signal.
     fn kill_round(&self) -> bool {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.freeze_forks();
+        }
         let alive_group = sys::send_group(self.shell_pid, Signal::SIGKILL);
         let found = self.collect();
         for member in &found.members {
@@ -201,6 +250,37 @@ pub(crate) fn end_kept_now() {
             sys::send(*pid, Signal::SIGKILL);
         }
     }
+}
+
+/// Server exit: ends every process this subreaper adopted that was not
+/// started by this process's own code (not in its session), with their
+/// descendants, kept ones included; for where no cgroup holds them.
+pub(crate) fn end_adopted() {
+    let own_sid = sys::own_sid();
+    for _ in 0..50 {
+        let shells = live_shells().clone();
+        let mut targets: Vec<i32> = sys::main_thread_children()
+            .into_iter()
+            .filter(|pid| !shells.contains(pid))
+            .filter(|pid| {
+                sys::stat(*pid).is_some_and(|stat| stat.sid != own_sid && !stat.is_zombie())
+            })
+            .collect();
+        if targets.is_empty() {
+            break;
+        }
+        let mut index = 0;
+        while index < targets.len() {
+            targets.extend(sys::children(targets[index]));
+            index += 1;
+        }
+        for pid in &targets {
+            sys::send(*pid, Signal::SIGKILL);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        reap_orphans();
+    }
+    reap_orphans();
 }
 
 static REAPER: Mutex<Option<tokio::task::JoinHandle<()>>> = Mutex::new(None);

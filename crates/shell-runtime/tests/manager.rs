@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{alive, spec};
+use common::{alive, read_pid, spec};
 use shell_runtime::{KillOutcome, ManagerError, ShellManager, ShellStatus, Stream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -273,4 +273,43 @@ async fn get_new_output() {
     let all = shell.read_since(&mut cursor);
     assert_eq!(all.stdout.render(), "line1\nline2\nline3\n");
     assert!(shell.read_since(&mut cursor).stdout.is_empty());
+}
+
+/// A stopped tree gets SIGCONT after SIGTERM, so it acts on the SIGTERM
+/// (here a handler that writes a file) instead of waiting for SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_stopped_tree_continues_it_so_it_sees_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let handled = dir.path().join("handled");
+    let started = dir.path().join("started");
+    let manager = ShellManager::new();
+    let (id, _) = manager
+        .spawn(spec(&format!(
+            "trap 'echo yes > {}; exit 0' TERM; echo $$ > {}; kill -STOP $$; sleep 300",
+            handled.display(),
+            started.display()
+        )))
+        .await
+        .expect("spawns");
+    let pid = read_pid(&started).await;
+    // Wait until it has stopped itself.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('T'))
+    }) {
+        assert!(Instant::now() < deadline, "never stopped");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let outcome = manager
+        .kill(&id, Duration::from_secs(10))
+        .await
+        .expect("kills");
+    assert_eq!(outcome, KillOutcome::Terminated);
+    assert_eq!(
+        std::fs::read_to_string(&handled).unwrap_or_default(),
+        "yes\n",
+        "the TERM handler did not run"
+    );
 }

@@ -251,3 +251,224 @@ print("x32 getpid", libc.syscall({}, 0), ctypes.get_errno())
     let output = probe(&script, &confinement).await;
     assert_eq!(output, format!("x32 getpid -1 {}\n", libc::EACCES));
 }
+
+/// A sandbox whose commands get a PID and mount namespace of their own,
+/// with this package's init binary as PID 1.
+fn isolated(spec: ConfinementSpec) -> Arc<Confinement> {
+    Arc::new(
+        Confinement::prepare(&ConfinementSpec {
+            init: Some(env!("CARGO_BIN_EXE_shell-runtime-init").into()),
+            ..spec
+        })
+        .expect("namespaces are available (root)"),
+    )
+}
+
+fn writes_in(dir: &std::path::Path) -> ConfinementSpec {
+    ConfinementSpec {
+        restrict_writes: true,
+        writable: vec![dir.to_path_buf()],
+        no_core_dumps: true,
+        ..ConfinementSpec::default()
+    }
+}
+
+/// A guard each command that signals broadly starts with: it goes on only
+/// where the given host pids are invisible and it is PID 2 (the init's
+/// shell), so a namespace that failed to appear can never let it loose.
+fn only_in_a_namespace(host_pids: &[u32]) -> String {
+    let mut guard = String::from("[ \"$$\" = 2 ] || { echo 'not in a namespace'; exit 99; }; ");
+    for pid in host_pids {
+        guard.push_str(&format!(
+            "[ -e /proc/{pid} ] && {{ echo 'host pid {pid} visible'; exit 99; }}; "
+        ));
+    }
+    guard
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_command_sees_and_signals_only_its_own_processes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let confinement = isolated(writes_in(dir.path()));
+    assert!(confinement.isolates_processes());
+    let ours = std::process::id();
+    let command = format!(
+        "echo pid $$; tr '\\0' ' ' < /proc/1/cmdline | cut -d' ' -f1; \
+         ls /proc | grep -cE '^[0-9]+$'; \
+         [ -e /proc/{ours} ] && echo visible || echo hidden; \
+         kill -0 {ours} 2>/dev/null && echo signalled || echo unreachable; \
+         grep -E '^Cap(Eff|Bnd)' /proc/self/status"
+    );
+    let shell = run_confined(&command, &confinement).await;
+    let output = text(&shell);
+    let lines: Vec<&str> = output.lines().collect();
+    assert_eq!(lines[0], "pid 2", "{output}");
+    assert_eq!(lines[1], shell_runtime::INIT_NAME, "{output}");
+    // The init, the shell, and the pipeline's three processes at most.
+    let count: u32 = lines[2].parse().expect("a count");
+    assert!((2..=5).contains(&count), "{output}");
+    assert_eq!(&lines[3..5], ["hidden", "unreachable"], "{output}");
+    // Only the sandbox's capabilities, from the bounding set too:
+    // CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID NET_BIND_SERVICE
+    // NET_RAW AUDIT_WRITE; no SYS_ADMIN, SYS_BOOT, SYS_MODULE, SYS_PTRACE.
+    assert_eq!(
+        &lines[5..],
+        ["CapEff:\t00000000200024fb", "CapBnd:\t00000000200024fb"],
+        "{output}"
+    );
+    assert_eq!(shell.exit().expect("exited").code, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_minus_one_inside_ends_only_the_commands_processes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let confinement = isolated(writes_in(dir.path()));
+    // A canary of another uid, which root could kill without a namespace.
+    let canary = ShellProcess::spawn(spec(
+        "exec setpriv --reuid=65534 --regid=65534 --clear-groups sleep 300",
+    ))
+    .await
+    .expect("canary spawns");
+    let canary_pid = canary.pid();
+    let command = format!(
+        "{}sleep 300 & a=$!; sleep 300 & b=$!; kill -9 -1; wait; \
+         kill -0 $a 2>/dev/null || kill -0 $b 2>/dev/null || echo both ended; echo shell alive",
+        only_in_a_namespace(&[std::process::id(), canary_pid])
+    );
+    let shell = run_confined(&command, &confinement).await;
+    // (bash reports the killed jobs on stderr.)
+    assert_eq!(
+        shell.snapshot(Stream::Stdout).render(),
+        "both ended\nshell alive\n",
+        "{}",
+        text(&shell)
+    );
+    assert!(
+        common::alive(canary.pid()),
+        "the canary outside the namespace was killed"
+    );
+    assert!(canary.terminate(Duration::from_secs(1)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_and_statuses_are_those_of_the_shell() {
+    let dir = tempfile::tempdir().expect("dir");
+    let confinement = isolated(writes_in(dir.path()));
+    let exits = run_confined("exit 7", &confinement).await;
+    assert_eq!(exits.exit().expect("exited").code, 7);
+    let killed = run_confined("kill -9 $$", &confinement).await;
+    let exit = killed.exit().expect("exited");
+    assert_eq!((exit.code, exit.signal), (137, Some(9)));
+
+    // KillShell: SIGTERM, reported as the shell's own death by SIGTERM.
+    let mut spawn = spec("echo ready; sleep 1000 & wait");
+    spawn.confinement = Some(Arc::clone(&confinement));
+    let shell = ShellProcess::spawn(spawn).await.expect("spawns");
+    wait_for_output(&shell, "ready").await;
+    assert!(shell.terminate(Duration::from_secs(2)).await);
+    let exit = shell.exit().expect("exited");
+    assert_eq!((exit.code, exit.signal), (143, Some(15)));
+
+    // Cancellation and Ctrl-C: SIGINT stops a busy loop.
+    let mut spawn = spec("echo ready; while :; do :; done");
+    spawn.confinement = Some(Arc::clone(&confinement));
+    let shell = ShellProcess::spawn(spawn).await.expect("spawns");
+    wait_for_output(&shell, "ready").await;
+    assert!(shell.interrupt(Duration::from_secs(2)).await);
+    let exit = shell.exit().expect("exited");
+    assert_eq!((exit.code, exit.signal), (130, Some(2)));
+    assert_eq!(
+        shell.end_request(),
+        Some(shell_runtime::EndRequest::Interrupt)
+    );
+
+    // A trap sees the forwarded signal, as without the sandbox.
+    let mut spawn = spec("trap 'echo got INT; exit 3' INT; echo ready; sleep 1000 & wait");
+    spawn.confinement = Some(Arc::clone(&confinement));
+    let shell = ShellProcess::spawn(spawn).await.expect("spawns");
+    wait_for_output(&shell, "ready").await;
+    assert!(shell.interrupt(Duration::from_secs(2)).await);
+    assert!(text(&shell).contains("got INT"), "{}", text(&shell));
+    assert_eq!(shell.exit().expect("exited").code, 3);
+
+    // A signal sent to the init alone (the host's pid of the command) is
+    // passed on to the shell's group: PID 1 would otherwise drop it.
+    use nix::sys::signal::{Signal, kill};
+    for (signal, name) in [(Signal::SIGHUP, "HUP"), (Signal::SIGTERM, "TERM")] {
+        let mut spawn = spec(&format!(
+            "trap 'echo got {name}; exit 5' {name}; echo ready; sleep 1000 & wait"
+        ));
+        spawn.confinement = Some(Arc::clone(&confinement));
+        let shell = ShellProcess::spawn(spawn).await.expect("spawns");
+        wait_for_output(&shell, "ready").await;
+        let init = nix::unistd::Pid::from_raw(i32::try_from(shell.pid()).expect("a pid"));
+        kill(init, signal).expect("the init is signalled");
+        tokio::time::timeout(Duration::from_secs(10), shell.wait())
+            .await
+            .expect("the shell ended");
+        assert!(
+            text(&shell).contains(&format!("got {name}")),
+            "{}",
+            text(&shell)
+        );
+        assert_eq!(shell.exit().expect("exited").code, 5);
+    }
+
+    // A missing program is still a typed spawn error.
+    let mut missing = spec("true").with_program("/nonexistent/shell");
+    missing.confinement = Some(Arc::clone(&confinement));
+    let error = ShellProcess::spawn(missing).await.expect_err("refused");
+    assert!(
+        matches!(error, shell_runtime::SpawnError::ProgramNotFound { .. }),
+        "{error:?}"
+    );
+}
+
+/// `reboot` with invalid magic numbers is EINVAL where it is allowed, and
+/// `init_module` of a null image EFAULT: harmless if the filter were gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reboot_and_module_loading_fail_with_eperm() {
+    let dir = tempfile::tempdir().expect("dir");
+    let confinement = isolated(writes_in(dir.path()));
+    let script = format!(
+        r#"import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for name, number, args in [("reboot", {}, (0, 0, 0, None)), ("init_module", {}, (None, 0, b"")), ("finit_module", {}, (-1, b"", 0))]:
+    ctypes.set_errno(0)
+    print(name, libc.syscall(number, *args), ctypes.get_errno())
+"#,
+        libc::SYS_reboot,
+        libc::SYS_init_module,
+        libc::SYS_finit_module
+    );
+    let output = probe(&script, &confinement).await;
+    let eperm = libc::EPERM;
+    assert_eq!(
+        output,
+        format!("reboot -1 {eperm}\ninit_module -1 {eperm}\nfinit_module -1 {eperm}\n")
+    );
+}
+
+/// A program that does not act as the init is refused at preparation.
+#[test]
+fn an_init_that_does_not_answer_is_refused_at_start_up() {
+    let error = Confinement::prepare(&ConfinementSpec {
+        init: Some("/bin/true".into()),
+        ..ConfinementSpec::default()
+    })
+    .expect_err("refused");
+    assert!(error.to_string().contains("run_if_init"), "{error}");
+}
+
+async fn wait_for_output(shell: &ShellProcess, needle: &str) {
+    let mut events = shell.subscribe_output();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !text(shell).contains(needle) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {needle:?} in {:?}",
+            text(shell)
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(100), events.changed()).await;
+    }
+}

@@ -120,7 +120,7 @@ impl ShellProcess {
         let pid = spawned.pid;
         let shell = Arc::new(Self {
             pid,
-            tree: TreeId::new(pid, &tag),
+            tree: TreeId::new(pid, &tag, spawned.cgroup),
             command: spec.command.clone(),
             started_at,
             started_wall,
@@ -348,8 +348,13 @@ impl ShellProcess {
 
     async fn escalate(&self, first: Signal, grace: Duration) {
         self.tree.signal_all(first);
+        // A stopped process acts on SIGTERM only once continued.
+        if first == Signal::SIGTERM {
+            self.tree.signal_all(Signal::SIGCONT);
+        }
         if first == Signal::SIGINT && !self.wait_exited(grace).await {
             self.tree.signal_all(Signal::SIGTERM);
+            self.tree.signal_all(Signal::SIGCONT);
         }
         if !self.wait_exited(grace).await {
             self.tree.kill_all().await;

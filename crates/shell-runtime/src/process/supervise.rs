@@ -52,11 +52,17 @@ pub(super) async fn supervise(
 
     let mut readers = readers;
     let drained = wait_readers(&mut readers, spec.drain).await;
-    let ended_jobs = if drained && !left_anything(&shell.tree) {
-        0
+    let (ended_jobs, swept) = if drained && !left_anything(&shell.tree) {
+        (0, false)
     } else {
-        sweep_leftovers(&shell, &spec).await
+        (sweep_leftovers(&shell, &spec).await, true)
     };
+    // Whatever the session and the tag missed is still in the cgroup.
+    if swept && shell.tree.cgroup_populated() {
+        let tree = shell.tree.clone();
+        let _ = tokio::task::spawn_blocking(move || tree.empty_cgroup()).await;
+    }
+    shell.tree.retire_cgroup(!swept);
     wait_readers(&mut readers, CLOSE_WAIT).await;
     for reader in readers.iter().flatten() {
         // A kept process still holds the pipe: stop reading it.
@@ -86,6 +92,8 @@ impl Drop for AbandonGuard {
     fn drop(&mut self) {
         let Some(shell) = self.0.take() else { return };
         shell.tree.kill_all_now();
+        shell.tree.empty_cgroup();
+        shell.tree.retire_cgroup(false);
         // Nobody waits on its pidfd any more: collect its status on a
         // thread of its own (it has been sent SIGKILL, so the wait is short).
         let pid = shell.pid;
@@ -110,9 +118,10 @@ impl Drop for AbandonGuard {
 }
 
 /// True if anything of the tree may still be alive after the shell exited.
-/// Cheap: one group probe and one read of our main thread's children.
+/// Cheap: one group probe, one read of the cgroup's process count and one
+/// read of our main thread's children.
 fn left_anything(tree: &TreeId) -> bool {
-    if sys::group_alive(tree.shell_pid) {
+    if sys::group_alive(tree.shell_pid) || tree.cgroup_populated() {
         return true;
     }
     let shells = tree::live_shells().clone();
@@ -142,6 +151,8 @@ async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
         .filter(|pid| !kept.contains(pid))
         .count();
     shell.run_state().kept.clone_from(&kept);
+    // Out of the command's cgroup before it is emptied.
+    crate::cgroup::keep(&kept);
     tree::remember_kept(&kept, &shell.tree);
     if targets.is_empty() {
         return 0;

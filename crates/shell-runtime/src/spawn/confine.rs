@@ -11,7 +11,7 @@
     reason = "Landlock and seccomp have no safe wrappers here; each call is a plain syscall on prepared data"
 )]
 
-use std::ffi::{CString, c_void};
+use std::ffi::{CString, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -37,6 +37,10 @@ pub enum ConfineError {
     /// seccomp filters are unavailable, or this architecture is not supported.
     #[error("cannot install the sandbox's seccomp filter: {0}")]
     NoSeccomp(String),
+    /// No PID and mount namespace can be made for a command, or the init
+    /// program does not answer as one.
+    #[error("cannot give commands a PID namespace of their own: {0}")]
+    NoNamespace(String),
     /// Another kernel refusal.
     #[error("cannot prepare the sandbox")]
     Io(#[from] io::Error),
@@ -74,9 +78,40 @@ pub struct Confinement {
     seccomp: Vec<Vec<libc::sock_filter>>,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     cgroup: Option<Cgroup>,
+    /// The namespace's PID 1 and how the child enters the namespaces.
+    namespace: Option<Namespace>,
     /// Set when a process cap was asked for but no cgroup could be made.
     pub missing_process_cap: Option<String>,
 }
+
+/// What a command's own PID and mount namespace needs, prepared once.
+#[derive(Debug)]
+struct Namespace {
+    /// The init program's path.
+    init: CString,
+    /// `Some` when we are not root: the child makes a user namespace too
+    /// and maps only our own ids (`uid_map`, `gid_map` lines).
+    user: Option<(CString, CString)>,
+}
+
+/// Capabilities a sandboxed command keeps (as root; a normal user's
+/// commands hold none): owning, changing and reading files whatever
+/// their mode, signalling, changing ids, binding low ports, raw sockets,
+/// audit messages. Everything else goes, from the bounding set too:
+/// `CAP_SYS_ADMIN` (mounts: `/proc` cannot be unmounted), `CAP_SYS_BOOT`,
+/// `CAP_SYS_MODULE`, `CAP_SYS_PTRACE`, `CAP_MKNOD` (a block device in a
+/// writable root would bypass Landlock), `CAP_DAC_READ_SEARCH`
+/// (`open_by_handle_at`), `CAP_SYS_RESOURCE` (raising the rlimits).
+pub(crate) const SANDBOX_CAPABILITIES: u64 = 1 << 0 // CAP_CHOWN
+    | 1 << 1 // CAP_DAC_OVERRIDE
+    | 1 << 3 // CAP_FOWNER
+    | 1 << 4 // CAP_FSETID
+    | 1 << 5 // CAP_KILL
+    | 1 << 6 // CAP_SETGID
+    | 1 << 7 // CAP_SETUID
+    | 1 << 10 // CAP_NET_BIND_SERVICE
+    | 1 << 13 // CAP_NET_RAW
+    | 1 << 29; // CAP_AUDIT_WRITE
 
 #[derive(Debug)]
 struct Cgroup {
@@ -119,13 +154,24 @@ impl Confinement {
                 Err(reason) => (None, Some(reason)),
             },
         };
-        Ok(Self {
+        let namespace = spec.init.as_deref().map(Namespace::prepare).transpose()?;
+        let confinement = Self {
             landlock,
             seccomp,
             rlimits,
             cgroup,
+            namespace,
             missing_process_cap,
-        })
+        };
+        if let Some(namespace) = &confinement.namespace {
+            probe(&confinement, namespace)?;
+        }
+        Ok(confinement)
+    }
+
+    /// Whether each command gets a PID namespace of its own.
+    pub fn isolates_processes(&self) -> bool {
+        self.namespace.is_some()
     }
 
     /// The pids cgroup all commands run in, when one could be made.
@@ -160,7 +206,69 @@ impl Confinement {
                 .cgroup
                 .as_ref()
                 .map_or(std::ptr::null(), |cgroup| cgroup.procs.as_ptr()),
+            init: self
+                .namespace
+                .as_ref()
+                .map_or(std::ptr::null(), |namespace| namespace.init.as_ptr()),
+            maps: self
+                .namespace
+                .as_ref()
+                .and_then(|namespace| namespace.user.as_ref())
+                .map(|(uid, gid)| (uid.as_ptr(), gid.as_ptr())),
         }
+    }
+}
+
+impl Namespace {
+    fn prepare(init: &Path) -> Result<Self, ConfineError> {
+        // Referenced, so the linker keeps the constructor that lets any
+        // program linking this crate act as the init.
+        #[cfg(target_env = "gnu")]
+        std::hint::black_box(&super::init::RUN_AS_INIT);
+        let no_namespace = |reason: String| ConfineError::NoNamespace(reason);
+        let init = CString::new(init.as_os_str().as_bytes())
+            .map_err(|_| no_namespace(format!("NUL in the init path `{}`", init.display())))?;
+        // SAFETY: geteuid and getegid have no preconditions.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let user = if uid == 0 {
+            None
+        } else {
+            let line = |id: u32| CString::new(format!("{id} {id} 1")).unwrap_or_default();
+            Some((line(uid), line(gid)))
+        };
+        Ok(Self { init, user })
+    }
+}
+
+/// Starts the init in probe mode under the whole confinement and checks
+/// that it answers as PID 1 of a namespace of its own.
+fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), ConfineError> {
+    let init = namespace.init.to_string_lossy().into_owned();
+    let why_not = |reason: String| {
+        let hint = if namespace.user.is_some() {
+            "; as a normal user this needs unprivileged user namespaces \
+             (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, \
+             and no AppArmor restrict_unprivileged_userns), or run as root"
+        } else {
+            ""
+        };
+        ConfineError::NoNamespace(format!("{reason}{hint}"))
+    };
+    let plan = confinement.plan();
+    // An empty program: the init answers as PID 1 and exits.
+    let child = super::vfork::spawn(c"", &[], &[], c"/", None, Some(&plan)).map_err(|error| {
+        why_not(format!(
+            "starting `{init}` in new namespaces failed: {error}"
+        ))
+    })?;
+    let status = super::vfork::wait_blocking(&child);
+    if status == Some(0) {
+        Ok(())
+    } else {
+        Err(ConfineError::NoNamespace(format!(
+            "`{init}` did not answer as the namespace's init: it must call \
+             shell_runtime::run_if_init() first thing in main"
+        )))
     }
 }
 
@@ -173,9 +281,20 @@ pub(crate) struct ChildConfinement {
     rlimits: *const (libc::__rlimit_resource_t, u64),
     rlimit_count: usize,
     cgroup_procs: *const libc::c_char,
+    /// The init program, or null: no namespace of its own.
+    init: *const libc::c_char,
+    /// `uid_map` and `gid_map` lines when a user namespace is made too.
+    maps: Option<(*const libc::c_char, *const libc::c_char)>,
 }
 
 impl ChildConfinement {
+    /// The same without the shared pids cgroup: the command has a cgroup
+    /// of its own below it, where the same limit holds.
+    pub(crate) fn without_cgroup(mut self) -> Self {
+        self.cgroup_procs = std::ptr::null();
+        self
+    }
+
     /// In the child, before `setsid`: join the cgroup, set the limits.
     /// Returns false on any failure (errno says why).
     ///
@@ -212,6 +331,92 @@ impl ChildConfinement {
             }
         }
         true
+    }
+
+    /// The init program, when the command gets namespaces of its own.
+    pub(crate) fn init(&self) -> Option<&std::ffi::CStr> {
+        // SAFETY: `init` is null or a C string in the parent's
+        // `Confinement`, which outlives this plan.
+        (!self.init.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(self.init) })
+    }
+
+    /// The clone flags for the namespaces.
+    pub(crate) fn clone_flags(&self) -> c_int {
+        if self.init.is_null() {
+            0
+        } else if self.maps.is_some() {
+            libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWUSER
+        } else {
+            libc::CLONE_NEWPID | libc::CLONE_NEWNS
+        }
+    }
+
+    /// In the child, right after joining the cgroup: a user namespace's
+    /// id maps (only our own ids map; `setgroups` must be denied first).
+    /// Returns false on any failure (errno says why).
+    ///
+    /// # Safety
+    /// Call only in the spawned child; the pointers must still be valid.
+    pub(crate) unsafe fn map_ids(&self) -> bool {
+        let Some((uid_map, gid_map)) = self.maps else {
+            return true;
+        };
+        // Our `/proc/self` files belong to root while the memory we share
+        // with the server is not dumpable (as agent-exec makes it), and a
+        // normal user could not write them: dumpable for these three
+        // writes, then as before. (Commands cannot reach the server
+        // meanwhile: each is in a PID namespace of its own, without ptrace.)
+        let (off, on): (libc::c_ulong, libc::c_ulong) = (0, 1);
+        // SAFETY: prctl with integer arguments only.
+        let was = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, off, off, off, off) };
+        // SAFETY: as above.
+        if was != 1 && unsafe { libc::prctl(libc::PR_SET_DUMPABLE, on, off, off, off) } != 0 {
+            return false;
+        }
+        // SAFETY: C strings in the parent's `Confinement`.
+        let mapped = unsafe {
+            write_file(c"/proc/self/setgroups", c"deny".as_ptr())
+                && write_file(c"/proc/self/gid_map", gid_map)
+                && write_file(c"/proc/self/uid_map", uid_map)
+        };
+        if was != 1 {
+            let was = libc::c_ulong::try_from(was).unwrap_or(off);
+            // SAFETY: prctl with integer arguments only.
+            if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, was, off, off, off) } != 0 {
+                return false;
+            }
+        }
+        mapped
+    }
+
+    /// In the child, in the new mount namespace: make every mount private
+    /// (nothing propagates back to the host) and mount a `/proc` of the new
+    /// PID namespace over the old one.
+    ///
+    /// # Safety
+    /// Call only in the spawned child.
+    pub(crate) unsafe fn mount_proc(&self) -> bool {
+        if self.init.is_null() {
+            return true;
+        }
+        let none = std::ptr::null::<libc::c_char>();
+        // SAFETY: static C strings; a null data pointer is allowed.
+        unsafe {
+            libc::mount(
+                none,
+                c"/".as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) == 0
+                && libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                ) == 0
+        }
     }
 
     /// In the child, last before `execve`: Landlock, then the seccomp programs.
@@ -252,6 +457,24 @@ impl ChildConfinement {
             }
         }
         true
+    }
+}
+
+/// Writes a C string to a file; false on failure (errno says why).
+///
+/// # Safety
+/// `text` must be a valid C string.
+unsafe fn write_file(path: &std::ffi::CStr, text: *const libc::c_char) -> bool {
+    // SAFETY: a valid path; the descriptor is ours and closed once.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let length = libc::strlen(text);
+        let written = libc::write(fd, text.cast::<c_void>(), length);
+        libc::close(fd);
+        written == length.cast_signed()
     }
 }
 
@@ -387,13 +610,17 @@ fn add_rule(
     Ok(())
 }
 
-/// Finds the pids controller, makes `agent-exec-<pid>` below our own
+/// Finds the pids controller, makes `agent-exec-<pid>/sandbox` below our own
 /// cgroup with `pids.max`, and removes those of servers that are gone.
 fn make_cgroup(max: u64) -> Result<Cgroup, String> {
     let (mount, own) = pids_hierarchy().ok_or("no pids cgroup controller is mounted")?;
     let parent = mount.join(own.trim_start_matches('/'));
     remove_stale_cgroups(&parent);
-    let dir = parent.join(format!("agent-exec-{}", std::process::id()));
+    // Below the server's cgroup, beside the unsandboxed commands' ones,
+    // so the cap counts sandboxed commands only.
+    let dir = parent
+        .join(format!("agent-exec-{}", std::process::id()))
+        .join("sandbox");
     std::fs::create_dir_all(&dir)
         .map_err(|error| format!("cannot create `{}`: {error}", dir.display()))?;
     std::fs::write(dir.join("pids.max"), max.to_string())

@@ -45,6 +45,9 @@ mod filter {
         ))
     }
 }
+pub(crate) mod init;
+#[cfg(unix)]
+pub(crate) mod janitor;
 #[cfg(target_os = "linux")]
 mod vfork;
 
@@ -86,6 +89,8 @@ pub(crate) struct Spawned {
     pub(crate) stdout: Pipe,
     pub(crate) stderr: Pipe,
     pub(crate) exit: ExitFuture,
+    /// The command's own cgroup, where one could be made.
+    pub(crate) cgroup: Option<crate::cgroup::CommandCgroup>,
 }
 
 fn spawner() -> Result<&'static mpsc::Sender<Job>, SpawnError> {
@@ -142,6 +147,7 @@ struct Prepared {
     envp: Vec<std::ffi::CString>,
     cwd: std::ffi::CString,
     confinement: Option<std::sync::Arc<confine::Confinement>>,
+    cgroup: Option<crate::cgroup::CommandCgroup>,
 }
 
 #[cfg(target_os = "linux")]
@@ -186,35 +192,82 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
         envp,
         cwd,
         confinement: spec.confinement.clone(),
+        cgroup: crate::cgroup::take(
+            spec.confinement
+                .as_ref()
+                .and_then(|confinement| confinement.cgroup_dir()),
+        ),
     })
 }
 
 #[cfg(target_os = "linux")]
-#[expect(
-    clippy::needless_pass_by_value,
-    reason = "by value on every platform: elsewhere the prepared Command is consumed"
-)]
 fn start(prepared: Prepared) -> io::Result<Spawned> {
-    let confinement = prepared
-        .confinement
-        .as_ref()
-        .map(|confinement| confinement.plan());
+    let own_cgroup = prepared.cgroup.is_some();
+    let confinement = prepared.confinement.as_ref().map(|confinement| {
+        let plan = confinement.plan();
+        if own_cgroup {
+            plan.without_cgroup()
+        } else {
+            plan
+        }
+    });
     let child = vfork::spawn(
         &prepared.program,
         &prepared.argv,
         &prepared.envp,
         &prepared.cwd,
+        prepared
+            .cgroup
+            .as_ref()
+            .and_then(crate::cgroup::CommandCgroup::procs_fd),
         confinement.as_ref(),
-    )?;
+    );
+    let child = match child {
+        Ok(child) => child,
+        Err(error) => {
+            if let Some(cgroup) = &prepared.cgroup {
+                cgroup.retire(false);
+            }
+            return Err(error);
+        }
+    };
+    let cgroup = prepared.cgroup;
     let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stdout)?;
     let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stderr)?;
     let pidfd = vfork::watch_pidfd(child.pidfd)?;
+    let status = child.status;
     Ok(Spawned {
         pid: child.pid,
         stdout: Box::new(stdout),
         stderr: Box::new(stderr),
-        exit: Box::pin(wait_pidfd(pidfd)),
+        exit: Box::pin(async move {
+            let exit = wait_pidfd(pidfd).await?;
+            // The namespace's init reports how the shell ended: the init
+            // itself cannot die of the shell's signal.
+            Ok(status
+                .as_ref()
+                .and_then(vfork::reported_status)
+                .map_or(exit, exit_info_from_status))
+        }),
+        cgroup,
     })
+}
+
+/// A raw wait status as an `ExitInfo`.
+#[cfg(target_os = "linux")]
+fn exit_info_from_status(status: i32) -> ExitInfo {
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        ExitInfo {
+            code: 128 + signal,
+            signal: Some(signal),
+        }
+    } else {
+        ExitInfo {
+            code: libc::WEXITSTATUS(status),
+            signal: None,
+        }
+    }
 }
 
 /// Waits until the pidfd turns readable (the process exited), then reaps it.
@@ -274,6 +327,7 @@ fn start(command: Prepared) -> io::Result<Spawned> {
         stdout,
         stderr,
         exit: Box::pin(async move { child.wait().await.map(exit_info) }),
+        cgroup: None,
     })
 }
 

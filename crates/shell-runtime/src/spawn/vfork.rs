@@ -21,7 +21,8 @@ use std::ffi::{CStr, CString, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::confine::ChildConfinement;
+use super::confine::{ChildConfinement, SANDBOX_CAPABILITIES};
+use super::init::INIT_NAME;
 
 /// A started child: its pid, a pidfd to wait on, and its output pipes.
 pub(crate) struct RawChild {
@@ -29,6 +30,8 @@ pub(crate) struct RawChild {
     pub(crate) pidfd: OwnedFd,
     pub(crate) stdout: OwnedFd,
     pub(crate) stderr: OwnedFd,
+    /// Where the namespace's init reports the shell's wait status.
+    pub(crate) status: Option<OwnedFd>,
 }
 
 /// `CAP_SYS_PTRACE` (linux/capability.h): attaching to and reading the
@@ -56,23 +59,28 @@ struct CapData {
     inheritable: u32,
 }
 
-/// How the child gives up `CAP_SYS_PTRACE` before exec, prepared by the
-/// parent: every command runs without it, so none can attach to the
-/// server or read its memory, as root too.
+/// How the child gives up capabilities before exec, prepared by the
+/// parent: every command runs without `CAP_SYS_PTRACE`, so none can attach
+/// to the server or read its memory, as root too; a sandboxed command with
+/// namespaces of its own keeps only [`SANDBOX_CAPABILITIES`].
 #[derive(Clone, Copy)]
-struct PtraceDrop {
-    /// Drop it from the bounding set, so no exec gives it back (a root
+struct CapDrop {
+    /// Dropped from the bounding set, so no exec gives them back (a root
     /// shell's every exec would): only possible with `CAP_SETPCAP`; without
-    /// it, a process has no way to gain it back anyway but a set-user-ID
+    /// it, a process has no way to gain them back anyway but a set-user-ID
     /// or file-capability program.
-    bounding: bool,
-    /// The spawning thread's sets with it cleared, for `capset` (`None`
-    /// when it holds it in none of them).
+    bounding: u64,
+    /// Lowered in the ambient set (the capabilities the kernel knows).
+    ambient: u64,
+    /// The spawning thread's sets with them cleared, for `capset` (`None`
+    /// when it holds none of them).
     sets: Option<[CapData; 2]>,
 }
 
-impl PtraceDrop {
-    fn prepare() -> Self {
+impl CapDrop {
+    /// `dropped`: a bit per capability. `new_user_namespace`: the child
+    /// makes a user namespace, where it starts with every capability.
+    fn prepare(dropped: u64, new_user_namespace: bool) -> Self {
         let mut header = CapHeader {
             version: CAPABILITY_VERSION_3,
             pid: 0,
@@ -81,29 +89,42 @@ impl PtraceDrop {
         // SAFETY: a valid header and an array of the two words version 3 fills.
         let read =
             unsafe { libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) } == 0;
-        let (word, bit) = (CAP_SYS_PTRACE as usize / 32, 1u32 << (CAP_SYS_PTRACE % 32));
         let mut cleared = data;
-        if let Some(sets) = cleared.get_mut(word) {
-            sets.effective &= !bit;
-            sets.permitted &= !bit;
-            sets.inheritable &= !bit;
+        for (index, sets) in cleared.iter_mut().enumerate() {
+            let keep = !((dropped >> (32 * index)) as u32);
+            sets.effective &= keep;
+            sets.permitted &= keep;
+            sets.inheritable &= keep;
         }
-        let has_setpcap = data
-            .get(CAP_SETPCAP as usize / 32)
-            .is_some_and(|sets| sets.effective & (1 << (CAP_SETPCAP % 32)) != 0);
-        // SAFETY: prctl with integer arguments only.
-        let in_bounding = unsafe {
-            libc::prctl(
-                libc::PR_CAPBSET_READ,
-                libc::c_ulong::from(CAP_SYS_PTRACE),
-                0,
-                0,
-                0,
-            )
-        } == 1;
+        let has_setpcap = new_user_namespace
+            || data
+                .get(CAP_SETPCAP as usize / 32)
+                .is_some_and(|sets| sets.effective & (1 << (CAP_SETPCAP % 32)) != 0);
+        let (mut bounding, mut ambient) = (0, 0);
+        for cap in 0..64u32 {
+            if dropped & (1 << cap) == 0 {
+                continue;
+            }
+            // SAFETY: prctl with integer arguments only.
+            let in_bounding =
+                unsafe { libc::prctl(libc::PR_CAPBSET_READ, libc::c_ulong::from(cap), 0, 0, 0) };
+            if in_bounding < 0 {
+                continue; // Not a capability this kernel knows.
+            }
+            ambient |= 1 << cap;
+            if has_setpcap && (in_bounding == 1 || new_user_namespace) {
+                bounding |= 1 << cap;
+            }
+        }
+        let sets = if new_user_namespace {
+            Some(cleared)
+        } else {
+            (read && cleared != data).then_some(cleared)
+        };
         Self {
-            bounding: has_setpcap && in_bounding,
-            sets: (read && cleared != data).then_some(cleared),
+            bounding,
+            ambient,
+            sets,
         }
     }
 
@@ -113,19 +134,27 @@ impl PtraceDrop {
     /// # Safety
     /// Call only in the spawned child.
     unsafe fn apply(&self) -> bool {
-        let ptrace = libc::c_ulong::from(CAP_SYS_PTRACE);
-        // SAFETY: prctl with integer arguments only.
-        if self.bounding && unsafe { libc::prctl(libc::PR_CAPBSET_DROP, ptrace, 0, 0, 0) } != 0 {
-            return false;
-        }
-        let lower = libc::c_ulong::try_from(libc::PR_CAP_AMBIENT_LOWER).unwrap_or_default();
-        // SAFETY: prctl with integer arguments only.
-        if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, lower, ptrace, 0, 0) } != 0 {
-            // SAFETY: errno is thread-local and always readable.
-            let errno = unsafe { *libc::__errno_location() };
-            // EINVAL: a kernel without ambient capabilities (before 4.3).
-            if errno != libc::EINVAL {
+        for cap in 0..64u32 {
+            let bit = 1u64 << cap;
+            let number = libc::c_ulong::from(cap);
+            // SAFETY: prctl with integer arguments only.
+            if self.bounding & bit != 0
+                && unsafe { libc::prctl(libc::PR_CAPBSET_DROP, number, 0, 0, 0) } != 0
+            {
                 return false;
+            }
+            if self.ambient & bit == 0 {
+                continue;
+            }
+            let lower = libc::c_ulong::try_from(libc::PR_CAP_AMBIENT_LOWER).unwrap_or_default();
+            // SAFETY: prctl with integer arguments only.
+            if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, lower, number, 0, 0) } != 0 {
+                // SAFETY: errno is thread-local and always readable.
+                let errno = unsafe { *libc::__errno_location() };
+                // EINVAL: a kernel without ambient capabilities (before 4.3).
+                if errno != libc::EINVAL {
+                    return false;
+                }
             }
         }
         if let Some(sets) = self.sets {
@@ -153,8 +182,18 @@ struct ChildPlan {
     stdout: RawFd,
     stderr: RawFd,
     report: RawFd,
+    /// The init's status pipe (-1 without namespaces).
+    status: RawFd,
+    /// With namespaces, the shell the child starts before it execs the
+    /// init (null for the start-up probe), its argv, and the top of the
+    /// stack its own clone child runs on.
+    shell_program: *const libc::c_char,
+    shell_argv: *const *const libc::c_char,
+    shell_stack: usize,
     parent: libc::pid_t,
-    ptrace: PtraceDrop,
+    capabilities: CapDrop,
+    /// The command's `cgroup.procs` (or `tasks`), opened by the parent, or -1.
+    cgroup: RawFd,
     confinement: *const ChildConfinement,
 }
 
@@ -186,16 +225,52 @@ pub(crate) fn spawn(
     argv: &[CString],
     envp: &[CString],
     cwd: &CStr,
+    cgroup: Option<RawFd>,
     confinement: Option<&ChildConfinement>,
 ) -> io::Result<RawChild> {
-    let argv_ptrs = null_pointers(argv);
-    let envp_ptrs = null_pointers(envp);
     let stdin = std::fs::File::open("/dev/null")?;
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
     let (report_read, report_write) = pipe()?;
+    let init = confinement.and_then(ChildConfinement::init);
+    let namespace_flags = confinement.map_or(0, ChildConfinement::clone_flags);
+    let status_pipe = init.map(|_| pipe()).transpose()?;
+    // With namespaces the child (PID 1) starts the shell (PID 2), then
+    // execs the init, which learns the shell's pid from its argv. An empty
+    // program is the start-up probe: no shell, pid 0.
+    let shell_program = match init {
+        Some(_) if !program.is_empty() => program.as_ptr(),
+        _ => std::ptr::null(),
+    };
+    let (exec_program, init_argv) = match (init, &status_pipe) {
+        (Some(init), Some((_, status_write))) => {
+            let shell_pid = if shell_program.is_null() { c"0" } else { c"2" };
+            let init_argv = vec![
+                CString::new(INIT_NAME).unwrap_or_default(),
+                CString::new(status_write.as_raw_fd().to_string()).unwrap_or_default(),
+                shell_pid.to_owned(),
+            ];
+            (init, Some(init_argv))
+        }
+        _ => (program, None),
+    };
+    let argv_ptrs = null_pointers(init_argv.as_deref().unwrap_or(argv));
+    let shell_argv_ptrs = null_pointers(argv);
+    let envp_ptrs = null_pointers(envp);
+    // 64 KiB is ample for a child that makes a handful of syscalls; with
+    // namespaces the shell's own clone child runs on a second 64 KiB below.
+    let half = 64 * 1024;
+    let mut stack = vec![0u8; if init.is_some() { 2 * half } else { half }];
+    // The stack grows down: pass its top, aligned to 16 bytes.
+    let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+    let shell_stack = (stack.as_mut_ptr() as usize + half) & !15;
+    let dropped = if init.is_some() {
+        !SANDBOX_CAPABILITIES
+    } else {
+        1 << CAP_SYS_PTRACE
+    };
     let plan = ChildPlan {
-        program: program.as_ptr(),
+        program: exec_program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
@@ -203,15 +278,18 @@ pub(crate) fn spawn(
         stdout: stdout_write.as_raw_fd(),
         stderr: stderr_write.as_raw_fd(),
         report: report_write.as_raw_fd(),
+        status: status_pipe
+            .as_ref()
+            .map_or(-1, |(_, write)| write.as_raw_fd()),
+        shell_program,
+        shell_argv: shell_argv_ptrs.as_ptr(),
+        shell_stack,
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
-        ptrace: PtraceDrop::prepare(),
+        capabilities: CapDrop::prepare(dropped, namespace_flags & libc::CLONE_NEWUSER != 0),
+        cgroup: cgroup.unwrap_or(-1),
         confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
     };
-    // 64 KiB is ample for a child that makes a handful of syscalls.
-    let mut stack = vec![0u8; 64 * 1024];
-    // The stack grows down: pass its top, aligned to 16 bytes.
-    let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
     let mut pidfd: c_int = -1;
 
     // Signals stay blocked from clone to exec, so no handler of ours runs
@@ -231,7 +309,11 @@ pub(crate) fn spawn(
         libc::clone(
             child_main,
             top as *mut c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            libc::CLONE_VM
+                | libc::CLONE_VFORK
+                | libc::CLONE_PIDFD
+                | namespace_flags
+                | libc::SIGCHLD,
             (&raw const plan).cast_mut().cast::<c_void>(),
             &raw mut pidfd,
         )
@@ -247,6 +329,10 @@ pub(crate) fn spawn(
     }
     // SAFETY: CLONE_PIDFD filled `pidfd` with a new descriptor we own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let status = status_pipe.map(|(read, write)| {
+        drop(write);
+        read
+    });
     drop((stdin, stdout_write, stderr_write, report_write));
 
     // The child wrote its errno here if it could not exec.
@@ -263,7 +349,33 @@ pub(crate) fn spawn(
         pidfd,
         stdout: stdout_read,
         stderr: stderr_read,
+        status,
     })
+}
+
+/// The wait status the namespace's init reported for the shell, read once
+/// the init has exited (`None`: it reported none, as when it was killed).
+pub(crate) fn reported_status(status: &OwnedFd) -> Option<c_int> {
+    let mut bytes = [0u8; 4];
+    (read_full(status, &mut bytes) == bytes.len()).then(|| c_int::from_ne_bytes(bytes))
+}
+
+/// Waits for a child to exit (blocking) and returns the status its init
+/// reported: for the start-up probe.
+pub(crate) fn wait_blocking(child: &RawChild) -> Option<c_int> {
+    // SAFETY: a zeroed siginfo_t is a valid buffer; the pidfd is ours.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        while libc::waitid(
+            libc::P_PIDFD,
+            child.pidfd.as_raw_fd().unsigned_abs(),
+            &raw mut info,
+            libc::WEXITED,
+        ) != 0
+            && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+        {}
+    }
+    child.status.as_ref().and_then(reported_status)
 }
 
 fn unsafe_zeroed_sigset() -> libc::sigset_t {
@@ -305,6 +417,16 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             unsafe { libc::signal(signal, libc::SIG_DFL) };
         }
     }
+    // Its own cgroup before anything else, so every process it starts is
+    // in it whatever it does to its session or environment.
+    if plan.cgroup >= 0 {
+        // SAFETY: a descriptor the parent keeps open until we exec; "0"
+        // names the writing process.
+        if unsafe { libc::write(plan.cgroup, b"0".as_ptr().cast::<c_void>(), 1) } != 1 {
+            // SAFETY: as below.
+            unsafe { fail(plan) };
+        }
+    }
     // SAFETY: `confinement` is null or points to the parent's
     // `ChildConfinement`, alive while we run.
     let confinement = unsafe { plan.confinement.as_ref() };
@@ -313,6 +435,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // SAFETY: we are the spawned child; its pointers are the parent's, still valid.
         if !unsafe { confinement.enter_limits() } {
             // SAFETY: `plan` is valid; `fail` only writes and exits.
+            unsafe { fail(plan) };
+        }
+    }
+    if let Some(confinement) = confinement {
+        // SAFETY: we are the spawned child; its pointers are the parent's, still valid.
+        if !unsafe { confinement.map_ids() } {
+            // SAFETY: as above.
             unsafe { fail(plan) };
         }
     }
@@ -327,9 +456,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
-    // The parent may have died before the request was made.
+    // The parent may have died before the request was made. (In a PID
+    // namespace of our own the parent is outside it and reads as 0; it is
+    // suspended until we exec, so only a SIGKILL of the server between
+    // clone and here goes unseen, and then the init runs without parent.)
     // SAFETY: getppid takes no arguments.
-    if unsafe { libc::getppid() } != plan.parent {
+    let parent = unsafe { libc::getppid() };
+    if parent != plan.parent && !(plan.status >= 0 && parent == 0) {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
@@ -345,17 +478,33 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
-    // Every command, sandboxed or not, runs without CAP_SYS_PTRACE.
+    if let Some(confinement) = confinement {
+        // SAFETY: we are the spawned child.
+        if !unsafe { confinement.mount_proc() } {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
+    }
+    // Every command, sandboxed or not, runs without CAP_SYS_PTRACE; with
+    // namespaces of its own, with only the sandbox's few capabilities.
     // SAFETY: we are the spawned child; `apply` makes raw syscalls only.
-    if !unsafe { plan.ptrace.apply() } {
+    if !unsafe { plan.capabilities.apply() } {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
-    let mut empty = unsafe_zeroed_sigset();
-    // SAFETY: `empty` is a valid sigset_t on our stack.
-    unsafe { libc::sigemptyset(&raw mut empty) };
-    // SAFETY: `empty` is initialised; a null old-set pointer is allowed.
-    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, std::ptr::null_mut()) };
+    let mut mask = unsafe_zeroed_sigset();
+    // SAFETY: `mask` is a valid sigset_t on our stack.
+    unsafe { libc::sigemptyset(&raw mut mask) };
+    if plan.status >= 0 {
+        // The init's signals stay blocked through its exec: what arrives
+        // meanwhile (the shell's SIGCHLD, a SIGTERM) waits for it.
+        for signal in INIT_SIGNALS {
+            // SAFETY: `mask` is initialised; `signal` is a valid number.
+            unsafe { libc::sigaddset(&raw mut mask, signal) };
+        }
+    }
+    // SAFETY: `mask` is initialised; a null old-set pointer is allowed.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &raw const mask, std::ptr::null_mut()) };
     // Landlock and seccomp last: after them, only execve remains.
     if let Some(confinement) = confinement {
         // SAFETY: we are the spawned child; its pointers are the parent's, still valid.
@@ -364,9 +513,64 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             unsafe { fail(plan) };
         }
     }
+    if !plan.shell_program.is_null() {
+        // The shell: a child of ours sharing the memory until it execs,
+        // under everything above; we go on once it has (CLONE_VFORK).
+        // SAFETY: `shell_main` makes raw syscalls on `plan`, alive while the
+        // parent is suspended; `shell_stack` is the aligned top of the
+        // lower half of the parent's stack buffer, which we do not use.
+        let shell = unsafe {
+            libc::clone(
+                shell_main,
+                plan.shell_stack as *mut c_void,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                std::ptr::from_ref(plan).cast_mut().cast::<c_void>(),
+            )
+        };
+        // The first process after PID 1 of a new namespace is 2; the init
+        // is told so.
+        if shell != 2 {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
+    }
+    if plan.status >= 0 {
+        // The init inherits the status pipe (our descriptor table is our
+        // own: the parent's copy stays close-on-exec).
+        // SAFETY: fcntl on a descriptor the parent keeps open.
+        if unsafe { libc::fcntl(plan.status, libc::F_SETFD, 0) } != 0 {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
+    }
     // SAFETY: program, argv and envp are C strings and null-terminated
     // pointer arrays the parent keeps alive until we exec.
     unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
+    // SAFETY: as above.
+    unsafe { fail(plan) }
+}
+
+/// The signals the namespace's init waits for.
+const INIT_SIGNALS: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
+
+/// The shell of a namespace, started by its PID 1: a session of its own,
+/// no blocked signals, `execve`. On failure it reports errno as the child
+/// does, and the init reaps it.
+extern "C" fn shell_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the parent's `ChildPlan`, alive while we run.
+    let plan = unsafe { &*arg.cast::<ChildPlan>() };
+    let mut empty = unsafe_zeroed_sigset();
+    // SAFETY: `empty` is a valid sigset_t on our stack.
+    unsafe { libc::sigemptyset(&raw mut empty) };
+    // SAFETY: `empty` is initialised; a null old-set pointer is allowed.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &raw const empty, std::ptr::null_mut()) };
+    // SAFETY: setsid takes no arguments.
+    if unsafe { libc::setsid() } < 0 {
+        // SAFETY: as in `child_main`.
+        unsafe { fail(plan) };
+    }
+    // SAFETY: C strings and null-terminated arrays the parent keeps alive.
+    unsafe { libc::execve(plan.shell_program, plan.shell_argv, plan.envp) };
     // SAFETY: as above.
     unsafe { fail(plan) }
 }

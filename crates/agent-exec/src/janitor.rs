@@ -1,0 +1,77 @@
+//! The janitor (see shell-runtime's `start_janitor`): the same binary,
+//! started with a hidden first argument, that outlives the server and, once
+//! the server is gone (even killed with SIGKILL), ends every process left in
+//! its cgroups, removes them, and removes its temp directories.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The hidden first argument that makes the binary a janitor.
+const JANITOR_ARG: &str = "__agent-exec-janitor";
+
+/// Runs the janitor when the arguments ask for it: `JANITOR_ARG PID
+/// CGROUPS TEMP_BASE` (an empty CGROUPS when there are none). Returns
+/// false, having done nothing, otherwise.
+pub(crate) fn run_if_asked() -> bool {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let [first, pid, cgroups, temp_base] = args.as_slice() else {
+        return false;
+    };
+    if first != JANITOR_ARG {
+        return false;
+    }
+    let cgroups = (!cgroups.is_empty()).then(|| PathBuf::from(cgroups));
+    shell_runtime::run_janitor(cgroups.as_deref());
+    if let Some(pid) = pid.to_str() {
+        remove_temp_dirs(Path::new(temp_base), pid);
+    }
+    true
+}
+
+/// `agent-exec-<pid>-*` under `base`: the server's temp directories.
+fn remove_temp_dirs(base: &Path, pid: &str) {
+    let prefix = format!("{}{pid}-", crate::setup::TEMP_PREFIX);
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(&prefix))
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Starts this server's janitor, once, after the server has re-executed
+/// itself (an `execve` closes the pipe, which the janitor would take for
+/// the server's end). It lives until the process exits.
+pub(crate) fn start() {
+    static JANITOR: OnceLock<Option<shell_runtime::Janitor>> = OnceLock::new();
+    JANITOR.get_or_init(|| {
+        let program = match std::env::current_exe() {
+            Ok(program) => program,
+            Err(error) => {
+                tracing::warn!(%error, "no janitor: cannot find the server's own binary");
+                return None;
+            }
+        };
+        let cgroups = shell_runtime::command_cgroups_dir().unwrap_or_default();
+        let args = [
+            OsString::from(JANITOR_ARG),
+            OsString::from(std::process::id().to_string()),
+            cgroups.into_os_string(),
+            std::env::temp_dir().into_os_string(),
+        ];
+        match shell_runtime::start_janitor(&program, &args) {
+            Ok(janitor) => Some(janitor),
+            Err(error) => {
+                tracing::warn!(%error, "no janitor: a server killed with SIGKILL leaves its cgroups behind");
+                None
+            }
+        }
+    });
+}

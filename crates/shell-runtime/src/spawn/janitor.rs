@@ -1,0 +1,90 @@
+//! The janitor: a small process, started from the server's own binary at
+//! start-up, that ends and removes the server's cgroups and temp directory
+//! once the server is gone, even when it was killed with SIGKILL.
+//!
+//! It holds the read end of a pipe whose only write end is the server's
+//! (close-on-exec, so no command holds it): end of file on it means the
+//! server has exited, however it did. It runs in a session of its own
+//! (no terminal signal reaches it with the server's group) and outside
+//! every command's cgroup (it starts before any command).
+
+#![allow(
+    unsafe_code,
+    reason = "the janitor's session is made between fork and exec"
+)]
+
+use std::ffi::OsString;
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::Stdio;
+
+/// A running janitor. Keep it for the life of the server: dropping it
+/// closes the pipe, and the janitor then cleans up at once.
+#[derive(Debug)]
+pub struct Janitor {
+    _pipe: OwnedFd,
+    pid: u32,
+}
+
+impl Janitor {
+    /// The janitor's pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+}
+
+/// Starts `program args...` as this server's janitor, its stdin the read
+/// end of the server's pipe, stdout and stderr on /dev/null, an empty
+/// environment. `program` is meant to call [`run_janitor`] at once.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "this is the spawn helper: the one place allowed to build a Command"
+)]
+pub fn start_janitor(program: &Path, args: &[OsString]) -> io::Result<Janitor> {
+    use std::os::unix::process::CommandExt;
+    // Both ends close-on-exec: no command ever holds the write end.
+    let (read, write) = io::pipe()?;
+    let mut command = std::process::Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::from(read))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: the closure runs between fork and exec and calls only setsid,
+    // which is async-signal-safe and allocates nothing.
+    unsafe {
+        command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+    }
+    let child = command.spawn()?;
+    let pid = child.id();
+    // Never a shell's orphan: the reaper and the tree walks pass it by.
+    if let Ok(pid) = i32::try_from(pid) {
+        crate::tree::live_shells().push(pid);
+    }
+    Ok(Janitor {
+        _pipe: write.into(),
+        pid,
+    })
+}
+
+/// The janitor's whole life: waits for end of file on stdin (the server is
+/// gone), then empties and removes `cgroups` (the server's parent cgroup,
+/// see [`command_cgroups_dir`](crate::command_cgroups_dir)) with every
+/// process in it. The caller then removes what else the server left.
+pub fn run_janitor(cgroups: Option<&Path>) {
+    let mut stdin = io::stdin().lock();
+    let mut buffer = [0u8; 64];
+    loop {
+        match stdin.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    if let Some(cgroups) = cgroups {
+        crate::cgroup::end_tree(cgroups);
+    }
+}
