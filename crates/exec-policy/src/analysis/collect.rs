@@ -803,6 +803,12 @@ impl<'a> Collector<'a> {
     /// The script a shell, `source`, `at` or a written file runs, when
     /// its text is known: from standard input or a file written earlier.
     fn fed_script(&self, program: &str, words: &[Word], scope: &Scope) -> Option<String> {
+        // Past the depth bound the text is not followed: the token fallback
+        // that takes over would meet the same feed again, forever
+        // (`source /dev/stdin <<< 'source /dev/stdin'`).
+        if scope.depth >= MAX_DEPTH {
+            return None;
+        }
         let stdin_path =
             |path: &str| matches!(path, "/dev/stdin" | "/proc/self/fd/0" | "/dev/fd/0" | "-");
         let file = |word: &Word| -> Option<String> {
@@ -865,6 +871,7 @@ impl<'a> Collector<'a> {
             // `BASH_ENV=FILE bash ...`: a non-interactive bash sources FILE
             // first (`BASH_ENV=/dev/stdin bash -c true <<< '...'`).
             if program == "bash"
+                && scope.depth < MAX_DEPTH
                 && let Some(path) = scope.vars.get("BASH_ENV").cloned()
                 && let Some(text) = if matches!(path.as_str(), "/dev/stdin" | "/proc/self/fd/0") {
                     scope.stdin_text.clone()
@@ -958,9 +965,13 @@ impl<'a> Collector<'a> {
                     Some(path) => scope.file(&path).cloned(),
                     None => scope.stdin_text.clone(),
                 };
-                if let Some(mut commands) = input.and_then(|text| xargs_feed(&words, &text))
+                // A feed may name the feeder again (`xargs <<< xargs`): each
+                // expansion spends one of the bounded extra walks.
+                if self.extra_walks > 0
+                    && let Some(mut commands) = input.and_then(|text| xargs_feed(&words, &text))
                     && let Some(last) = commands.pop()
                 {
+                    self.extra_walks -= 1;
                     for command in commands {
                         self.simple(command, Vec::new(), scope, place, Vec::new());
                     }
@@ -969,9 +980,14 @@ impl<'a> Collector<'a> {
                     continue;
                 }
             }
+            // `parallel` fed its own name on stdin runs `parallel` again:
+            // bounded by depth and by the extra walks, like a call.
             if program == "parallel"
+                && self.extra_walks > 0
+                && scope.depth < MAX_DEPTH
                 && let Some(commands) = parallel_feed(&words, scope.stdin_text.as_deref())
             {
+                self.extra_walks -= 1;
                 for command in commands {
                     let mut inner = scope.clone();
                     inner.depth += 1;

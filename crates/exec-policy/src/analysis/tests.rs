@@ -1775,3 +1775,30 @@ fn work_trees_startup_files_and_cd_in_substitutions_are_followed() {
         "cd \"$(cd ./src && pwd)\"",
     ]);
 }
+
+/// Text fed to the command that reads it again (found by fuzzing: the
+/// analysis recursed until the stack overflowed, taking the server down).
+#[test]
+fn commands_that_feed_themselves_are_analysed_to_an_end() {
+    let commands = [
+        "source /dev/stdin<<<'parallel'",
+        "source /dev/stdin <<< 'source /dev/stdin'",
+        ". /dev/stdin <<< '. /dev/stdin'",
+        "sh /dev/stdin <<< 'sh /dev/stdin'",
+        "bash -s <<< 'bash -s'",
+        "at now <<< 'at now'",
+        "BASH_ENV=/dev/stdin bash -c true <<< 'BASH_ENV=/dev/stdin bash -c true'",
+        "xargs <<< xargs",
+        "printf 'xargs\\nxargs\\n' | xargs xargs",
+        "parallel <<< 'parallel ::: parallel'",
+    ];
+    let analysis = std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(move || commands.map(check))
+        .expect("a thread")
+        .join()
+        .expect("no panic");
+    assert!(analysis.iter().all(Decision::is_allowed), "{analysis:?}");
+    // What such a feed carries is still seen.
+    assert!(!check("source /dev/stdin <<< 'rm -rf /'").is_allowed());
+}
