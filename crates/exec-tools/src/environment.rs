@@ -62,6 +62,12 @@ pub struct ExecConfig {
     /// Bytes all output files of this server may hold together
     /// ([`OUTPUT_TOTAL_CAP`] unless changed).
     pub output_budget: u64,
+    /// Bytes all unread output of this server's shells may hold in memory
+    /// together, foreground output included
+    /// ([`DEFAULT_MEMORY_BUDGET`](shell_runtime::DEFAULT_MEMORY_BUDGET)
+    /// unless changed); past it the oldest output of the shell holding the
+    /// most is dropped (its output file keeps it).
+    pub memory_budget: u64,
 }
 
 /// Turns the policy's sandbox request into a confinement shell-runtime
@@ -117,6 +123,7 @@ impl ExecConfig {
             tmpdir: None,
             background_after: None,
             output_budget: OUTPUT_TOTAL_CAP,
+            memory_budget: shell_runtime::DEFAULT_MEMORY_BUDGET,
         }
     }
 
@@ -177,7 +184,8 @@ impl ExecEnvironment {
         let _ = std::fs::create_dir_all(Self::state_dir(&config.output_dir));
         Self {
             analyzer: Analyzer::new(config.analyzer.clone()),
-            manager: ShellManager::new(),
+            manager: ShellManager::new()
+                .with_memory(shell_runtime::MemoryPool::new(config.memory_budget)),
             redactions,
             shell_program: find_program("bash", config.env.vars.get("PATH").map(String::as_str)),
             config,

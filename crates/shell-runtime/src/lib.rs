@@ -22,6 +22,7 @@ mod buffer;
 mod decode;
 mod error;
 mod manager;
+mod pool;
 mod process;
 mod redact;
 mod spawn;
@@ -33,6 +34,7 @@ mod tree;
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
 pub use error::{ManagerError, SpawnError};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
+pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, SpillShortfall, Stream};
 pub use redact::{
     BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
