@@ -139,7 +139,10 @@ impl ShellManager {
                 .position(|(_, shell)| !shell.is_running());
             match oldest_finished {
                 Some(index) => {
-                    tracked.shells.remove(index);
+                    let (_, forgotten) = tracked.shells.remove(index);
+                    let memory = forgotten.memory_pool();
+                    drop(forgotten);
+                    memory.give_back_freed();
                 }
                 None => {
                     return Err(ManagerError::TooManyShells(
@@ -254,6 +257,7 @@ impl ShellManager {
                 .finished_at()
                 .is_none_or(|ended| now.duration_since(ended) < max_age)
         });
+        self.memory.give_back_freed();
         before - tracked.shells.len()
     }
 

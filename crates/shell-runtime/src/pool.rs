@@ -21,6 +21,10 @@ pub const CHUNK_BYTES: usize = 64 * 1024;
 /// 256 MiB).
 pub const DEFAULT_MEMORY_BUDGET: u64 = 256 * 1024 * 1024;
 
+/// Memory the pool must have given back since its highest point before
+/// the allocator is asked to return free pages to the system.
+const TRIM_AFTER_BYTES: usize = 8 * 1024 * 1024;
+
 /// The fewest chunks a pool has, so that one writer can always make
 /// progress: a piece of text needs at most `len / CHUNK_BYTES + 2`.
 const MIN_CHUNKS: usize = 8;
@@ -54,6 +58,9 @@ pub(crate) struct PoolState {
     cap: usize,
     used: AtomicUsize,
     peak: AtomicUsize,
+    /// The most chunks held since the allocator last gave memory back.
+    high_water: AtomicUsize,
+    trimming: std::sync::atomic::AtomicBool,
     dropped: AtomicU64,
     accounts: Mutex<Vec<Weak<Account>>>,
 }
@@ -76,6 +83,8 @@ impl MemoryPool {
             cap: chunks.max(MIN_CHUNKS),
             used: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            high_water: AtomicUsize::new(0),
+            trimming: std::sync::atomic::AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             accounts: Mutex::new(Vec::new()),
         }))
@@ -104,6 +113,34 @@ impl MemoryPool {
     /// Bytes of output dropped to keep within the budget so far.
     pub fn dropped_bytes(&self) -> u64 {
         self.0.dropped.load(Ordering::Acquire)
+    }
+
+    /// After output was freed in bulk (read, or its shell forgotten): once
+    /// the pool holds [`TRIM_AFTER_BYTES`] less than at its highest since
+    /// the last time, the allocator returns its free pages to the system,
+    /// on a thread of its own. A pool at its cap, where freed chunks are
+    /// taken again at once, never asks.
+    pub(crate) fn give_back_freed(&self) {
+        let state = &self.0;
+        let used = state.used.load(Ordering::Acquire);
+        let high = state.high_water.load(Ordering::Acquire);
+        if high.saturating_sub(used).saturating_mul(state.chunk_bytes) < TRIM_AFTER_BYTES
+            || state.trimming.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        // What is freed from here on counts towards the next time.
+        state.high_water.store(used, Ordering::Release);
+        let pool = Arc::clone(state);
+        let spawned = std::thread::Builder::new()
+            .name("release-memory".to_owned())
+            .spawn(move || {
+                crate::spawn::trim::release_free_memory();
+                pool.trimming.store(false, Ordering::Release);
+            });
+        if spawned.is_err() {
+            state.trimming.store(false, Ordering::Release);
+        }
     }
 
     /// A new account: the streams of one shell, which count together when
@@ -226,6 +263,7 @@ impl PoolState {
             })
             .ok()?;
         self.peak.fetch_max(now, Ordering::AcqRel);
+        self.high_water.fetch_max(now, Ordering::AcqRel);
         Some(Reserved {
             pool: Arc::clone(self),
             left: chunks,

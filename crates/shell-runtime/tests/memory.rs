@@ -86,7 +86,13 @@ async fn idle_unread_shells_stay_within_the_budget_and_give_it_back() {
         shell.read_unseen();
     }
     assert_eq!(manager.memory().held_bytes(), 0);
-    let after = rss_kib();
+    // The allocator gives the memory back on a thread of its own.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut after = rss_kib();
+    while after > baseline + 20 * 1024 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        after = rss_kib();
+    }
     assert!(
         after <= baseline + 20 * 1024,
         "RSS {after} KiB after reading and ending, baseline {baseline} KiB"

@@ -76,7 +76,7 @@ pub struct ShellProcess {
     stdout: Arc<Capture>,
     stderr: Arc<Capture>,
     /// The shell's place in the memory pool, which finds its streams here.
-    _memory: Arc<crate::pool::Account>,
+    memory: Arc<crate::pool::Account>,
     unseen: Mutex<ReadCursor>,
     run_state: Mutex<RunState>,
     /// Flips to true when the shell process itself has exited.
@@ -133,7 +133,7 @@ impl ShellProcess {
             started_wall,
             stdout: Capture::new(spec.limits, spec.stdout_spill.as_ref(), &memory),
             stderr: Capture::new(spec.limits, spec.stderr_spill.as_ref(), &memory),
-            _memory: memory,
+            memory,
             unseen: Mutex::new(ReadCursor::default()),
             run_state: Mutex::new(RunState {
                 status: ShellStatus::Pending,
@@ -176,6 +176,11 @@ impl ShellProcess {
     /// The shell's pid (also its process group id and process session id).
     pub fn pid(&self) -> u32 {
         self.pid.cast_unsigned()
+    }
+
+    /// The memory budget its output counts against.
+    pub(crate) fn memory_pool(&self) -> crate::MemoryPool {
+        self.memory.pool()
     }
 
     /// The command text it was started with.
@@ -298,6 +303,7 @@ impl ShellProcess {
         let new = self.read_since(&mut cursor);
         self.stdout.release_before(cursor.stdout);
         self.stderr.release_before(cursor.stderr);
+        self.memory.pool().give_back_freed();
         new
     }
 
