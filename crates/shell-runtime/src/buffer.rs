@@ -67,22 +67,25 @@ impl Segment {
     /// needs cannot be had.
     fn push(&mut self, bytes: &[u8], reserved: &mut Reserved, tally: &Arc<Tally>) -> bool {
         let needed = self.chunks_needed(bytes.len());
+        let room = self.chunks.back().map_or(0, Chunk::room);
         let mut fresh = Vec::with_capacity(needed);
+        let mut left = bytes.len().saturating_sub(room);
         for _ in 0..needed {
-            match reserved.chunk(tally) {
+            match reserved.chunk(tally, left.min(self.chunk_bytes)) {
                 Some(chunk) => fresh.push(chunk),
                 None => return false,
             }
+            left = left.saturating_sub(self.chunk_bytes);
         }
         let mut rest = bytes;
         if let Some(last) = self.chunks.back_mut() {
             let fits = last.room().min(rest.len());
-            last.bytes.extend_from_slice(&rest[..fits]);
+            last.extend(&rest[..fits]);
             rest = &rest[fits..];
         }
         for mut chunk in fresh {
             let fits = self.chunk_bytes.min(rest.len());
-            chunk.bytes.extend_from_slice(&rest[..fits]);
+            chunk.extend(&rest[..fits]);
             rest = &rest[fits..];
             self.chunks.push_back(chunk);
         }

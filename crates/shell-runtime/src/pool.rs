@@ -25,6 +25,9 @@ pub const DEFAULT_MEMORY_BUDGET: u64 = 256 * 1024 * 1024;
 /// the allocator is asked to return free pages to the system.
 const TRIM_AFTER_BYTES: usize = 8 * 1024 * 1024;
 
+/// The smallest allocation a chunk starts with.
+const MIN_ALLOCATION: usize = 1024;
+
 /// The fewest chunks a pool has, so that one writer can always make
 /// progress: a piece of text needs at most `len / CHUNK_BYTES + 2`.
 const MIN_CHUNKS: usize = 8;
@@ -352,8 +355,11 @@ pub(crate) struct Reserved {
 
 impl Reserved {
     /// A new empty chunk counted against `tally`, from this reservation or,
-    /// when it is used up, from the pool if it has room.
-    pub(crate) fn chunk(&mut self, tally: &Arc<Tally>) -> Option<Chunk> {
+    /// when it is used up, from the pool if it has room. It allocates room
+    /// for `first` bytes (at least 1 KiB) and grows, up to its size, only
+    /// as text comes: a command that prints a line costs a line's worth,
+    /// while the pool counts the whole chunk.
+    pub(crate) fn chunk(&mut self, tally: &Arc<Tally>, first: usize) -> Option<Chunk> {
         debug_assert!(Arc::ptr_eq(&self.pool, &tally.pool));
         if self.left == 0 {
             let mut more = self.pool.try_reserve(1)?;
@@ -363,7 +369,12 @@ impl Reserved {
         }
         tally.held.fetch_add(1, Ordering::AcqRel);
         Some(Chunk {
-            bytes: Vec::with_capacity(self.pool.chunk_bytes),
+            bytes: Vec::with_capacity(
+                first
+                    .max(MIN_ALLOCATION)
+                    .next_power_of_two()
+                    .min(self.pool.chunk_bytes),
+            ),
             size: self.pool.chunk_bytes,
             tally: Arc::clone(tally),
         })
@@ -389,6 +400,17 @@ impl Chunk {
     /// Room left in it.
     pub(crate) fn room(&self) -> usize {
         self.size - self.bytes.len()
+    }
+
+    /// Appends `bytes` (at most [`Chunk::room`]), growing the allocation
+    /// by doubling but never past the chunk's size.
+    pub(crate) fn extend(&mut self, bytes: &[u8]) {
+        let needed = self.bytes.len() + bytes.len();
+        if needed > self.bytes.capacity() {
+            let grown = (self.bytes.capacity() * 2).max(needed).min(self.size);
+            self.bytes.reserve_exact(grown - self.bytes.len());
+        }
+        self.bytes.extend_from_slice(bytes);
     }
 }
 
@@ -484,6 +506,23 @@ mod tests {
         let slice = loud_buffer.snapshot();
         assert_eq!((slice.dropped, slice.after_gap.len()), (8, 40));
         assert_eq!(pool.dropped_bytes(), slice.dropped);
+    }
+
+    #[test]
+    fn a_chunk_grows_as_text_comes_and_never_past_its_size() {
+        let pool = MemoryPool::new(1 << 20);
+        let tally = Tally::new(&pool);
+        let mut reserved = pool.try_reserve(1).expect("room");
+        let mut chunk = reserved.chunk(&tally, 10).expect("a chunk");
+        assert_eq!(chunk.bytes.capacity(), MIN_ALLOCATION);
+        chunk.extend(&[b'a'; 3000]);
+        assert!((3000..=CHUNK_BYTES).contains(&chunk.bytes.capacity()));
+        chunk.extend(&vec![b'b'; CHUNK_BYTES - 3000]);
+        assert_eq!(chunk.bytes.capacity(), CHUNK_BYTES);
+        assert_eq!(chunk.room(), 0);
+        assert_eq!(pool.held_bytes(), CHUNK_BYTES as u64);
+        drop(chunk);
+        assert_eq!(pool.held_bytes(), 0);
     }
 
     #[test]
