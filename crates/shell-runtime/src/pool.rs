@@ -120,16 +120,19 @@ impl MemoryPool {
 
     /// After output was freed in bulk (read, or its shell forgotten): once
     /// the pool holds [`TRIM_AFTER_BYTES`] less than at its highest since
-    /// the last time, the allocator returns its free pages to the system,
+    /// the last time, or nothing at all after holding something, the
+    /// allocator returns its free pages to the system,
     /// on a thread of its own. A pool at its cap, where freed chunks are
     /// taken again at once, never asks.
     pub(crate) fn give_back_freed(&self) {
         let state = &self.0;
         let used = state.used.load(Ordering::Acquire);
         let high = state.high_water.load(Ordering::Acquire);
-        if high.saturating_sub(used).saturating_mul(state.chunk_bytes) < TRIM_AFTER_BYTES
-            || state.trimming.swap(true, Ordering::AcqRel)
-        {
+        let freed = high.saturating_sub(used).saturating_mul(state.chunk_bytes);
+        // Also when the last unread output was read: what is left over is
+        // not worth holding until the next bulk release.
+        let drained = used == 0 && freed > 0;
+        if (freed < TRIM_AFTER_BYTES && !drained) || state.trimming.swap(true, Ordering::AcqRel) {
             return;
         }
         // What is freed from here on counts towards the next time.
