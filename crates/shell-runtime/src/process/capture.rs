@@ -77,6 +77,9 @@ pub(super) struct Spill {
     file: SpillFile,
     opened: bool,
     writer: Option<File>,
+    /// Bytes handed over and not written yet: a read's worth at most, and
+    /// freed when the stream goes idle.
+    pending: Vec<u8>,
     written: u64,
     shortfall: Option<SpillShortfall>,
     /// The stream has ended: a file made now is written whole and closed
@@ -100,6 +103,7 @@ impl Spill {
             file: file.clone(),
             opened: false,
             writer: None,
+            pending: Vec::new(),
             written: 0,
             shortfall: None,
             stream_ended: false,
@@ -118,9 +122,9 @@ impl Spill {
     }
 
     fn write(&mut self, text: &str) {
-        let Some(writer) = self.writer.as_mut() else {
+        if self.writer.is_none() {
             return;
-        };
+        }
         let room = self.file.cap_bytes.saturating_sub(self.written);
         let mut part = text;
         let mut short = None;
@@ -140,16 +144,11 @@ impl Spill {
         if short.is_some() {
             self.shortfall = short;
         }
-        // Spill files live on a local disk or tmpfs: a blocking write of a
-        // read's worth costs microseconds, less than a blocking-pool hop.
-        if let Err(error) = writer.write_all(part.as_bytes()) {
-            if let Some(budget) = &self.file.budget {
-                budget.give_back(part.len() as u64);
-            }
-            self.fail(&error);
-            return;
-        }
+        self.pending.extend_from_slice(part.as_bytes());
         self.written += part.len() as u64;
+        if self.pending.len() >= READ_CHUNK {
+            self.flush();
+        }
         if self.shortfall.is_some() {
             self.finish();
         }
@@ -160,6 +159,7 @@ impl Spill {
     /// part of what it was given.
     fn fail(&mut self, error: &std::io::Error) {
         self.shortfall = Some(SpillShortfall::WriteFailed(error.kind()));
+        self.pending = Vec::new();
         let handed_over = self.written;
         if let Some(file) = self.writer.take() {
             self.written = file.metadata().map_or(0, |meta| meta.len());
@@ -171,17 +171,30 @@ impl Spill {
         }
     }
 
-    /// Flushes what was written so far, keeping the file open for more.
+    /// Writes what was handed over so far, keeping the file open for more.
+    /// Spill files live on a local disk or tmpfs: a blocking write of a
+    /// read's worth costs microseconds, less than a blocking-pool hop.
     fn flush(&mut self) {
         if let Some(writer) = self.writer.as_mut()
-            && let Err(error) = writer.flush()
+            && !self.pending.is_empty()
         {
-            self.fail(&error);
+            let written = writer.write_all(&self.pending);
+            self.pending.clear();
+            if let Err(error) = written {
+                self.fail(&error);
+            }
         }
     }
 
-    fn finish(&mut self) {
+    /// The stream has nothing to read for now: writes what is pending and
+    /// frees the buffer, so an idle shell holds none.
+    fn idle(&mut self) {
         self.flush();
+        self.pending = Vec::new();
+    }
+
+    fn finish(&mut self) {
+        self.idle();
         self.writer = None;
     }
 
@@ -342,8 +355,8 @@ pub(super) async fn read_stream(
         if !matches!(pipe.read(&mut first).await, Ok(1..)) {
             break;
         }
-        // Active, it reads what the pipe has, and drops its buffers when
-        // the pipe is empty again.
+        // Active, it reads what the pipe has, and drops its buffers (and
+        // the spill file's) when the pipe is empty again.
         let mut bytes = vec![0u8; READ_CHUNK];
         let mut text = String::with_capacity(READ_CHUNK + 4);
         bytes[0] = first[0];
@@ -366,6 +379,9 @@ pub(super) async fn read_stream(
                 break 'stream;
             }
             if read == 0 {
+                if let Some(spill) = capture.spill().as_mut() {
+                    spill.idle();
+                }
                 break;
             }
         }
