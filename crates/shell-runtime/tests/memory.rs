@@ -44,7 +44,7 @@ async fn idle_unread_shells_stay_within_the_budget_and_give_it_back() {
     // Warm the runtime, the spawner and the allocator once, then measure.
     let (_, warm) = manager.spawn(spec(usize::MAX)).await.expect("starts");
     warm.terminate(Duration::ZERO).await;
-    warm.read_unseen();
+    drop(warm);
     manager.cleanup_completed(Duration::ZERO);
     let baseline = rss_kib();
 
