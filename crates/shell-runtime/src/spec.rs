@@ -125,6 +125,11 @@ pub struct SpawnSpec {
     /// Confinement applied in the child before exec (the sandbox), shared
     /// by every command of a server.
     pub confinement: Option<std::sync::Arc<crate::Confinement>>,
+    /// The memory budget the output shares with other shells (a
+    /// [`ShellManager`](crate::ShellManager) fills in its own); without
+    /// one, the shell's output has a pool of its own, bounded only by
+    /// `limits`.
+    pub memory: Option<crate::MemoryPool>,
 }
 
 /// What a sandbox confines, as plain data (exec-tools builds it from the
@@ -175,6 +180,7 @@ impl SpawnSpec {
             keep_running: Vec::new(),
             replacements: None,
             confinement: None,
+            memory: None,
         }
     }
 
