@@ -94,6 +94,7 @@ const SUITES: &[Suite] = &[
         expected: &[
             "mcp-bare",
             "mcp-round-trip",
+            "ask-refused",
             "rss-foreground",
             "rss-background",
             "soak-rss",
