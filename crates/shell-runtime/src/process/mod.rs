@@ -69,6 +69,7 @@ struct RunState {
 /// supervises it and whoever reads or ends it; no lock is held across I/O.
 pub struct ShellProcess {
     pid: i32,
+    has_terminal: bool,
     tree: TreeId,
     command: String,
     started_at: Instant,
@@ -84,6 +85,10 @@ pub struct ShellProcess {
     /// Counts pushes of output, for consumers that want to know when to look.
     output_events: watch::Sender<u64>,
     sequence: AtomicU64,
+    /// Input to its terminal while it runs, if it has one; dropped when it
+    /// finishes, so a finished shell holds no descriptor of it.
+    #[cfg(target_os = "linux")]
+    terminal: Mutex<Option<crate::TerminalWriter>>,
 }
 
 impl std::fmt::Debug for ShellProcess {
@@ -120,6 +125,7 @@ impl ShellProcess {
         let pid = spawned.pid;
         let shell = Arc::new(Self {
             pid,
+            has_terminal: spec.tty,
             tree: TreeId::new(pid, &tag, spawned.cgroup),
             command: spec.command.clone(),
             started_at,
@@ -139,6 +145,8 @@ impl ShellProcess {
             finished: watch::Sender::new(false),
             output_events: watch::Sender::new(0),
             sequence: AtomicU64::new(0),
+            #[cfg(target_os = "linux")]
+            terminal: Mutex::new(spawned.terminal),
         });
         shell.move_to(ShellStatus::Running);
         let readers = [
@@ -168,6 +176,21 @@ impl ShellProcess {
     /// The shell's pid (also its process group id and process session id).
     pub fn pid(&self) -> u32 {
         self.pid.cast_unsigned()
+    }
+
+    /// Input to its terminal: `None` for a shell started without
+    /// [`SpawnSpec::tty`], and once it has finished.
+    #[cfg(target_os = "linux")]
+    pub fn terminal(&self) -> Option<crate::TerminalWriter> {
+        self.terminal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether it was started under a terminal (also once it has finished).
+    pub fn has_terminal(&self) -> bool {
+        self.has_terminal
     }
 
     /// The command text it was started with.
@@ -369,6 +392,14 @@ impl ShellProcess {
         if self.request_end(EndRequest::Kill) {
             self.tree.kill_all_now();
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn drop_terminal(&self) {
+        self.terminal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 
     fn notify_output(&self) {
