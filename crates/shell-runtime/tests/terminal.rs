@@ -220,3 +220,40 @@ async fn a_sandboxed_tty_command_in_its_own_namespace_uses_its_terminal() {
         assert!(output.contains(line), "no {line:?} in {output}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_prompt_waits_for_input_and_a_quiet_sleep_does_not() {
+    let quiet = Duration::from_millis(300);
+    let prompt = ShellProcess::spawn(spec("read -r -p 'name? ' x; echo \"hi $x\"").with_tty())
+        .await
+        .expect("spawns");
+    let sleeper = ShellProcess::spawn(spec("echo sleeping; sleep 30").with_tty())
+        .await
+        .expect("spawns");
+    wait_for_output(&prompt, "name? ").await;
+    wait_for_output(&sleeper, "sleeping").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !prompt.waits_for_input(quiet) {
+        assert!(Instant::now() < deadline, "the prompt never waited");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(prompt.quiet_for() >= quiet);
+    assert!(sleeper.quiet_for() >= quiet);
+    assert!(!sleeper.waits_for_input(quiet), "a sleep is no prompt");
+    // A pipe shell never waits for input, whatever it reads.
+    let piped = ShellProcess::spawn(spec("sleep 30")).await.expect("spawns");
+    tokio::time::sleep(quiet).await;
+    assert!(!piped.waits_for_input(quiet));
+    for shell in [&sleeper, &piped] {
+        shell.terminate(Duration::from_millis(200)).await;
+    }
+    prompt
+        .terminal()
+        .expect("a terminal")
+        .write_all(b"ann\r")
+        .await
+        .expect("written");
+    prompt.wait().await;
+    assert!(text(&prompt).contains("hi ann"));
+    assert!(!prompt.waits_for_input(Duration::ZERO));
+}

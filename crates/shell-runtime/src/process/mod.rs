@@ -85,6 +85,8 @@ pub struct ShellProcess {
     /// Counts pushes of output, for consumers that want to know when to look.
     output_events: watch::Sender<u64>,
     sequence: AtomicU64,
+    /// Milliseconds from start to the last output pushed.
+    last_output_ms: AtomicU64,
     /// Input to its terminal while it runs, if it has one; dropped when it
     /// finishes, so a finished shell holds no descriptor of it.
     #[cfg(target_os = "linux")]
@@ -145,6 +147,7 @@ impl ShellProcess {
             finished: watch::Sender::new(false),
             output_events: watch::Sender::new(0),
             sequence: AtomicU64::new(0),
+            last_output_ms: AtomicU64::new(0),
             #[cfg(target_os = "linux")]
             terminal: Mutex::new(spawned.terminal),
         });
@@ -186,6 +189,43 @@ impl ShellProcess {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// How long no output has arrived (since the start, before any).
+    pub fn quiet_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_output_ms.load(Ordering::Relaxed));
+        self.started_at.elapsed().saturating_sub(last)
+    }
+
+    /// Whether it waits for terminal input (CONTRACT.md, Interactive
+    /// sessions): it runs under a terminal whose foreground process group is
+    /// blocked reading it, and no output arrived for `quiet`. Reads `/proc`
+    /// only once the quiet has lasted, so it costs nothing while output flows.
+    #[cfg(target_os = "linux")]
+    pub fn waits_for_input(&self, quiet: Duration) -> bool {
+        if self.quiet_for() < quiet {
+            return false;
+        }
+        let Some(terminal) = self.terminal() else {
+            return false;
+        };
+        terminal
+            .foreground_group()
+            .is_some_and(|group| crate::group_waits_for_input(group, terminal.device()))
+    }
+
+    /// The process blocked reading its terminal now, if any (its pid as
+    /// this process sees it).
+    #[cfg(target_os = "linux")]
+    pub fn input_reader(&self) -> Option<i32> {
+        let terminal = self.terminal()?;
+        crate::group_reader(terminal.foreground_group()?, terminal.device())
+    }
+
+    /// Never: terminals are Linux only.
+    #[cfg(not(target_os = "linux"))]
+    pub fn waits_for_input(&self, _quiet: Duration) -> bool {
+        false
     }
 
     /// Whether it was started under a terminal (also once it has finished).
@@ -387,6 +427,15 @@ impl ShellProcess {
         }
     }
 
+    /// SIGINT to the shell's process group only (Ctrl-C typed at a terminal
+    /// it does not have), nothing more: it may go on. False if it has ended.
+    pub fn send_interrupt(&self) -> bool {
+        if !self.is_running() || self.exit().is_some() {
+            return false;
+        }
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.pid), Signal::SIGINT).is_ok()
+    }
+
     /// Ends the tree at once with SIGKILL, without waiting: for `Drop`.
     pub(crate) fn kill_now(&self) {
         if self.request_end(EndRequest::Kill) {
@@ -403,6 +452,8 @@ impl ShellProcess {
     }
 
     fn notify_output(&self) {
+        let since_start = u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_output_ms.store(since_start, Ordering::Relaxed);
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
         self.output_events.send_replace(sequence);
     }

@@ -201,6 +201,18 @@ impl TerminalWriter {
         (group > 0).then_some(group)
     }
 
+    /// Whether input typed now would be hidden: echo off in canonical
+    /// (line) mode, as at a password prompt. A program in raw mode
+    /// (readline, an editor) turns echo off to draw input itself, so that
+    /// is not hiding.
+    pub fn hides_input(&self) -> bool {
+        // SAFETY: a zeroed termios is a valid buffer for tcgetattr to fill.
+        let mut termios: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: tcgetattr fills `termios` from a descriptor we own.
+        let read = unsafe { libc::tcgetattr(self.master.get_ref().as_raw_fd(), &raw mut termios) };
+        read == 0 && termios.c_lflag & libc::ECHO == 0 && termios.c_lflag & libc::ICANON != 0
+    }
+
     /// Whether the terminal echoes input (off at a password prompt).
     pub fn echoes(&self) -> bool {
         // SAFETY: a zeroed termios is a valid buffer for tcgetattr to fill.

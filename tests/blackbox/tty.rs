@@ -1,0 +1,252 @@
+//! Interactive sessions through the MCP front door with rmcp's client:
+//! `Bash` with `tty: true`, the wait for input, `WriteStdin`, Ctrl-C,
+//! lines typed to a shell checked like commands, redaction, and nothing
+//! left running.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+
+use test_support::gone;
+
+type Client = RunningService<RoleClient, ()>;
+
+const SECRET: &str = "tok-0123456789-abcdef";
+
+async fn connect(dir: &std::path::Path, extra: &[&str]) -> Client {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"));
+    command
+        .arg("mcp")
+        .arg("--cwd")
+        .arg(dir)
+        .args(extra)
+        .env("MY_SERVICE_TOKEN", SECRET);
+    let transport = TokioChildProcess::new(command).expect("the server starts");
+    ().serve(transport).await.expect("initializes")
+}
+
+async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
+        .await
+        .expect("the call is answered")
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|block| block.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
+
+fn meta<'a>(result: &'a CallToolResult, key: &str) -> &'a Value {
+    &result.structured_content.as_ref().expect("metadata")[key]
+}
+
+/// Starts a foreground tty command expected to stop at a prompt; returns
+/// its answer and id.
+async fn until_prompt(client: &Client, command: &str) -> (String, String) {
+    let started = Instant::now();
+    let answer = call(client, "Bash", json!({ "command": command, "tty": true })).await;
+    let body = text(&answer);
+    assert_eq!(answer.is_error, Some(false), "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "slow answer: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(meta(&answer, "waiting_for_input"), true, "{body}");
+    assert_eq!(meta(&answer, "status"), "running");
+    let id = meta(&answer, "bash_id")
+        .as_str()
+        .expect("bash_id")
+        .to_owned();
+    assert!(
+        body.ends_with(&format!("Waiting for input: {id}")),
+        "{body}"
+    );
+    (body, id)
+}
+
+async fn type_in(client: &Client, id: &str, input: &str, keys: &[&str]) -> CallToolResult {
+    call(
+        client,
+        "WriteStdin",
+        json!({ "bash_id": id, "input": input, "keys": keys, "wait_ms": 5000 }),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_and_a_repl_answer_instead_of_hanging() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(names, ["Bash", "BashOutput", "KillShell", "WriteStdin"]);
+
+    // isatty under tty, not without; colours are cleaned away.
+    let probe =
+        "[ -t 0 ] && [ -t 1 ] && echo tty-yes || echo tty-no; printf '\\033[31mred\\033[0m\\n'";
+    let under = call(&client, "Bash", json!({ "command": probe, "tty": true })).await;
+    assert_eq!(text(&under), "tty-yes\nred\n");
+    assert_eq!(meta(&under, "waiting_for_input"), false);
+    let without = call(&client, "Bash", json!({ "command": probe })).await;
+    assert_eq!(text(&without), "tty-no\nred\n");
+
+    // `read -p`: the call answers at the prompt, WriteStdin answers it.
+    let (body, id) = until_prompt(&client, "read -r -p 'Name? ' n; echo \"hello $n\"").await;
+    assert!(body.starts_with("Name? \n\nWaiting for input: "), "{body}");
+    let read = call(&client, "BashOutput", json!({ "bash_id": id })).await;
+    assert!(
+        text(&read).starts_with("Status: running (waiting for input), Duration: "),
+        "{}",
+        text(&read)
+    );
+    assert_eq!(meta(&read, "waiting_for_input"), true);
+    let answered = type_in(&client, &id, "Ann\n", &[]).await;
+    let body = text(&answered);
+    assert!(
+        body.starts_with("Status: completed, Exit code: 0"),
+        "{body}"
+    );
+    assert!(body.contains("hello Ann"), "{body}");
+    let again = type_in(&client, &id, "more\n", &[]).await;
+    assert_eq!(again.is_error, Some(true));
+    assert!(text(&again).contains("not running"), "{}", text(&again));
+
+    // A python REPL: 6*7, then Ctrl-D ends it.
+    let (_, id) = until_prompt(&client, "python3 -q").await;
+    let answer = type_in(&client, &id, "print(6*7)\n", &[]).await;
+    let body = text(&answer);
+    assert!(body.contains("42"), "{body}");
+    assert!(
+        body.starts_with("Status: running (waiting for input)"),
+        "{body}"
+    );
+    let ended = type_in(&client, &id, "", &["Ctrl-D"]).await;
+    assert!(
+        text(&ended).starts_with("Status: completed"),
+        "{}",
+        text(&ended)
+    );
+
+    // Unknown key and unknown id.
+    let unknown = type_in(&client, &id, "", &["F13"]).await;
+    assert_eq!(unknown.is_error, Some(true));
+    assert!(text(&unknown).contains("Ctrl-C"), "{}", text(&unknown));
+    let missing = type_in(&client, "shell_00000000", "x", &[]).await;
+    assert!(text(&missing).contains("not found"), "{}", text(&missing));
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_ends_a_loop_with_and_without_a_terminal() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    for tty in [true, false] {
+        let started = call(
+            &client,
+            "Bash",
+            json!({ "command": "echo looping; while :; do sleep 0.1; done", "run_in_background": true, "tty": tty }),
+        )
+        .await;
+        let id = meta(&started, "bash_id").as_str().expect("id").to_owned();
+        if !tty {
+            let refused = type_in(&client, &id, "hello\n", &[]).await;
+            assert_eq!(refused.is_error, Some(true));
+            assert!(
+                text(&refused).contains("has no terminal"),
+                "{}",
+                text(&refused)
+            );
+        }
+        let answer = type_in(&client, &id, "", &["Ctrl-C"]).await;
+        let body = text(&answer);
+        assert_eq!(meta(&answer, "is_running"), false, "tty {tty}: {body}");
+        assert!(body.contains("SIGINT"), "tty {tty}: {body}");
+    }
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_typed_to_a_shell_is_checked_and_a_refused_one_is_not_typed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\nid = \"no-marker\"\ndecision = \"deny\"\nprogram = \"touch\"\nargs_prefix = [\"forbidden-marker\"]\nreason = \"a test marker\"\n",
+    )
+    .expect("policy");
+    let client = connect(dir.path(), &["--policy", policy.to_str().expect("utf-8")]).await;
+    // A shell reading lines: `read` is bash's own, so bash is in front.
+    let (_, id) = until_prompt(&client, "while IFS= read -r line; do eval \"$line\"; done").await;
+    let refused = type_in(&client, &id, "touch forbidden-marker\n", &[]).await;
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    assert!(text(&refused).contains("no-marker"), "{}", text(&refused));
+    let editing = type_in(&client, &id, "", &["Up"]).await;
+    assert_eq!(editing.is_error, Some(true));
+    // A partial line is kept by the server and checked whole at Enter.
+    let partial = type_in(&client, &id, "touch allowed-", &[]).await;
+    assert_eq!(partial.is_error, Some(false), "{}", text(&partial));
+    let ok = type_in(&client, &id, "marker; echo typed-ok", &["Enter"]).await;
+    assert!(text(&ok).contains("typed-ok"), "{}", text(&ok));
+    assert!(dir.path().join("allowed-marker").exists());
+    assert!(!dir.path().join("forbidden-marker").exists());
+    let all = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    assert_eq!(all.is_error, Some(false));
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tty_output_is_scrubbed_and_redacted_and_nothing_is_left_running() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let (body, id) = until_prompt(
+        &client,
+        &format!(
+            "echo \"env:[${{MY_SERVICE_TOKEN-}}]\"; echo 'printed:{SECRET}'; sleep 300 & echo \"job $!\"; read -r -s -p 'Password: ' p; echo \"len ${{#p}}\""
+        ),
+    )
+    .await;
+    assert!(body.contains("env:[]"), "{body}");
+    assert!(
+        body.contains("printed:[REDACTED:MY_SERVICE_TOKEN]"),
+        "{body}"
+    );
+    assert!(!body.contains(SECRET), "{body}");
+    let job: u32 = body
+        .lines()
+        .find_map(|line| line.strip_prefix("job "))
+        .and_then(|pid| pid.trim().parse().ok())
+        .expect("a job pid");
+    // Typed while echo is off: it never shows.
+    let answer = type_in(&client, &id, "hunter2\n", &[]).await;
+    assert!(text(&answer).contains("len 7"), "{}", text(&answer));
+    assert!(!text(&answer).contains("hunter2"), "{}", text(&answer));
+    assert!(gone(job).await, "the tty shell's job outlived it");
+
+    let job_of = |body: &str| -> u32 {
+        body.lines()
+            .find_map(|line| line.strip_prefix("job "))
+            .and_then(|pid| pid.trim().parse().ok())
+            .expect("a job pid")
+    };
+    let (body, id) = until_prompt(&client, "sleep 300 & echo \"job $!\"; read -r x").await;
+    let killed = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    assert_eq!(text(&killed), format!("Shell {id} terminated"));
+    assert!(gone(job_of(&body)).await, "KillShell left the job");
+    // Server exit ends a tty shell waiting for input, and its job.
+    let (body, _) = until_prompt(&client, "sleep 300 & echo \"job $!\"; read -r x").await;
+    client.cancel().await.expect("closes");
+    assert!(gone(job_of(&body)).await, "server exit left the job");
+}
