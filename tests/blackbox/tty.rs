@@ -250,3 +250,69 @@ async fn tty_output_is_scrubbed_and_redacted_and_nothing_is_left_running() {
     client.cancel().await.expect("closes");
     assert!(gone(job_of(&body)).await, "server exit left the job");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn less_and_vim_are_seen_on_the_screen_and_quit_with_keys() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lines: String = (1..=200).map(|n| format!("line {n} {SECRET}\n")).collect();
+    std::fs::write(dir.path().join("big.txt"), lines).expect("write");
+    let client = connect(dir.path(), &[]).await;
+
+    let (_, id) = until_prompt(&client, "less big.txt").await;
+    let screen = call(&client, "BashOutput", json!({ "bash_id": id, "screen": true })).await;
+    let body = text(&screen);
+    assert!(body.starts_with("Status: running (waiting for input)"), "{body}");
+    assert!(body.contains("\n\nline 1 [REDACTED:MY_SERVICE_TOKEN]\nline 2 "), "{body}");
+    assert!(!body.contains("line 60 "), "one screen only: {body}");
+    assert!(!body.contains(SECRET), "{body}");
+    assert!(meta(&screen, "cursor_row").is_u64());
+    let filtered = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true, "filter": "x" }),
+    )
+    .await;
+    assert_eq!(filtered.is_error, Some(true));
+    // Down twice scrolls two lines (application cursor keys under less).
+    let _ = type_in(&client, &id, "", &["Down", "Down"]).await;
+    let scrolled = call(&client, "BashOutput", json!({ "bash_id": id, "screen": true })).await;
+    assert!(
+        text(&scrolled).contains("\n\nline 3 [REDACTED"),
+        "{}",
+        text(&scrolled)
+    );
+    let quit = type_in(&client, &id, "q", &[]).await;
+    assert!(text(&quit).starts_with("Status: completed"), "{}", text(&quit));
+
+    let (_, id) = until_prompt(&client, "vim -u NONE -N notes.txt").await;
+    let _ = type_in(&client, &id, "ihello from vim", &["Escape"]).await;
+    let screen = call(&client, "BashOutput", json!({ "bash_id": id, "screen": true })).await;
+    assert!(
+        text(&screen).contains("\n\nhello from vim\n~"),
+        "{}",
+        text(&screen)
+    );
+    let saved = type_in(&client, &id, ":wq\n", &[]).await;
+    assert!(text(&saved).starts_with("Status: completed"), "{}", text(&saved));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.txt")).expect("saved"),
+        "hello from vim\n"
+    );
+
+    // No terminal, no screen.
+    let plain = call(
+        &client,
+        "Bash",
+        json!({ "command": "sleep 30", "run_in_background": true }),
+    )
+    .await;
+    let plain_id = meta(&plain, "bash_id").as_str().expect("id").to_owned();
+    let refused = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": plain_id, "screen": true }),
+    )
+    .await;
+    assert!(text(&refused).contains("has no terminal"), "{}", text(&refused));
+    client.cancel().await.expect("closes");
+}

@@ -26,6 +26,14 @@ pub struct BashOutputParams {
     #[serde(default)]
     #[schemars(default = "zero")]
     pub wait_ms: u64,
+    /// For a `tty` shell: answer the terminal's current screen (what a person would see, e.g. in vim, less, top) instead of the new output, which stays unread.
+    #[serde(default)]
+    #[schemars(default = "no")]
+    pub screen: bool,
+}
+
+fn no() -> bool {
+    false
 }
 
 fn zero() -> u64 {
@@ -124,6 +132,29 @@ fn saved_output(shell: &ShellProcess) -> Option<SavedOutput> {
     })
 }
 
+/// The terminal's screen, redacted, under the status line; the new output
+/// stays unread.
+fn screen_answer(env: &ExecEnvironment, id: &str, shell: &ShellProcess) -> ToolResult {
+    let Some(screen) = shell.screen() else {
+        return ToolResult::fail(format!("Shell {id} has no terminal"));
+    };
+    let waiting = waiting_for_input(shell);
+    let status = shell.status();
+    let text = format!(
+        "{}\n\n{}",
+        status_line(shell, waiting),
+        env.redact(&screen.rows.join("\n"))
+    );
+    ToolResult::ok(text)
+        .with_meta("bash_id", id)
+        .with_meta("status", status.as_str())
+        .with_meta("is_running", !status.is_finished())
+        .with_meta("waiting_for_input", waiting)
+        .with_meta("cursor_row", screen.cursor_row)
+        .with_meta("cursor_col", screen.cursor_col)
+        .with_meta("command", env.redact(shell.command()))
+}
+
 /// Whether a tty shell waits for input now.
 pub(crate) fn waiting_for_input(shell: &ShellProcess) -> bool {
     shell.is_running() && shell.waits_for_input(crate::bash::INPUT_QUIET)
@@ -157,6 +188,7 @@ impl Tool for BashOutputTool {
 - Answers `Status: running|completed|failed|killed|timeout` (with the exit code and duration once it ended), a blank line, then only the new output: stdout, then `[stderr]` and new stderr.\n\
 - `filter` keeps only lines matching a regular expression; lines it drops are consumed all the same.\n\
 - `wait_ms` waits up to that long for the shell to finish (it returns early when it does): use it instead of polling in a loop.\n\
+- For a shell started with `tty: true`, `screen: true` answers the terminal's current screen (40 rows of 120 columns, as a person would see it in vim, less or top) instead of the new output; the status line reads `Status: running (waiting for input)` while it waits for input.\n\
 - If output arrived faster than it was read, the oldest unread part is dropped and one line says how many bytes."
             .to_owned()
     }
@@ -171,9 +203,20 @@ impl Tool for BashOutputTool {
             Ok(filter) => filter,
             Err(error) => return ToolResult::fail(format!("Invalid filter regex: {error}")),
         };
+        if params.screen && filter.is_some() {
+            return ToolResult::fail(
+                "`filter` cannot be used with `screen`: the screen is answered whole",
+            );
+        }
         let Some(shell) = env.manager.get(&params.bash_id) else {
             return not_found(env, &params.bash_id);
         };
+        if params.screen && !shell.has_terminal() {
+            return ToolResult::fail(format!(
+                "Shell {} has no terminal: `screen` needs a shell started with Bash `tty: true`",
+                params.bash_id
+            ));
+        }
         if params.wait_ms > 0 {
             let _ = tokio::time::timeout(Duration::from_millis(params.wait_ms), async {
                 tokio::select! {
@@ -182,6 +225,9 @@ impl Tool for BashOutputTool {
                 }
             })
             .await;
+        }
+        if params.screen {
+            return screen_answer(env, &params.bash_id, &shell);
         }
         read_answer(env, &params.bash_id, &shell, filter.as_ref(), false)
     }

@@ -78,6 +78,33 @@ const QUIET_AFTER_INPUT: Duration = Duration::from_millis(200);
 /// How often the terminal is checked while waiting.
 const POLL: Duration = Duration::from_millis(20);
 
+/// Text as typed: several lines to a program that enabled bracketed
+/// paste go as one paste (a final newline stays Enter, after it).
+fn type_text(bytes: &mut Vec<u8>, text: &str, paste: bool) {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    if paste && body.contains('\n') {
+        bytes.extend_from_slice(b"\x1b[200~");
+        bytes.extend_from_slice(body.as_bytes());
+        bytes.extend_from_slice(b"\x1b[201~");
+        if body.len() < text.len() {
+            bytes.push(b'\r');
+        }
+    } else {
+        bytes.extend_from_slice(text.as_bytes());
+    }
+}
+
+/// A key's bytes: arrows as `ESC O x` once the program asked for
+/// application cursor keys (vim, less do), else `ESC [ x`.
+fn key_bytes(name: &str, key: &[u8], application_cursor: bool) -> Vec<u8> {
+    match (application_cursor, key) {
+        (true, [0x1b, b'[', arrow]) if matches!(name, "Up" | "Down" | "Left" | "Right") => {
+            vec![0x1b, b'O', *arrow]
+        }
+        _ => key.to_vec(),
+    }
+}
+
 /// One thing typed: text or a named key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Typed {
@@ -259,10 +286,15 @@ impl Tool for WriteStdinTool {
                 }
             }
         } else {
+            let screen = shell.screen();
+            let application_cursor = screen.as_ref().is_some_and(|s| s.application_cursor);
+            let paste = screen.as_ref().is_some_and(|s| s.bracketed_paste);
             for item in &typed {
                 match item {
-                    Typed::Text(text) => bytes.extend_from_slice(text.as_bytes()),
-                    Typed::Key(_, key) => bytes.extend_from_slice(key),
+                    Typed::Text(text) => type_text(&mut bytes, text, paste),
+                    Typed::Key(name, key) => {
+                        bytes.extend_from_slice(&key_bytes(name, key, application_cursor));
+                    }
                 }
             }
         }

@@ -37,7 +37,9 @@ pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
 pub use cgroup::{command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
-pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, SpillShortfall, Stream};
+pub use process::{
+    NewOutput, ReadCursor, Screen, ShellProcess, SpillReport, SpillShortfall, Stream,
+};
 pub use redact::{
     BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
 };

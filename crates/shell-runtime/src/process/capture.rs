@@ -261,6 +261,9 @@ pub(super) async fn read_stream(
         match pipe.read(&mut bytes).await {
             Ok(0) | Err(_) => break,
             Ok(read) => {
+                if stream == Stream::Stdout {
+                    shell.feed_screen(&bytes[..read]);
+                }
                 text.clear();
                 decoder.decode(&bytes[..read], &mut text);
                 replacer.push_to(&text, |piece| capture.push(piece));

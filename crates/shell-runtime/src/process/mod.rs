@@ -85,6 +85,8 @@ pub struct ShellProcess {
     /// Counts pushes of output, for consumers that want to know when to look.
     output_events: watch::Sender<u64>,
     sequence: AtomicU64,
+    /// The terminal's screen as a terminal emulator draws it (tty shells).
+    screen: Option<Mutex<vt100::Parser>>,
     /// Milliseconds from start to the last output pushed.
     last_output_ms: AtomicU64,
     /// Input to its terminal while it runs, if it has one; dropped when it
@@ -148,6 +150,7 @@ impl ShellProcess {
             output_events: watch::Sender::new(0),
             sequence: AtomicU64::new(0),
             last_output_ms: AtomicU64::new(0),
+            screen: spec.tty.then(|| Mutex::new(new_screen())),
             #[cfg(target_os = "linux")]
             terminal: Mutex::new(spawned.terminal),
         });
@@ -189,6 +192,42 @@ impl ShellProcess {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// What a person would see on its terminal now (`None` without one):
+    /// the rows with trailing spaces trimmed and trailing empty rows
+    /// dropped, and where the cursor is. Not redacted: callers redact.
+    pub fn screen(&self) -> Option<Screen> {
+        let parser = self
+            .screen
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let screen = parser.screen();
+        let mut rows: Vec<String> = screen
+            .rows(0, SCREEN_COLUMNS)
+            .map(|row| row.trim_end().to_owned())
+            .collect();
+        while rows.last().is_some_and(String::is_empty) {
+            rows.pop();
+        }
+        let (cursor_row, cursor_col) = screen.cursor_position();
+        Some(Screen {
+            rows,
+            cursor_row,
+            cursor_col,
+            application_cursor: screen.application_cursor(),
+            bracketed_paste: screen.bracketed_paste(),
+        })
+    }
+
+    fn feed_screen(&self, bytes: &[u8]) {
+        if let Some(screen) = &self.screen {
+            screen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .process(bytes);
+        }
     }
 
     /// How long no output has arrived (since the start, before any).
@@ -457,6 +496,33 @@ impl ShellProcess {
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
         self.output_events.send_replace(sequence);
     }
+}
+
+/// A terminal's screen at one moment (see [`ShellProcess::screen`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Screen {
+    /// The rows shown, trailing spaces trimmed, trailing empty rows dropped.
+    pub rows: Vec<String>,
+    /// The cursor's row, from 0.
+    pub cursor_row: u16,
+    /// The cursor's column, from 0.
+    pub cursor_col: u16,
+    /// The program asked for application cursor keys (`ESC O A` for Up).
+    pub application_cursor: bool,
+    /// The program enabled bracketed paste.
+    pub bracketed_paste: bool,
+}
+
+/// The size of every terminal the runtime makes (`TERMINAL_ROWS` by
+/// `TERMINAL_COLUMNS`).
+const SCREEN_ROWS: u16 = 40;
+const SCREEN_COLUMNS: u16 = 120;
+
+/// A screen the size of every terminal the runtime makes, without scrollback.
+fn new_screen() -> vt100::Parser {
+    let rows = std::num::NonZeroU16::new(SCREEN_ROWS).unwrap_or(std::num::NonZeroU16::MIN);
+    let columns = std::num::NonZeroU16::new(SCREEN_COLUMNS).unwrap_or(std::num::NonZeroU16::MIN);
+    vt100::Parser::new(rows, columns, 0)
 }
 
 static SUBREAPER: std::sync::Once = std::sync::Once::new();
