@@ -259,10 +259,21 @@ async fn less_and_vim_are_seen_on_the_screen_and_quit_with_keys() {
     let client = connect(dir.path(), &[]).await;
 
     let (_, id) = until_prompt(&client, "less big.txt").await;
-    let screen = call(&client, "BashOutput", json!({ "bash_id": id, "screen": true })).await;
+    let screen = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true }),
+    )
+    .await;
     let body = text(&screen);
-    assert!(body.starts_with("Status: running (waiting for input)"), "{body}");
-    assert!(body.contains("\n\nline 1 [REDACTED:MY_SERVICE_TOKEN]\nline 2 "), "{body}");
+    assert!(
+        body.starts_with("Status: running (waiting for input)"),
+        "{body}"
+    );
+    assert!(
+        body.contains("\n\nline 1 [REDACTED:MY_SERVICE_TOKEN]\nline 2 "),
+        "{body}"
+    );
     assert!(!body.contains("line 60 "), "one screen only: {body}");
     assert!(!body.contains(SECRET), "{body}");
     assert!(meta(&screen, "cursor_row").is_u64());
@@ -275,25 +286,43 @@ async fn less_and_vim_are_seen_on_the_screen_and_quit_with_keys() {
     assert_eq!(filtered.is_error, Some(true));
     // Down twice scrolls two lines (application cursor keys under less).
     let _ = type_in(&client, &id, "", &["Down", "Down"]).await;
-    let scrolled = call(&client, "BashOutput", json!({ "bash_id": id, "screen": true })).await;
+    let scrolled = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true }),
+    )
+    .await;
     assert!(
         text(&scrolled).contains("\n\nline 3 [REDACTED"),
         "{}",
         text(&scrolled)
     );
     let quit = type_in(&client, &id, "q", &[]).await;
-    assert!(text(&quit).starts_with("Status: completed"), "{}", text(&quit));
+    assert!(
+        text(&quit).starts_with("Status: completed"),
+        "{}",
+        text(&quit)
+    );
 
     let (_, id) = until_prompt(&client, "vim -u NONE -N notes.txt").await;
     let _ = type_in(&client, &id, "ihello from vim", &["Escape"]).await;
-    let screen = call(&client, "BashOutput", json!({ "bash_id": id, "screen": true })).await;
+    let screen = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true }),
+    )
+    .await;
     assert!(
         text(&screen).contains("\n\nhello from vim\n~"),
         "{}",
         text(&screen)
     );
     let saved = type_in(&client, &id, ":wq\n", &[]).await;
-    assert!(text(&saved).starts_with("Status: completed"), "{}", text(&saved));
+    assert!(
+        text(&saved).starts_with("Status: completed"),
+        "{}",
+        text(&saved)
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("notes.txt")).expect("saved"),
         "hello from vim\n"
@@ -313,6 +342,74 @@ async fn less_and_vim_are_seen_on_the_screen_and_quit_with_keys() {
         json!({ "bash_id": plain_id, "screen": true }),
     )
     .await;
-    assert!(text(&refused).contains("has no terminal"), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("has no terminal"),
+        "{}",
+        text(&refused)
+    );
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_an_interactive_bash_top_and_git_add_p_stop_at_their_prompts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+
+    let (_, id) = until_prompt(&client, "node -i").await;
+    let answer = type_in(&client, &id, "6*7\n", &[]).await;
+    assert!(text(&answer).contains("42"), "{}", text(&answer));
+    let _ = type_in(&client, &id, "", &["Ctrl-D"]).await;
+
+    let (_, id) = until_prompt(&client, "PS1='$ ' bash --norc --noprofile -i").await;
+    let answer = type_in(&client, &id, "echo hi-$((6*7))\n", &[]).await;
+    assert!(text(&answer).contains("hi-42"), "{}", text(&answer));
+    let answer = type_in(&client, &id, "exit\n", &[]).await;
+    assert!(
+        text(&answer).starts_with("Status: completed"),
+        "{}",
+        text(&answer)
+    );
+
+    let (_, id) = until_prompt(&client, "top -d 5").await;
+    let screen = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true }),
+    )
+    .await;
+    assert!(text(&screen).contains("PID"), "{}", text(&screen));
+    let answer = type_in(&client, &id, "q", &[]).await;
+    assert!(
+        text(&answer).starts_with("Status: completed"),
+        "{}",
+        text(&answer)
+    );
+
+    let setup = call(
+        &client,
+        "Bash",
+        json!({ "command": "git init -q repo && cd repo && git config user.email t@e && git config user.name t && echo a > f && git add f && git commit -qm one && echo b >> f && cd .. && echo set" }),
+    )
+    .await;
+    assert!(text(&setup).starts_with("set\n"), "{}", text(&setup));
+    let (body, id) = until_prompt(&client, "cd repo && git add -p").await;
+    assert!(body.contains("Stage this hunk"), "{body}");
+    let answer = type_in(&client, &id, "y\n", &[]).await;
+    assert!(
+        text(&answer).starts_with("Status: completed"),
+        "{}",
+        text(&answer)
+    );
+    let staged = call(
+        &client,
+        "Bash",
+        json!({ "command": "cd repo && git diff --cached --stat" }),
+    )
+    .await;
+    assert!(
+        text(&staged).contains("1 file changed"),
+        "{}",
+        text(&staged)
+    );
     client.cancel().await.expect("closes");
 }
