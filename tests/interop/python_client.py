@@ -94,6 +94,20 @@ async def main(binary: str) -> None:
             again = await session.call_tool("KillShell", {"shell_id": shell_id})
             assert again.structured_content["already_stopped"] is True
 
+            # A REPL under a terminal: the call answers at its prompt.
+            repl = await session.call_tool("Bash", {"command": "python3 -q", "tty": True})
+            repl_id = repl.structured_content["bash_id"]
+            assert repl.structured_content["waiting_for_input"] is True, text(repl)
+            assert text(repl).endswith(f"Waiting for input: {repl_id}"), text(repl)
+            answer = await session.call_tool(
+                "WriteStdin", {"bash_id": repl_id, "input": "print(6*7)\n", "wait_ms": 5000}
+            )
+            assert "42" in text(answer), text(answer)
+            ended = await session.call_tool(
+                "WriteStdin", {"bash_id": repl_id, "keys": ["Ctrl-D"], "wait_ms": 5000}
+            )
+            assert text(ended).startswith("Status: completed"), text(ended)
+
             updates = []
 
             async def on_progress(progress, total, message):
