@@ -413,3 +413,35 @@ async fn node_an_interactive_bash_top_and_git_add_p_stop_at_their_prompts() {
     );
     client.cancel().await.expect("closes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_stdin_is_audited_with_key_names_and_hidden_input_stays_hidden() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("audit.jsonl");
+    let client = connect(dir.path(), &["--audit-log", log.to_str().expect("utf-8")]).await;
+    let (_, id) = until_prompt(
+        &client,
+        "read -r -s -p 'Password: ' p; echo; read -r -p 'Line: ' l; echo \"got $l\"",
+    )
+    .await;
+    let _ = type_in(&client, &id, "s3cret-pass\n", &[]).await;
+    let answer = type_in(&client, &id, "echo visible", &["Enter"]).await;
+    assert!(
+        text(&answer).contains("got echo visible"),
+        "{}",
+        text(&answer)
+    );
+    client.cancel().await.expect("closes");
+    let lines = std::fs::read_to_string(&log).expect("the log");
+    assert!(!lines.contains("s3cret-pass"), "{lines}");
+    let typed: Vec<Value> = lines
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("json"))
+        .filter(|line: &Value| line["tool"] == "WriteStdin")
+        .collect();
+    assert_eq!(typed.len(), 2, "{lines}");
+    assert_eq!(typed[0]["command"], "[hidden input]");
+    assert_eq!(typed[1]["command"], "echo visible[Enter]");
+    assert_eq!(typed[1]["decision"], "allow");
+    assert_eq!(typed[1]["bash_id"], id.as_str());
+}
