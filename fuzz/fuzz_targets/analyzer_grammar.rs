@@ -24,6 +24,12 @@ enum Piece {
     Substitution(Vec<Piece>),
     Subshell(Vec<Piece>),
     ShellC(Vec<Piece>),
+    /// `{a,b}`: brace expansion, each alternative a list of pieces.
+    Brace(Vec<Vec<Piece>>),
+    /// A shell fed on stdin: `echo '...' | bash`, a here-string, a here-doc.
+    ShellFed(u8, Vec<Piece>),
+    /// A parameter expansion with an operator: `${V:-...}`, `${V%x}`...
+    Parameter(u8, Vec<Piece>),
 }
 
 const PROGRAMS: &[&str] = &[
@@ -57,9 +63,23 @@ const FLAGS: &[&str] = &[
     "--no-preserve-root",
     "-m",
     "777",
+    "--rec",
+    "--recur",
+    "--targ=/",
+    "-t/",
+    "-vt",
+    "-O3",
+    "-C",
+    "-P0",
+    "-a",
+    "--remove-files",
+    "-i",
+    "--",
+    "--help",
 ];
 const PATHS: &[&str] = &[
     "/", "/*", "/etc", "/etc/", "~", "$HOME", "/tmp/x", "./build", "/dev/sda", "*", "..",
+    "$1", "\"$@\"", "$D", "${D}", "/etc{,.bak}", "$'\\057'", "../..", "/usr/lib", "disk.img",
 ];
 const OPERATORS: &[&str] = &[
     ";", "&&", "||", "|", "&", "\n", ">", ">>", "<<", "2>&1", "(){", "}", "{",
@@ -75,6 +95,19 @@ const WRAPPERS: &[&str] = &[
     "exec",
     "bash -c",
     "sh -c",
+    "runuser -u root --",
+    "setpriv --reuid=0",
+    "unshare -r",
+    "script -qc",
+    "env -C /",
+    "bash -o pipefail -c",
+    "find / -exec",
+    "parallel",
+    "f(){",
+    "for D in /etc /tmp; do",
+    "D=/etc;",
+    "set --",
+    "alias x=rm;",
 ];
 
 fn render(pieces: &[Piece], depth: usize, out: &mut String) {
@@ -115,6 +148,36 @@ fn render(pieces: &[Piece], depth: usize, out: &mut String) {
                 render(inner, depth + 1, &mut script);
                 out.push_str("bash -c ");
                 out.push_str(&exec_tools::quote(&script));
+            }
+            Piece::Brace(alternatives) if depth < 4 => {
+                out.push('{');
+                for (i, alternative) in alternatives.iter().take(4).enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let mut inner = String::new();
+                    render(alternative, depth + 1, &mut inner);
+                    out.push_str(&inner);
+                }
+                out.push('}');
+            }
+            Piece::ShellFed(how, inner) if depth < 4 => {
+                let mut script = String::new();
+                render(inner, depth + 1, &mut script);
+                let quoted = exec_tools::quote(&script);
+                match how % 4 {
+                    0 => out.push_str(&format!("echo {quoted} | bash")),
+                    1 => out.push_str(&format!("bash <<< {quoted}")),
+                    2 => out.push_str(&format!("sh -s <<'EOF'\n{script}\nEOF\n")),
+                    _ => out.push_str(&format!("source /dev/stdin <<< {quoted}")),
+                }
+            }
+            Piece::Parameter(operator, inner) if depth < 4 => {
+                let mut word = String::new();
+                render(inner, depth + 1, &mut word);
+                let operator = [":-", "-", ":=", "%", "%%", "#", "##", "/", ":?"]
+                    [usize::from(*operator) % 9];
+                out.push_str(&format!("${{V{operator}{word}}}"));
             }
             _ => {}
         }

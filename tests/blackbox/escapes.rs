@@ -14,31 +14,53 @@ use test_support::{alive, read_pid_blocking, wait_gone};
 
 use crate::containment::Server;
 
-/// Each escape starts a `sleep` that writes its pid to `NAME.pid`.
+/// Each escape starts a `sleep SECONDS` that writes its pid to `NAME.pid`
+/// first. `SECONDS` is unique to the test and the escape, so the test finds
+/// the sleep's pid as the host sees it: under the sandbox the command runs
+/// in a PID namespace of its own, where `$$` is another number.
 const ESCAPES: &[(&str, &str)] = &[
     (
         "setsid-f",
-        "setsid -f env -u AGENT_EXEC_SHELL sh -c 'echo $$ > setsid-f.pid; exec sleep 300'",
+        "setsid -f env -u AGENT_EXEC_SHELL sh -c 'echo $$ > setsid-f.pid; exec sleep SECONDS'",
     ),
     (
         "double-fork",
-        "(setsid env -u AGENT_EXEC_SHELL sh -c 'echo $$ > double-fork.pid; exec sleep 300' &)",
+        "(setsid env -u AGENT_EXEC_SHELL sh -c 'echo $$ > double-fork.pid; exec sleep SECONDS' &)",
     ),
     (
         "env-i",
-        "setsid -f env -i /bin/sh -c 'echo $$ > env-i.pid; exec /bin/sleep 300'",
+        "setsid -f env -i /bin/sh -c 'echo $$ > env-i.pid; exec /bin/sleep SECONDS'",
     ),
     (
         "process-group",
-        "set -m; env -u AGENT_EXEC_SHELL setsid sh -c 'echo $$ > process-group.pid; exec sleep 300' & set +m",
+        "set -m; env -u AGENT_EXEC_SHELL setsid sh -c 'echo $$ > process-group.pid; exec sleep SECONDS' & set +m",
     ),
 ];
 
+/// The `sleep` argument of escape `index` in the test whose directory is `dir`.
+fn marker_seconds(dir: &Path, index: usize) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    dir.hash(&mut hasher);
+    format!("300.{:08}{index}", hasher.finish() % 100_000_000)
+}
+
+/// The host pid of the process whose command line is `sleep SECONDS`.
+fn host_pid_of_sleep(seconds: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let mut words = cmdline.split(|byte| *byte == 0);
+        let program = words.next()?;
+        (program.ends_with(b"sleep") && words.next()? == seconds.as_bytes()).then_some(pid)
+    })
+}
+
 /// Starts every escape and returns once each has written its pid.
-fn escapes_command() -> String {
+fn escapes_command(dir: &Path) -> String {
     let mut command = String::new();
-    for (_, escape) in ESCAPES {
-        command.push_str(escape);
+    for (index, (_, escape)) in ESCAPES.iter().enumerate() {
+        command.push_str(&escape.replace("SECONDS", &marker_seconds(dir, index)));
         command.push_str(" >/dev/null 2>&1\n");
     }
     command.push_str("for f in");
@@ -57,7 +79,52 @@ impl Markers {
         Self(
             ESCAPES
                 .iter()
-                .map(|(name, _)| (*name, read_pid_blocking(&dir.join(format!("{name}.pid")))))
+                .enumerate()
+                .map(|(index, (name, _))| {
+                    // Started once it wrote its pid; then found by its argument.
+                    read_pid_blocking(&dir.join(format!("{name}.pid")));
+                    let seconds = marker_seconds(dir, index);
+                    let start = Instant::now();
+                    let pid = loop {
+                        if let Some(pid) = host_pid_of_sleep(&seconds) {
+                            break pid;
+                        }
+                        assert!(
+                            start.elapsed() < Duration::from_secs(10),
+                            "no `sleep {seconds}` for {name}"
+                        );
+                        std::thread::sleep(Duration::from_millis(20));
+                    };
+                    (*name, pid)
+                })
+                .collect(),
+        )
+    }
+
+    /// The markers of a command that has already ended: the pids they
+    /// wrote, or under the sandbox (another PID namespace) those of their
+    /// `sleep`s still to be found on the host within a second; one not
+    /// found has ended.
+    fn read_after_end(dir: &Path, sandbox: bool) -> Self {
+        Self(
+            ESCAPES
+                .iter()
+                .enumerate()
+                .filter_map(|(index, (name, _))| {
+                    let written = read_pid_blocking(&dir.join(format!("{name}.pid")));
+                    if !sandbox {
+                        return Some((*name, written));
+                    }
+                    let seconds = marker_seconds(dir, index);
+                    let start = Instant::now();
+                    while start.elapsed() < Duration::from_secs(1) {
+                        if let Some(pid) = host_pid_of_sleep(&seconds) {
+                            return Some((*name, pid));
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    None
+                })
                 .collect(),
         )
     }
@@ -113,7 +180,7 @@ fn background_escapes(server: &mut Server, dir: &Path) -> (String, Markers) {
     let started = server.call(
         "Bash",
         &json!({
-            "command": format!("{}sleep 300", escapes_command()),
+            "command": format!("{}sleep 300", escapes_command(dir)),
             "run_in_background": true
         }),
     );
@@ -127,8 +194,8 @@ fn background_escapes(server: &mut Server, dir: &Path) -> (String, Markers) {
 fn foreground_end(sandbox: bool) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut server = start(dir.path(), sandbox, None);
-    let answer = server.bash(&escapes_command());
-    let markers = Markers::read(dir.path());
+    let answer = server.bash(&escapes_command(dir.path()));
+    let markers = Markers::read_after_end(dir.path(), sandbox);
     markers.assert_gone(&format!("the foreground call ended ({answer})"));
     server.close();
 }
@@ -302,7 +369,7 @@ fn escapes_end_at_exit_where_no_cgroup_can_be_made() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&binary)
         .args(["run", "--cwd", dir.path().to_str().expect("utf-8"), "--"])
-        .arg(escapes_command())
+        .arg(escapes_command(dir.path()))
         .env("HOME", dir.path())
         .output()
         .expect("runs");
@@ -311,5 +378,5 @@ fn escapes_end_at_exit_where_no_cgroup_can_be_made() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    Markers::read(dir.path()).assert_gone("the exit of a server without cgroups");
+    Markers::read_after_end(dir.path(), false).assert_gone("the exit of a server without cgroups");
 }

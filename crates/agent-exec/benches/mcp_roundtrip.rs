@@ -1,11 +1,16 @@
 //! The MCP server end to end, against baselines measured in the same run:
 //! the round trip of `tools/call Bash {command: "true"}` over stdio against
-//! a bare `bash -c true` spawn, and the server's peak RSS while commands
-//! print 1 GiB in the foreground and in the background.
+//! a bare `bash -c true` spawn, the server's peak RSS while commands
+//! print 1 GiB in the foreground and in the background, and the
+//! reliability measures: a soak of mixed calls (RSS and fds at start and
+//! end), 256 idle unread background shells that printed 3 MB each (peak
+//! RSS, the 257th start, RSS once all are read and killed, against the
+//! idle server's), and start-up to the `initialize` answer (with and
+//! without secret-named variables, against a bare `bash -c true`).
 //!
 //! `cargo bench -p agent-exec --bench mcp_roundtrip` (`-- --quick`: 100
-//! calls and 64 MiB). Prints one JSON figure per line for
-//! `cargo xtask bench`.
+//! calls, 64 MiB, a soak of 1,200 calls and 20 start-ups). Prints one JSON
+//! figure per line for `cargo xtask bench`.
 
 #![allow(
     clippy::expect_used,
@@ -31,13 +36,7 @@ struct Server {
 
 impl Server {
     fn start(dir: &std::path::Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
-            .args(["mcp", "--cwd"])
-            .arg(dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("server starts");
+        let mut child = server_command(dir).spawn().expect("server starts");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut server = Self {
@@ -94,10 +93,30 @@ impl Server {
         test_support::status_kib(&self.child.id().to_string(), "VmHWM") as f64 / 1024.0
     }
 
+    fn rss_mib(&self) -> f64 {
+        test_support::status_kib(&self.child.id().to_string(), "VmRSS") as f64 / 1024.0
+    }
+
+    fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .unwrap()
+            .count()
+    }
+
     fn stop(mut self) {
         drop(self.stdin);
         self.child.wait().unwrap();
     }
+}
+
+fn server_command(dir: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-exec"));
+    command
+        .args(["mcp", "--cwd"])
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    command
 }
 
 fn bash(command: &str) -> Value {
@@ -175,4 +194,236 @@ fn main() {
         .target(Metric::Value, Op::Below, 64.0, Unit::MiB),
     );
     server.stop();
+
+    soak(dir.path(), quick);
+    idle_shells(dir.path());
+    startup(dir.path(), quick);
+}
+
+fn background(command: &str) -> Value {
+    json!({"tool": "Bash", "args": {"command": command, "run_in_background": true}})
+}
+
+fn structured(answer: &Value) -> &Value {
+    &answer["result"]["structuredContent"]
+}
+
+/// One round of six mixed calls: foreground success and failure, a
+/// background shell read to its end, one killed while it runs.
+fn soak_round(server: &mut Server) {
+    let ok = server.call(&bash("echo soak"));
+    assert_eq!(ok["result"]["isError"], false);
+    let failed = server.call(&bash("printf 'x%.0s' $(seq 300); exit 3"));
+    assert_eq!(failed["result"]["isError"], true);
+    let started = server.call(&background("echo bg"));
+    let id = structured(&started)["bash_id"].clone();
+    loop {
+        let read =
+            server.call(&json!({"tool": "BashOutput", "args": {"bash_id": id, "wait_ms": 1000}}));
+        if structured(&read)["is_running"] == false {
+            break;
+        }
+    }
+    let sleeper = server.call(&background("exec sleep 30"));
+    let id = structured(&sleeper)["bash_id"].clone();
+    let killed = server.call(&json!({"tool": "KillShell", "args": {"shell_id": id}}));
+    assert_eq!(killed["result"]["isError"], false);
+}
+
+/// RSS and open fds of the server before and after many mixed calls,
+/// once the tracked shells are many enough to be evicted as new ones come.
+fn soak(dir: &std::path::Path, quick: bool) {
+    let calls: usize = if quick { 1_200 } else { 10_000 };
+    let mut server = Server::start(dir);
+    // Past 256 tracked shells (two a round), so eviction is in steady state.
+    for _ in 0..140 {
+        soak_round(&mut server);
+    }
+    let (rss_start, fds_start) = (server.rss_mib(), server.fds());
+    for _ in 0..calls.div_ceil(6) {
+        soak_round(&mut server);
+    }
+    let (rss_end, fds_end) = (server.rss_mib(), server.fds());
+    server.stop();
+    emit(
+        &Figure::new(
+            "soak-rss",
+            format!(
+                "RSS growth over {calls} mixed calls ({rss_start:.1} MiB at start, {rss_end:.1} MiB at end)"
+            ),
+        )
+        .value(rss_end - rss_start, Unit::MiB)
+        .target(Metric::Value, Op::Below, 1.0, Unit::MiB),
+    );
+    emit(
+        &Figure::new(
+            "soak-fds",
+            format!(
+                "open fds growth over {calls} mixed calls ({fds_start} at start, {fds_end} at end)"
+            ),
+        )
+        .value(fds_end as f64 - fds_start as f64, Unit::Fds)
+        .target(Metric::Value, Op::AtMost, 0.0, Unit::Fds),
+    );
+}
+
+/// 256 background shells that print 3 MB each and sleep, never read: the
+/// server's peak RSS, the 257th start, and RSS once all are read and
+/// killed, against the idle server's.
+fn idle_shells(dir: &std::path::Path) {
+    const SHELLS: usize = 256;
+    const PRINTED: u64 = 3_000_000;
+    let marks = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir);
+    for _ in 0..20 {
+        server.call(&bash("true"));
+    }
+    let idle = server.rss_mib();
+    let mut ids = Vec::new();
+    for index in 0..=SHELLS {
+        let command = format!(
+            "head -c {PRINTED} /dev/zero | tr '\\0' x; touch {}/{index}; exec sleep 600",
+            marks.path().display()
+        );
+        let answer = server.call(&background(&command));
+        if answer["result"]["isError"] == false {
+            ids.push(structured(&answer)["bash_id"].clone());
+        }
+    }
+    let accepted = ids.len();
+    let deadline = Instant::now() + std::time::Duration::from_secs(300);
+    while std::fs::read_dir(marks.path()).unwrap().count() < accepted.min(SHELLS) {
+        assert!(Instant::now() < deadline, "the shells printed in time");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // The last bytes leave the pipes a moment after `tr` ends.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let peak = server.peak_rss_mib();
+    for id in &ids {
+        server.call(&json!({"tool": "BashOutput", "args": {"bash_id": id}}));
+        server.call(&json!({"tool": "KillShell", "args": {"shell_id": id}}));
+    }
+    // The allocator gives freed memory back on a thread of its own: wait
+    // until RSS stops falling (or 2 s).
+    let mut after = server.rss_mib();
+    let settle = Instant::now() + std::time::Duration::from_secs(2);
+    while Instant::now() < settle {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = server.rss_mib();
+        if now >= after {
+            break;
+        }
+        after = now;
+    }
+    server.stop();
+    emit(
+        &Figure::new(
+            "idle-server-rss",
+            "RSS of an idle server (the baseline below)",
+        )
+        .value(idle, Unit::MiB),
+    );
+    let bound = 256.0 + SHELLS as f64 * 300.0 / 1024.0;
+    emit(
+        &Figure::new(
+            "idle-shells-peak-rss",
+            format!("peak RSS with {SHELLS} idle unread background shells that printed 3 MB each"),
+        )
+        .value(peak, Unit::MiB)
+        .target(Metric::Value, Op::AtMost, bound, Unit::MiB),
+    );
+    emit(
+        &Figure::new(
+            "idle-shells-accepted",
+            format!("background starts accepted of {}", SHELLS + 1),
+        )
+        .value(accepted as f64, Unit::Shells)
+        .target(Metric::Value, Op::AtMost, SHELLS as f64, Unit::Shells)
+        .target(Metric::Value, Op::AtLeast, SHELLS as f64, Unit::Shells),
+    );
+    emit(
+        &Figure::new(
+            "idle-shells-after",
+            format!("RSS over the idle server's once all {accepted} were read and killed ({after:.1} MiB)"),
+        )
+        .value(after - idle, Unit::MiB)
+        .target(Metric::Value, Op::Below, 20.0, Unit::MiB),
+    );
+}
+
+/// Spawn to the `initialize` answer.
+fn time_startup(dir: &std::path::Path, secrets: &[(String, String)]) -> std::time::Duration {
+    let started = Instant::now();
+    let mut child = server_command(dir)
+        .envs(secrets.iter().cloned())
+        .spawn()
+        .expect("server starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    assert!(stdout.read_line(&mut line).unwrap() > 0, "an answer");
+    let elapsed = started.elapsed();
+    drop(stdin);
+    child.wait().unwrap();
+    elapsed
+}
+
+/// Start-up p50, with and without 20 secret-named variables, against a
+/// bare `bash -c true`.
+fn startup(dir: &std::path::Path, quick: bool) {
+    let runs = if quick { 20 } else { 100 };
+    let secrets: Vec<(String, String)> = (0..20)
+        .map(|index| {
+            (
+                format!("BENCH_API_TOKEN_{index}"),
+                format!("s3cr3t-{index}-Zq8vN2kLw5"),
+            )
+        })
+        .collect();
+    let (mut bare, mut plain, mut hidden) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let started = Instant::now();
+        assert!(
+            Command::new("bash")
+                .args(["-c", "true"])
+                .status()
+                .unwrap()
+                .success()
+        );
+        bare.push(started.elapsed());
+        plain.push(time_startup(dir, &[]));
+        hidden.push(time_startup(dir, &secrets));
+    }
+    let bare50 = percentile(&mut bare, 50);
+    emit(
+        &Figure::new("startup-bare", "bare `bash -c true` spawn and wait")
+            .timing(bare50, percentile(&mut bare, 99)),
+    );
+    for (id, name, samples) in [
+        (
+            "startup",
+            "server spawn to the `initialize` answer",
+            &mut plain,
+        ),
+        (
+            "startup-secrets",
+            "the same with 20 secret-named variables in the environment",
+            &mut hidden,
+        ),
+    ] {
+        let median = percentile(samples, 50);
+        emit(
+            &Figure::new(id, name)
+                .timing(median, percentile(samples, 99))
+                .against("startup-bare", median.as_secs_f64() / bare50.as_secs_f64())
+                .target(Metric::Median, Op::Below, 10.0, Unit::Milliseconds),
+        );
+    }
 }

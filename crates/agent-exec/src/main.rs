@@ -164,6 +164,9 @@ fn prepare(
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // The command analysis walks nested scripts on these threads; give
+        // them a main thread's stack, not tokio's 2 MiB (address space only).
+        .thread_stack_size(8 << 20)
         .enable_all()
         .build()
         .context("starting the async runtime")

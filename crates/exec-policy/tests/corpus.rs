@@ -7,7 +7,15 @@
     reason = "a malformed corpus file should fail the test loudly"
 )]
 
-use exec_policy::{Analyzer, AnalyzerConfig, Decision};
+use exec_policy::{AnalysisContext, Analyzer, AnalyzerConfig, Decision};
+
+/// Where the corpus commands run: the project, in the agent's home.
+fn project() -> AnalysisContext {
+    AnalysisContext {
+        cwd: Some("/home/agent/project".to_owned()),
+        ..AnalysisContext::default()
+    }
+}
 
 fn analyzer() -> Analyzer {
     Analyzer::new(AnalyzerConfig {
@@ -46,7 +54,12 @@ fn dangerous_corpus_is_all_blocked() {
     assert!(cases.len() >= 150, "only {} dangerous cases", cases.len());
     let missed: Vec<&String> = cases
         .iter()
-        .filter(|command| analyzer.check(command).is_allowed())
+        .filter(|command| {
+            analyzer
+                .analyze_in(command, &project())
+                .decision
+                .is_allowed()
+        })
         .collect();
     assert!(
         missed.is_empty(),
@@ -62,11 +75,13 @@ fn harmless_corpus_is_all_allowed() {
     assert!(cases.len() >= 150, "only {} harmless cases", cases.len());
     let blocked: Vec<(String, String)> = cases
         .iter()
-        .filter_map(|command| match analyzer.check(command) {
-            Decision::Ask(denial) => Some((command.clone(), denial.ask_message())),
-            Decision::Deny(denial) => Some((command.clone(), denial.message())),
-            Decision::Allow { .. } => None,
-        })
+        .filter_map(
+            |command| match analyzer.analyze_in(command, &project()).decision {
+                Decision::Ask(denial) => Some((command.clone(), denial.ask_message())),
+                Decision::Deny(denial) => Some((command.clone(), denial.message())),
+                Decision::Allow { .. } => None,
+            },
+        )
         .collect();
     assert!(
         blocked.is_empty(),
@@ -85,13 +100,15 @@ fn harmless_corpus_is_all_allowed() {
 #[test]
 fn the_outside_corpus_does_not_regress() {
     /// Dangerous lines refused at least (of 1326).
-    const DANGEROUS_REFUSED_FLOOR: usize = 869;
+    const DANGEROUS_REFUSED_FLOOR: usize = 1321;
     /// Harmless lines refused at most (of 644).
-    const HARMLESS_REFUSED_CEILING: usize = 44;
+    const HARMLESS_REFUSED_CEILING: usize = 0;
     let analyzer = analyzer();
     let dangerous = cases(include_str!("../../../tests/policy/redteam-dangerous.txt"));
     let harmless = cases(include_str!("../../../tests/policy/redteam-harmless.txt"));
-    let refused = |command: &String| !analyzer.check(command).is_allowed();
+    // The corpus's header: the commands run from the project, nothing exported.
+    let context = project();
+    let refused = |command: &String| !analyzer.analyze_in(command, &context).decision.is_allowed();
     let dangerous_refused = dangerous.iter().filter(|command| refused(command)).count();
     let harmless_refused = harmless.iter().filter(|command| refused(command)).count();
     // The figures are the point of this test (`-- --nocapture` shows them).
@@ -108,8 +125,13 @@ fn the_outside_corpus_does_not_regress() {
         dangerous_refused >= DANGEROUS_REFUSED_FLOOR,
         "fewer dangerous commands refused than before: {dangerous_refused} < {DANGEROUS_REFUSED_FLOOR}"
     );
+    #[expect(
+        clippy::absurd_extreme_comparisons,
+        reason = "the ceiling is zero today; it stays a ceiling, never raised"
+    )]
+    let within_ceiling = harmless_refused <= HARMLESS_REFUSED_CEILING;
     assert!(
-        harmless_refused <= HARMLESS_REFUSED_CEILING,
+        within_ceiling,
         "more harmless commands refused than before: {harmless_refused} > {HARMLESS_REFUSED_CEILING}"
     );
 }

@@ -71,6 +71,12 @@ pub struct ExecConfig {
     /// How long a question waits for the person before it counts as
     /// `cancel` (default five minutes).
     pub ask_timeout: Duration,
+    /// Bytes all unread output of this server's shells may hold in memory
+    /// together, foreground output included
+    /// ([`DEFAULT_MEMORY_BUDGET`](shell_runtime::DEFAULT_MEMORY_BUDGET)
+    /// unless changed); past it the oldest output of the shell holding the
+    /// most is dropped (its output file keeps it).
+    pub memory_budget: u64,
 }
 
 /// How long a question waits for the person by default.
@@ -155,6 +161,7 @@ impl ExecConfig {
             audit: None,
             ask_fallback: AskFallback::Deny,
             ask_timeout: DEFAULT_ASK_TIMEOUT,
+            memory_budget: shell_runtime::DEFAULT_MEMORY_BUDGET,
         }
     }
 
@@ -219,7 +226,8 @@ impl ExecEnvironment {
         let _ = std::fs::create_dir_all(Self::state_dir(&config.output_dir));
         Self {
             analyzer: Analyzer::new(config.analyzer.clone()),
-            manager: ShellManager::new(),
+            manager: ShellManager::new()
+                .with_memory(shell_runtime::MemoryPool::new(config.memory_budget)),
             redactions,
             shell_program: find_program("bash", config.env.vars.get("PATH").map(String::as_str)),
             config,

@@ -1,6 +1,9 @@
 //! Bounded capture of one output stream: a head, a tail ring and counts.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::pool::{Chunk, MemoryPool, Reserved, Tally};
 
 /// How much of a stream is kept in memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,23 +34,196 @@ impl Default for BufferLimits {
     }
 }
 
+/// Bytes of a stream in pool chunks: a run of consecutive bytes that loses
+/// bytes at the front (read, or dropped from the ring) and, for the head
+/// when the pool needs room, at the back. Every chunk but the last is full.
+#[derive(Debug)]
+struct Segment {
+    /// The pool's chunk size.
+    chunk_bytes: usize,
+    chunks: VecDeque<Chunk>,
+    /// Bytes at the start of the first chunk that are no longer part of it.
+    front: usize,
+    len: usize,
+}
+
+impl Segment {
+    fn new(chunk_bytes: usize) -> Self {
+        Self {
+            chunk_bytes,
+            chunks: VecDeque::new(),
+            front: 0,
+            len: 0,
+        }
+    }
+
+    /// Chunks that appending `len` bytes takes.
+    fn chunks_needed(&self, len: usize) -> usize {
+        let room = self.chunks.back().map_or(0, Chunk::room);
+        len.saturating_sub(room).div_ceil(self.chunk_bytes)
+    }
+
+    /// Appends `bytes`; false, with nothing appended, when the chunks it
+    /// needs cannot be had.
+    fn push(&mut self, bytes: &[u8], reserved: &mut Reserved, tally: &Arc<Tally>) -> bool {
+        let needed = self.chunks_needed(bytes.len());
+        let room = self.chunks.back().map_or(0, Chunk::room);
+        let mut fresh = Vec::with_capacity(needed);
+        let mut left = bytes.len().saturating_sub(room);
+        for _ in 0..needed {
+            match reserved.chunk(tally, left.min(self.chunk_bytes)) {
+                Some(chunk) => fresh.push(chunk),
+                None => return false,
+            }
+            left = left.saturating_sub(self.chunk_bytes);
+        }
+        let mut rest = bytes;
+        if let Some(last) = self.chunks.back_mut() {
+            let fits = last.room().min(rest.len());
+            last.extend(&rest[..fits]);
+            rest = &rest[fits..];
+        }
+        for mut chunk in fresh {
+            let fits = self.chunk_bytes.min(rest.len());
+            chunk.extend(&rest[..fits]);
+            rest = &rest[fits..];
+            self.chunks.push_back(chunk);
+        }
+        self.len += bytes.len();
+        true
+    }
+
+    /// Removes the first `count` bytes, freeing the chunks they emptied.
+    fn pop_front(&mut self, count: usize) {
+        let count = count.min(self.len);
+        self.len -= count;
+        self.front += count;
+        while let Some(first) = self.chunks.front() {
+            if self.front < first.bytes.len() {
+                break;
+            }
+            self.front -= first.bytes.len();
+            self.chunks.pop_front();
+        }
+        if self.len == 0 {
+            self.clear();
+        }
+    }
+
+    /// Keeps the first `len` bytes, freeing the chunks after them.
+    fn truncate(&mut self, len: usize) {
+        let mut remove = self.len.saturating_sub(len);
+        while remove > 0 {
+            let only = self.chunks.len() == 1;
+            let Some(last) = self.chunks.back_mut() else {
+                break;
+            };
+            let in_last = if only {
+                last.bytes.len() - self.front
+            } else {
+                last.bytes.len()
+            };
+            if in_last <= remove {
+                self.chunks.pop_back();
+                remove -= in_last;
+            } else {
+                let keep = last.bytes.len() - remove;
+                last.bytes.truncate(keep);
+                remove = 0;
+            }
+        }
+        self.len = len.min(self.len);
+        if self.len == 0 {
+            self.clear();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.chunks.clear();
+        self.front = 0;
+        self.len = 0;
+    }
+
+    /// Bytes of the segment in its first chunk.
+    fn first_run(&self) -> usize {
+        self.chunks
+            .front()
+            .map_or(0, |first| (first.bytes.len() - self.front).min(self.len))
+    }
+
+    /// Bytes of the segment in its last chunk.
+    fn last_run(&self) -> usize {
+        match self.chunks.len() {
+            0 => 0,
+            1 => self.len,
+            _ => self.chunks.back().map_or(0, |last| last.bytes.len()),
+        }
+    }
+
+    /// The byte at `index` (below `len`).
+    fn byte_at(&self, index: usize) -> u8 {
+        let at = self.front + index;
+        self.chunks
+            .get(at / self.chunk_bytes)
+            .and_then(|chunk| chunk.bytes.get(at % self.chunk_bytes))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The bytes from `from` to the end, as text: the segment holds whole
+    /// characters and `from` is a boundary, so this never replaces any.
+    fn text_from(&self, from: usize) -> String {
+        let mut bytes = Vec::with_capacity(self.len.saturating_sub(from));
+        let mut at = self.front + from.min(self.len);
+        let end = self.front + self.len;
+        while at < end {
+            let Some(chunk) = self.chunks.get(at / self.chunk_bytes) else {
+                break;
+            };
+            let offset = at % self.chunk_bytes;
+            let upto = chunk.bytes.len().min(offset + (end - at));
+            if upto <= offset {
+                break;
+            }
+            bytes.extend_from_slice(&chunk.bytes[offset..upto]);
+            at += upto - offset;
+        }
+        match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+        }
+    }
+}
+
 /// The decoded text of one stream, bounded: the first `head_bytes`, the last
-/// `tail_bytes`, and counts of everything in between.
+/// `tail_bytes`, and counts of everything in between. The bytes live in
+/// chunks of a [`MemoryPool`]: one shared by every shell of a server, or
+/// one of its own without a limit ([`OutputBuffer::new`]). When a shared
+/// pool is spent, the buffer holding the most loses its oldest bytes: the
+/// ring's first, then the head's last, so the gap stays one.
 ///
-/// Invariant: `head_len + dropped + tail_len == total_bytes`, and the kept
-/// bytes never exceed [`BufferLimits::capacity`]. Both parts always hold
-/// whole characters.
-#[derive(Debug, Clone)]
+/// Invariant: `head_len + dropped + released + tail_len == total_bytes`,
+/// and the kept bytes never exceed [`BufferLimits::capacity`]. Both parts
+/// always hold whole characters.
+#[derive(Debug)]
 pub struct OutputBuffer {
     limits: BufferLimits,
-    head: String,
+    pool: MemoryPool,
+    tally: Arc<Tally>,
+    head: Segment,
+    /// Where the head starts in the stream: 0 until a reader has read it
+    /// all and it was freed ([`OutputBuffer::release_before`]).
+    head_start: u64,
+    /// Bytes ever put in the head: it takes `head_bytes` at most in all.
+    head_taken: usize,
     /// Set once a character did not fit in the head: everything after goes to the tail.
     head_closed: bool,
     /// Valid UTF-8 as a whole; only ever cut at character boundaries.
-    tail: VecDeque<u8>,
+    tail: Segment,
     total_bytes: u64,
     total_chars: u64,
     dropped: u64,
+    released: u64,
 }
 
 /// A place in a stream: how many bytes and characters come before it. A
@@ -99,21 +275,78 @@ impl OutputSlice {
 }
 
 impl OutputBuffer {
-    /// An empty buffer.
+    /// An empty buffer with a pool of its own, without a limit.
     pub fn new(limits: BufferLimits) -> Self {
+        let pool = MemoryPool::unbounded();
+        let tally = Tally::new(&pool);
+        Self::in_pool(limits, pool, tally)
+    }
+
+    /// An empty buffer whose chunks count against `tally` in `pool`.
+    pub(crate) fn in_pool(limits: BufferLimits, pool: MemoryPool, tally: Arc<Tally>) -> Self {
+        let chunk_bytes = pool.chunk_bytes();
         Self {
             limits,
-            head: String::new(),
+            pool,
+            tally,
+            head: Segment::new(chunk_bytes),
+            head_start: 0,
+            head_taken: 0,
             head_closed: limits.head_bytes == 0,
-            tail: VecDeque::new(),
+            tail: Segment::new(chunk_bytes),
             total_bytes: 0,
             total_chars: 0,
             dropped: 0,
+            released: 0,
         }
     }
 
-    /// Appends decoded text.
+    /// Appends decoded text. When the pool is spent, this buffer's own
+    /// oldest bytes make room (a buffer used on its own has no other to
+    /// take from; shells sharing a pool reserve before they lock, see
+    /// [`MemoryPool`]).
     pub fn push(&mut self, text: &str) {
+        let mut reserved = loop {
+            let wanted = self.chunks_needed(text);
+            if let Some(reserved) = self.pool.try_reserve(wanted) {
+                break reserved;
+            }
+            if self.drop_oldest() == 0 {
+                break self.pool.reserve_up_to(wanted);
+            }
+        };
+        self.push_reserved(text, &mut reserved);
+    }
+
+    /// New chunks [`push_reserved`](Self::push_reserved) takes for `text`
+    /// before the ring lets go of its oldest.
+    pub(crate) fn chunks_needed(&self, text: &str) -> usize {
+        let mut rest = text;
+        let mut needed = 0;
+        if !self.head_closed {
+            let room = self.limits.head_bytes - self.head_taken;
+            let cut = if rest.len() <= room {
+                rest.len()
+            } else {
+                floor_char_boundary(rest, room)
+            };
+            needed += self.head.chunks_needed(cut);
+            rest = &rest[cut..];
+        }
+        if rest.is_empty() {
+            return needed;
+        }
+        if rest.len() >= self.limits.tail_bytes {
+            // The ring is emptied first and keeps the text's end.
+            needed + self.limits.tail_bytes.div_ceil(self.pool.chunk_bytes())
+        } else {
+            needed + self.tail.chunks_needed(rest.len())
+        }
+    }
+
+    /// Appends decoded text into chunks from `reserved`. Should the chunks
+    /// run out, what does not fit is dropped and counted, never held.
+    pub(crate) fn push_reserved(&mut self, text: &str, reserved: &mut Reserved) {
         if text.is_empty() {
             return;
         }
@@ -121,41 +354,104 @@ impl OutputBuffer {
         self.total_chars += text.chars().count() as u64;
         let mut rest = text;
         if !self.head_closed {
-            let room = self.limits.head_bytes - self.head.len();
-            if rest.len() <= room {
-                self.head.push_str(rest);
+            let room = self.limits.head_bytes - self.head_taken;
+            let cut = if rest.len() <= room {
+                rest.len()
+            } else {
+                floor_char_boundary(rest, room)
+            };
+            let part = &rest[..cut];
+            if self.head.push(part.as_bytes(), reserved, &self.tally) {
+                self.head_taken += part.len();
+            } else {
+                self.dropped += part.len() as u64;
+                self.head_closed = true;
+            }
+            rest = &rest[cut..];
+            if rest.is_empty() {
                 return;
             }
-            let cut = floor_char_boundary(rest, room);
-            self.head.push_str(&rest[..cut]);
-            rest = &rest[cut..];
             self.head_closed = true;
         }
-        self.push_tail(rest);
+        self.push_tail(rest, reserved);
     }
 
-    fn push_tail(&mut self, text: &str) {
+    fn push_tail(&mut self, text: &str, reserved: &mut Reserved) {
         let cap = self.limits.tail_bytes;
         if text.len() >= cap {
             // The new text alone fills the ring: keep only its end.
-            self.dropped += self.tail.len() as u64;
+            self.dropped += self.tail.len as u64;
             self.tail.clear();
             let start = ceil_char_boundary(text, text.len() - cap);
             self.dropped += start as u64;
-            self.tail.extend(&text.as_bytes()[start..]);
+            self.store_tail(&text[start..], reserved);
             return;
         }
-        self.tail.extend(text.as_bytes());
-        let excess = self.tail.len().saturating_sub(cap);
+        self.store_tail(text, reserved);
+        let excess = self.tail.len.saturating_sub(cap);
         if excess > 0 {
-            self.tail.drain(..excess);
             let mut removed = excess;
             // Never keep half a character at the front.
-            while self.tail.front().is_some_and(|byte| is_continuation(*byte)) {
-                self.tail.pop_front();
+            while removed < self.tail.len && is_continuation(self.tail.byte_at(removed)) {
                 removed += 1;
             }
+            self.tail.pop_front(removed);
             self.dropped += removed as u64;
+        }
+    }
+
+    fn store_tail(&mut self, text: &str, reserved: &mut Reserved) {
+        if !self.tail.push(text.as_bytes(), reserved, &self.tally) {
+            self.dropped += (self.tail.len + text.len()) as u64;
+            self.tail.clear();
+        }
+    }
+
+    /// Drops the oldest bytes this buffer may lose, at least the rest of
+    /// a chunk when it holds one: the ring's first bytes, or once the ring
+    /// is empty the head's last (the start of a stream is what a reader
+    /// most needs, and the gap stays one). Returns the bytes dropped.
+    pub(crate) fn drop_oldest(&mut self) -> u64 {
+        if self.tail.len > 0 {
+            let mut count = self.tail.first_run();
+            while count < self.tail.len && is_continuation(self.tail.byte_at(count)) {
+                count += 1;
+            }
+            self.tail.pop_front(count);
+            self.dropped += count as u64;
+            return count as u64;
+        }
+        if self.head.len > 0 {
+            let mut keep = self.head.len - self.head.last_run();
+            while keep > 0 && is_continuation(self.head.byte_at(keep)) {
+                keep -= 1;
+            }
+            let count = self.head.len - keep;
+            self.head.truncate(keep);
+            self.head_closed = true;
+            self.dropped += count as u64;
+            return count as u64;
+        }
+        0
+    }
+
+    /// Frees what comes before `read` (a position a read returned), which
+    /// its one consuming reader has seen: the head once it was read whole,
+    /// and the ring up to `read`. A reader still behind `read` finds that
+    /// part in its gap.
+    pub fn release_before(&mut self, read: StreamPosition) {
+        let read = read.bytes.min(self.total_bytes);
+        let head_end = self.head_start + self.head.len as u64;
+        if self.head.len > 0 && read >= head_end {
+            self.released += self.head.len as u64;
+            self.head.clear();
+            self.head_start = head_end;
+        }
+        let tail_start = self.total_bytes - self.tail.len as u64;
+        if read > tail_start {
+            let count = to_index(read - tail_start);
+            self.tail.pop_front(count);
+            self.released += count as u64;
         }
     }
 
@@ -174,14 +470,24 @@ impl OutputBuffer {
         self.dropped
     }
 
+    /// Bytes freed after their reader read them.
+    pub fn released_bytes(&self) -> u64 {
+        self.released
+    }
+
     /// Bytes held in the head.
     pub fn head_len(&self) -> usize {
-        self.head.len()
+        self.head.len
     }
 
     /// Bytes held in the tail ring.
     pub fn tail_len(&self) -> usize {
-        self.tail.len()
+        self.tail.len
+    }
+
+    /// Pool chunks held.
+    pub fn held_chunks(&self) -> usize {
+        self.head.chunks.len() + self.tail.chunks.len()
     }
 
     /// The limits this buffer was made with.
@@ -209,25 +515,24 @@ impl OutputBuffer {
     }
 
     fn read_from(&self, from: StreamPosition) -> OutputSlice {
-        let head_len = self.head.len() as u64;
-        let tail_start = self.total_bytes - self.tail.len() as u64;
+        let head_end = self.head_start + self.head.len as u64;
+        let tail_start = self.total_bytes - self.tail.len as u64;
         let cursor = from.bytes.min(self.total_bytes);
-        let before_gap = if cursor < head_len {
+        let before_gap = if cursor >= self.head_start && cursor < head_end {
             // Cursors are only ever 0 or a former total, so this is a char boundary.
-            self.head
-                .get(to_index(cursor)..)
-                .unwrap_or_default()
-                .to_owned()
+            self.head.text_from(to_index(cursor - self.head_start))
         } else {
             String::new()
         };
-        let gap_from = cursor.max(head_len);
-        let dropped = tail_start.saturating_sub(gap_from);
-        let start = to_index(cursor.max(tail_start) - tail_start);
-        let after_gap = self.tail_text(start);
+        let after_gap = self
+            .tail
+            .text_from(to_index(cursor.max(tail_start) - tail_start));
+        // Whatever of the stream after `from` is not in the two texts was
+        // dropped (or freed after its reader read it).
+        let dropped =
+            (self.total_bytes - cursor).saturating_sub((before_gap.len() + after_gap.len()) as u64);
         // Counted here, not as bytes leave the ring, so that capture pays
-        // nothing for it: whatever of the stream after `from` is not in the
-        // two texts was dropped.
+        // nothing for it.
         let dropped_chars = if dropped == 0 {
             0
         } else {
@@ -240,23 +545,6 @@ impl OutputBuffer {
             dropped,
             dropped_chars,
             after_gap,
-        }
-    }
-
-    fn tail_text(&self, from: usize) -> String {
-        let (first, second) = self.tail.as_slices();
-        let mut bytes = Vec::with_capacity(self.tail.len().saturating_sub(from));
-        if from < first.len() {
-            bytes.extend_from_slice(&first[from..]);
-            bytes.extend_from_slice(second);
-        } else {
-            bytes.extend_from_slice(&second[from - first.len()..]);
-        }
-        // The ring holds whole characters and `from` is a boundary, so this
-        // never allocates a replacement.
-        match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
         }
     }
 }
@@ -299,13 +587,81 @@ mod tests {
         }
     }
 
+    /// A buffer whose chunks are `chunk` bytes, so that short texts cross
+    /// chunk boundaries as long output does.
+    fn chunked(limits: BufferLimits, chunk: usize) -> OutputBuffer {
+        let pool = MemoryPool::with_chunk_bytes(u64::MAX, chunk);
+        let tally = Tally::new(&pool);
+        OutputBuffer::in_pool(limits, pool, tally)
+    }
+
     fn assert_invariants(buffer: &OutputBuffer) {
         assert_eq!(
-            buffer.head_len() as u64 + buffer.dropped_bytes() + buffer.tail_len() as u64,
+            buffer.head_len() as u64
+                + buffer.dropped_bytes()
+                + buffer.released_bytes()
+                + buffer.tail_len() as u64,
             buffer.total_bytes()
         );
         assert!(buffer.head_len() <= buffer.limits().head_bytes);
         assert!(buffer.tail_len() <= buffer.limits().tail_bytes);
+    }
+
+    #[test]
+    fn making_room_takes_the_ring_first_then_the_head_from_its_end() {
+        let mut buffer = chunked(limits(8, 8), 4);
+        buffer.push("abcdefgh0123456789");
+        assert_eq!(
+            buffer.snapshot().render(),
+            "abcdefgh\n[... 2 bytes dropped ...]\n23456789"
+        );
+        assert_eq!(buffer.held_chunks(), 4);
+        assert_eq!(buffer.drop_oldest(), 4);
+        assert_eq!(buffer.drop_oldest(), 4);
+        assert_eq!(buffer.drop_oldest(), 4);
+        assert_eq!(buffer.held_chunks(), 1);
+        assert_eq!(
+            buffer.snapshot().render(),
+            "abcd\n[... 14 bytes dropped ...]\n"
+        );
+        // The head is closed: what comes next goes to the ring.
+        buffer.push("xy");
+        assert_eq!(
+            buffer.snapshot().render(),
+            "abcd\n[... 14 bytes dropped ...]\nxy"
+        );
+        assert_invariants(&buffer);
+    }
+
+    #[test]
+    fn a_character_is_never_cut_when_making_room() {
+        let mut buffer = chunked(limits(0, 64), 4);
+        buffer.push("ééé");
+        // The first chunk ends inside the second "é": it goes too.
+        assert_eq!(buffer.drop_oldest(), 4);
+        assert_eq!(buffer.snapshot().after_gap, "é");
+        let mut head = chunked(limits(64, 0), 4);
+        head.push("aéé");
+        assert_eq!(head.drop_oldest(), 2);
+        assert_eq!(head.snapshot().before_gap, "aé");
+    }
+
+    #[test]
+    fn what_the_reader_read_is_freed() {
+        let mut buffer = chunked(limits(4, 8), 4);
+        buffer.push("abcdef");
+        let (first, at) = buffer.read_since(StreamPosition::default());
+        assert_eq!(first.render(), "abcdef");
+        buffer.release_before(at);
+        assert_eq!(buffer.held_chunks(), 0);
+        assert_eq!(buffer.released_bytes(), 6);
+        buffer.push("gh");
+        let (second, _) = buffer.read_since(at);
+        assert_eq!(second.render(), "gh");
+        // A reader behind finds the freed part in its gap, counted.
+        let whole = buffer.snapshot();
+        assert_eq!((whole.dropped, whole.dropped_chars), (6, 6));
+        assert_eq!(whole.after_gap, "gh");
     }
 
     #[test]
@@ -402,8 +758,9 @@ mod tests {
             pieces in text_strategy(),
             head in 0usize..32,
             tail in 0usize..32,
+            chunk in 4usize..40,
         ) {
-            let mut buffer = OutputBuffer::new(limits(head, tail));
+            let mut buffer = chunked(limits(head, tail), chunk);
             let mut whole = String::new();
             for piece in &pieces {
                 buffer.push(piece);
@@ -425,8 +782,9 @@ mod tests {
             reads in proptest::collection::vec(any::<bool>(), 0..30),
             head in 0usize..24,
             tail in 0usize..24,
+            chunk in 4usize..40,
         ) {
-            let mut buffer = OutputBuffer::new(limits(head, tail));
+            let mut buffer = chunked(limits(head, tail), chunk);
             let mut whole = String::new();
             let mut cursor = StreamPosition::default();
             let check = |buffer: &OutputBuffer, whole: &str, cursor: &mut StreamPosition| {
@@ -459,8 +817,9 @@ mod tests {
         fn successive_reads_see_every_byte_once(
             pieces in text_strategy(),
             reads in proptest::collection::vec(any::<bool>(), 0..30),
+            chunk in 4usize..40,
         ) {
-            let mut buffer = OutputBuffer::new(limits(16, 16));
+            let mut buffer = chunked(limits(16, 16), chunk);
             let mut cursor = StreamPosition::default();
             let mut seen = 0u64;
             for (index, piece) in pieces.iter().enumerate() {

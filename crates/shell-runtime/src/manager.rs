@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::ManagerError;
+use crate::pool::{DEFAULT_MEMORY_BUDGET, MemoryPool};
 use crate::process::ShellProcess;
 use crate::spec::SpawnSpec;
 use crate::status::ShellStatus;
@@ -44,6 +45,9 @@ struct Tracked {
 pub struct ShellManager {
     tracked: Mutex<Tracked>,
     limit: usize,
+    /// The one budget for the unread output of every shell it starts,
+    /// foreground ones included.
+    memory: MemoryPool,
 }
 
 impl std::fmt::Debug for ShellManager {
@@ -51,6 +55,7 @@ impl std::fmt::Debug for ShellManager {
         f.debug_struct("ShellManager")
             .field("shells", &self.lock().shells.len())
             .field("limit", &self.limit)
+            .field("memory", &self.memory)
             .finish()
     }
 }
@@ -72,7 +77,26 @@ impl ShellManager {
         Self {
             tracked: Mutex::new(Tracked::default()),
             limit: limit.max(1),
+            memory: MemoryPool::new(DEFAULT_MEMORY_BUDGET),
         }
+    }
+
+    /// The same manager with `memory` as the budget for all unread output
+    /// of its shells (256 MiB unless told otherwise).
+    #[must_use]
+    pub fn with_memory(mut self, memory: MemoryPool) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// The budget all unread output of its shells shares.
+    pub fn memory(&self) -> &MemoryPool {
+        &self.memory
+    }
+
+    fn in_budget(&self, mut spec: SpawnSpec) -> SpawnSpec {
+        spec.memory.get_or_insert_with(|| self.memory.clone());
+        spec
     }
 
     fn lock(&self) -> MutexGuard<'_, Tracked> {
@@ -87,7 +111,7 @@ impl ShellManager {
         spec: SpawnSpec,
     ) -> Result<(ShellId, Arc<ShellProcess>), ManagerError> {
         let place = self.reserve()?;
-        let shell = ShellProcess::spawn(spec).await?;
+        let shell = ShellProcess::spawn(self.in_budget(spec)).await?;
         let mut tracked = self.lock();
         let id = Self::fresh_id(&tracked);
         tracked.shells.push((id.clone(), Arc::clone(&shell)));
@@ -115,7 +139,10 @@ impl ShellManager {
                 .position(|(_, shell)| !shell.is_running());
             match oldest_finished {
                 Some(index) => {
-                    tracked.shells.remove(index);
+                    let (_, forgotten) = tracked.shells.remove(index);
+                    let memory = forgotten.memory_pool();
+                    drop(forgotten);
+                    memory.give_back_freed();
                 }
                 None => {
                     return Err(ManagerError::TooManyShells(
@@ -132,7 +159,7 @@ impl ShellManager {
         &self,
         spec: SpawnSpec,
     ) -> Result<Arc<ShellProcess>, ManagerError> {
-        let shell = ShellProcess::spawn(spec).await?;
+        let shell = ShellProcess::spawn(self.in_budget(spec)).await?;
         let mut tracked = self.lock();
         tracked.foreground.retain(|_, weak| weak.strong_count() > 0);
         let key = tracked.next_foreground;
@@ -230,6 +257,7 @@ impl ShellManager {
                 .finished_at()
                 .is_none_or(|ended| now.duration_since(ended) < max_age)
         });
+        self.memory.give_back_freed();
         before - tracked.shells.len()
     }
 

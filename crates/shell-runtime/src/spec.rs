@@ -131,6 +131,11 @@ pub struct SpawnSpec {
     /// [`ShellProcess::terminal`](crate::ShellProcess::terminal) writes
     /// input. Linux only.
     pub tty: bool,
+    /// The memory budget the output shares with other shells (a
+    /// [`ShellManager`](crate::ShellManager) fills in its own); without
+    /// one, the shell's output has a pool of its own, bounded only by
+    /// `limits`.
+    pub memory: Option<crate::MemoryPool>,
 }
 
 /// What a sandbox confines, as plain data (exec-tools builds it from the
@@ -182,6 +187,7 @@ impl SpawnSpec {
             replacements: None,
             confinement: None,
             tty: false,
+            memory: None,
         }
     }
 

@@ -86,6 +86,12 @@ pub enum Unit {
     /// Mebibytes per second.
     #[serde(rename = "MiB/s")]
     MiBPerSecond,
+    /// Open file descriptors.
+    #[serde(rename = "fds")]
+    Fds,
+    /// Shells.
+    #[serde(rename = "shells")]
+    Shells,
 }
 
 impl Unit {
@@ -96,7 +102,9 @@ impl Unit {
             Self::Microseconds => Some(1e3),
             Self::Milliseconds => Some(1e6),
             Self::Seconds => Some(1e9),
-            Self::Times | Self::KiB | Self::MiB | Self::MiBPerSecond => None,
+            Self::Times | Self::KiB | Self::MiB | Self::MiBPerSecond | Self::Fds | Self::Shells => {
+                None
+            }
         }
     }
 
@@ -104,7 +112,7 @@ impl Unit {
     pub fn decimals(self) -> usize {
         match self {
             Self::Times => 2,
-            Self::MiBPerSecond => 0,
+            Self::MiBPerSecond | Self::Fds | Self::Shells => 0,
             _ => 1,
         }
     }
@@ -120,6 +128,8 @@ impl Unit {
             Self::KiB => "KiB",
             Self::MiB => "MiB",
             Self::MiBPerSecond => "MiB/s",
+            Self::Fds => "fds",
+            Self::Shells => "shells",
         }
     }
 }

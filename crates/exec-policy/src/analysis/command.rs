@@ -42,6 +42,10 @@ pub(crate) struct Cmd {
     /// a `<` redirection, a here-document or a here-string, its own or an
     /// enclosing command's (`while read l; do ...; done < file`).
     pub(crate) stdin_fed: bool,
+    /// The text on its standard input, when known (`echo X | cmd`, `<<<`).
+    pub(crate) stdin_text: Option<String>,
+    /// Split token by token (the parser could not read its text).
+    pub(crate) fallback: bool,
     /// The words of the simple commands in the earlier stages of its
     /// pipeline (substitutions included): what may write into its standard
     /// input (`curl URL | sh`).

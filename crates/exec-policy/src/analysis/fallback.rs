@@ -9,9 +9,21 @@ use super::words::{Word, split_words};
 /// The simple commands of text the parser did not read, as words and
 /// redirections, split token by token.
 pub(crate) fn simple_commands(script: &str) -> impl Iterator<Item = (Vec<Word>, Vec<Redirect>)> {
-    split_segments(script)
-        .into_iter()
-        .map(|segment| split_redirects(split_words(&segment)))
+    split_segments(script).into_iter().map(|segment| {
+        let mut words = split_words(&segment);
+        // Reserved words open a command's place: `do rm -rf /` runs `rm`.
+        let keywords = words
+            .iter()
+            .take_while(|w| {
+                matches!(
+                    w.value(),
+                    Some("do" | "then" | "else" | "elif" | "if" | "while" | "until" | "!" | "time")
+                )
+            })
+            .count();
+        words.drain(..keywords);
+        split_redirects(words)
+    })
 }
 
 /// Splits unparseable text into command segments at shell operators and
@@ -47,6 +59,24 @@ fn split_segments(text: &str) -> Vec<String> {
             (None, '$') if chars.peek() == Some(&'(') => {
                 chars.next();
                 segments.push(std::mem::take(&mut current));
+            }
+            // `${NAME...}` is one word's part, not a group.
+            (Some('"') | None, '$') if chars.peek() == Some(&'{') => {
+                current.push(c);
+                let mut depth = 0usize;
+                for inner in chars.by_ref() {
+                    current.push(inner);
+                    match inner {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
             }
             (_, c) => current.push(c),
         }
@@ -176,7 +206,20 @@ pub(crate) fn has_deep_nesting(script: &str) -> bool {
     let mut depth = 0usize;
     let mut chars = script.chars();
     let mut quote: Option<char> = None;
+    let mut previous = '\n';
     while let Some(c) = chars.next() {
+        let word_start = previous.is_whitespace() || matches!(previous, ';' | '&' | '|');
+        previous = c;
+        if quote.is_none() && c == '#' && word_start {
+            // A comment's parentheses are text.
+            for skipped in chars.by_ref() {
+                if skipped == '\n' {
+                    break;
+                }
+            }
+            previous = '\n';
+            continue;
+        }
         match (quote, c) {
             (Some('\''), '\'') | (Some('"'), '"') => quote = None,
             (Some('\''), _) => {}

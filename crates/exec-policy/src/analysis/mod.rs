@@ -40,7 +40,8 @@ use scope::Scope;
 /// `/tmp` paths do not match.
 const SEED_PATTERNS: &[(&str, &str)] = &[
     ("seed.rm-rf-root", r"^rm\s+-rf\s+/\*?(\s|$)"),
-    ("seed.mkfs", r"^mkfs\."),
+    // On a device: `mkfs.ext4 disk.img` makes an image, and is allowed.
+    ("seed.mkfs", r"^mkfs\.\S*\s(.*\s)?/dev/"),
     (
         "seed.dd-to-disk",
         r"^dd\s+if=.+of=/dev/(sd|nvme|vd|xvd|hd|mmcblk|disk)",
@@ -420,6 +421,27 @@ impl Analyzer {
                 format!("{name}() {{ ... }}"),
             );
         }
+        if let Some(text) = &collected.spawner {
+            return deny(FORK_BOMB.id, FORK_BOMB.reason, text.clone());
+        }
+        if let Some(cmd) = collected
+            .cmds
+            .iter()
+            .find(|cmd| rules::interpreter_fork_loop(cmd))
+        {
+            return deny(FORK_BOMB.id, FORK_BOMB.reason, cmd.text());
+        }
+        if collected
+            .fallback_scripts
+            .iter()
+            .any(|s| raw_endless_spawn(s))
+        {
+            return deny(
+                FORK_BOMB.id,
+                FORK_BOMB.reason,
+                "for ((;;)); do ... & done".to_owned(),
+            );
+        }
         if let Some(name) = collected
             .fallback_scripts
             .iter()
@@ -434,7 +456,9 @@ impl Analyzer {
         for (cmd, found) in collected.cmds.iter().zip(&policy) {
             let text = cmd.text();
             let matched = cmd.regex_text();
-            if self.allow.iter().any(|re| matches_from_start(re, &matched)) {
+            // `--help` and `--version` only print (`mkfs.ext4 --help`).
+            if rules::asks_help(cmd) || self.allow.iter().any(|re| matches_from_start(re, &matched))
+            {
                 continue;
             }
             // A `[[rule]]` allow exempts from the seed patterns only.
@@ -528,6 +552,25 @@ fn git_subcommand(cmd: &Cmd) -> Option<GitCommit> {
         }
     }
     None
+}
+
+/// `for ((...;;...)); do ... & done` in text that did not parse (the
+/// parser does not take an empty arithmetic condition): a loop with no
+/// bound starting a background job each time round.
+fn raw_endless_spawn(script: &str) -> bool {
+    let compact: String = script.chars().filter(|c| !c.is_whitespace()).collect();
+    compact.find("for((").is_some_and(|at| {
+        let header = &compact[at + 5..];
+        let header = header.split("))").next().unwrap_or("");
+        let parts: Vec<&str> = header.split(';').collect();
+        let endless = parts.len() == 3 && parts[1].is_empty();
+        let body = compact[at..].split_once("do").map_or("", |(_, body)| body);
+        endless
+            && (body.contains("&done") || body.contains("&)"))
+            && !["break", "exit", "return", "wait"]
+                .iter()
+                .any(|end| body.contains(end))
+    })
 }
 
 /// A fork bomb in text that did not parse: `NAME(){ ... NAME ... NAME ... }`

@@ -80,16 +80,119 @@ pub(crate) const BUILTIN_PROTECTED: &[&str] = &[
 /// like the home itself.
 const HOME_PROTECTED: &[&str] = &[".ssh", ".gnupg", ".config", ".local"];
 
-/// Directories whose contents no command should overwrite.
+/// Directories whose files no command should overwrite: programs,
+/// libraries, kernels and the kernel's control files. `/etc` is not among
+/// them: administration writes its files (hosts, apt sources, a web
+/// server's site); only its vital files ([`VITAL_FILES`]) are protected.
 const SYSTEM_DIRS: &[&str] = &[
-    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/sys",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libexec",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/sys",
     "/proc",
 ];
 
-/// Block device names under /dev (globs on the first component).
-const BLOCK_DEVICES: &[&str] = &[
-    "sd*", "nvme*", "vd*", "xvd*", "hd*", "mmcblk*", "disk*", "loop*", "dm-*", "md*", "mapper",
-    "sr*", "nbd*",
+/// Kernel settings ordinary administration writes (`/proc/sys/...`,
+/// transparent huge pages), inside [`SYSTEM_DIRS`].
+const TUNABLE_DIRS: &[&str] = &["/proc/sys", "/sys/kernel/mm"];
+
+/// Files whose loss or replacement breaks the machine (no login, no
+/// program starts, no boot), as component globs, each with a name it
+/// stands for (so a glob target such as `/boot/vmlinuz*` is checked too).
+const VITAL_FILES: &[(&str, &str)] = &[
+    ("/etc/passwd", "/etc/passwd"),
+    ("/etc/shadow", "/etc/shadow"),
+    ("/etc/group", "/etc/group"),
+    ("/etc/gshadow", "/etc/gshadow"),
+    ("/etc/sudoers", "/etc/sudoers"),
+    ("/etc/sudoers.d", "/etc/sudoers.d"),
+    ("/etc/fstab", "/etc/fstab"),
+    ("/etc/ld.so.preload", "/etc/ld.so.preload"),
+    ("/etc/ld.so.cache", "/etc/ld.so.cache"),
+    ("/etc/nsswitch.conf", "/etc/nsswitch.conf"),
+    ("/etc/pam.d", "/etc/pam.d"),
+    ("/etc/pam.d/*", "/etc/pam.d/common-auth"),
+    ("/lib*/ld-linux*", "/lib64/ld-linux-x86-64.so.2"),
+    (
+        "/lib*/*-linux-gnu*/ld-linux*",
+        "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+    ),
+    ("/usr/lib*/ld-linux*", "/usr/lib64/ld-linux-x86-64.so.2"),
+    (
+        "/usr/lib*/*-linux-gnu*/ld-linux*",
+        "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+    ),
+    ("/lib*/libc.so*", "/lib64/libc.so.6"),
+    (
+        "/lib*/*-linux-gnu*/libc.so*",
+        "/lib/x86_64-linux-gnu/libc.so.6",
+    ),
+    ("/usr/lib*/libc.so*", "/usr/lib64/libc.so.6"),
+    (
+        "/usr/lib*/*-linux-gnu*/libc.so*",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+    ),
+    ("/boot/vmlinuz*", "/boot/vmlinuz"),
+    ("/boot/initrd*", "/boot/initrd.img"),
+    ("/boot/grub", "/boot/grub"),
+    ("/boot/grub/grub.cfg", "/boot/grub/grub.cfg"),
+    ("/bin/sh", "/bin/sh"),
+    ("/bin/bash", "/bin/bash"),
+    ("/usr/bin/sudo", "/usr/bin/sudo"),
+];
+
+/// Device nodes that are not disks: writing them is ordinary.
+const HARMLESS_DEVICES: &[&str] = &[
+    "null",
+    "zero",
+    "full",
+    "random",
+    "urandom",
+    "tty*",
+    "pts",
+    "ptmx",
+    "console",
+    "stdin",
+    "stdout",
+    "stderr",
+    "fd",
+    "shm",
+    "mqueue",
+    "hugepages",
+    "tcp",
+    "udp",
+    "log",
+    "kmsg",
+    "snd",
+    "dri",
+    "input",
+    "fuse",
+    "net",
+    "pty*",
+    "char",
+    "vcs*",
+    "vhost-*",
+    "kvm",
+    "uinput",
+    "rtc*",
+    "watchdog*",
+    "cpu",
+    "bus",
+    "usb",
+    "video*",
+    "autofs",
+    "ppp",
+    "userfaultfd",
 ];
 
 /// Where a target sits, for the rules.
@@ -97,6 +200,8 @@ const BLOCK_DEVICES: &[&str] = &[
 pub(crate) struct Protected {
     /// Each protected path as components.
     paths: Vec<Vec<String>>,
+    /// The home directory.
+    pub(crate) home: String,
 }
 
 impl Protected {
@@ -116,7 +221,10 @@ impl Protected {
             .collect();
         paths.sort();
         paths.dedup();
-        Self { paths }
+        Self {
+            paths,
+            home: home.to_owned(),
+        }
     }
 
     /// The protected path `target` is or reaches, if any. `target` is
@@ -159,26 +267,74 @@ impl Protected {
     }
 }
 
-/// Whether `target` (absolute, normalised) is a block device.
+/// `path` with the kernel's magic links resolved: `/proc/PID/root` (any
+/// process's root, `self`, `thread-self`) is `/`, `/proc/self/cwd` is
+/// `cwd` when known.
+pub(crate) fn without_magic_links(path: &str, cwd: Option<&str>) -> String {
+    // Before `..` is resolved: `/proc/self/cwd/..` climbs from the cwd.
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|part| !part.is_empty() && *part != ".")
+        .collect();
+    if parts.len() >= 3 && parts[0] == "proc" {
+        let process = parts[1];
+        let is_process = matches!(process, "self" | "thread-self")
+            || process.chars().all(|c| c.is_ascii_digit());
+        if is_process && parts[2] == "root" {
+            return format!("/{}", parts[3..].join("/"));
+        }
+        if is_process
+            && parts[2] == "cwd"
+            && let Some(cwd) = cwd
+        {
+            return join_path(cwd, &parts[3..].join("/"));
+        }
+    }
+    path.to_owned()
+}
+
+/// Whether `target` (absolute) is a disk or partition: anything under
+/// `/dev` but the character devices and pseudo-files programs write every
+/// day (`/dev/null`, terminals, `/dev/shm`, bash's `/dev/tcp`).
 pub(crate) fn is_block_device(target: &str) -> bool {
     let parts = components(target);
     parts.len() >= 2
         && parts[0] == "dev"
-        && BLOCK_DEVICES
+        && !HARMLESS_DEVICES
             .iter()
             .any(|pattern| glob_match(pattern, parts[1]))
 }
 
-/// Whether writing to `target` overwrites part of the system (a block
-/// device, a file in a system directory, or a protected path itself).
+/// Whether `target` (absolute; a pattern when `glob`) is or may be a
+/// vital file ([`VITAL_FILES`]).
+pub(crate) fn is_vital_file(target: &str, glob: bool) -> bool {
+    let parts = components(target);
+    VITAL_FILES.iter().any(|(pattern, sample)| {
+        let by_pattern = components_match(&components(pattern), &parts);
+        by_pattern || (glob && components_match(&parts, &components(sample)))
+    })
+}
+
+/// Whether each component of `pattern` matches the same of `parts`.
+fn components_match(pattern: &[&str], parts: &[&str]) -> bool {
+    pattern.len() == parts.len()
+        && pattern
+            .iter()
+            .zip(parts)
+            .all(|(pattern, part)| glob_match(pattern, part))
+}
+
+/// Whether writing to `target` overwrites part of the system: a block
+/// device, a vital file, a file among the programs, libraries and kernel
+/// controls ([`SYSTEM_DIRS`], not the kernel settings), or a protected
+/// path itself.
 pub(crate) fn is_system_target(target: &str, protected: &Protected) -> bool {
-    if is_block_device(target) {
+    if is_block_device(target) || is_vital_file(target, false) {
         return true;
     }
     let normal = format!("/{}", components(target).join("/"));
-    SYSTEM_DIRS
-        .iter()
-        .any(|dir| normal == *dir || normal.starts_with(&format!("{dir}/")))
+    let under = |dir: &&str| normal == *dir || normal.starts_with(&format!("{dir}/"));
+    (SYSTEM_DIRS.iter().any(under) && !TUNABLE_DIRS.iter().any(under))
         || protected.reached_by(target, false).is_some()
 }
 
@@ -250,7 +406,19 @@ mod tests {
         assert!(is_block_device("/dev/disk/by-id/x"));
         assert!(!is_block_device("/dev/null"));
         assert!(!is_block_device("/dev/stdout"));
+        assert!(is_block_device("/dev/block/8:0"));
+        assert!(is_block_device("/dev/vg0/root"));
+        assert!(!is_block_device("/dev/tcp/localhost/80"));
+        assert!(!is_block_device("/dev/shm/x"));
         assert!(is_system_target("/etc/passwd", &p));
+        assert!(is_system_target("/usr/bin/ls", &p));
+        assert!(!is_system_target("/etc/hosts", &p));
+        assert!(!is_system_target("/etc/nginx/conf.d/x.conf", &p));
+        assert!(!is_system_target("/usr/local/bin/tool", &p));
+        assert!(!is_system_target("/proc/sys/vm/drop_caches", &p));
+        assert!(is_vital_file("/boot/vmlinuz*", true));
+        assert!(is_vital_file("/lib/x86_64-linux-gnu/libc.so.6", false));
+        assert!(!is_vital_file("/etc/hosts", false));
         assert!(is_system_target("/boot/vmlinuz", &p));
         assert!(is_system_target("/proc/sysrq-trigger", &p));
         assert!(!is_system_target("/tmp/x", &p));

@@ -3,7 +3,10 @@
 //! (run as tests).
 
 use super::command::{Cmd, RedirectKind};
-use super::paths::{Protected, basename, is_block_device, is_system_target, join_path};
+use super::paths::{
+    Protected, basename, is_block_device, is_system_target, is_vital_file, join_path,
+    without_magic_links,
+};
 use super::words::Word;
 
 /// One built-in rule.
@@ -23,7 +26,7 @@ pub struct Rule {
 /// Built-in rules whose finding is `ask`, not `deny`: danger that cannot be
 /// settled before the command runs. They apply only where no deny rule
 /// (of [`RULES`], [`FORK_BOMB`], the seed or policy patterns) does.
-pub static ASK_RULES: &[Rule] = &[UNVERIFIED_SCRIPT, UNBOUNDED_DELETE];
+pub static ASK_RULES: &[Rule] = &[UNVERIFIED_SCRIPT, UNBOUNDED_DELETE, UNCERTAIN_TARGET];
 
 /// Text that is not a literal, downloaded or decoded, run by a shell or
 /// an interpreter: what runs is known only when it arrives.
@@ -69,7 +72,7 @@ const UNBOUNDED_DELETE: Rule = Rule {
         "rm -rf \"$X\"/*",
         "rm -rf $(cat list)",
         "rm -r -f ${DEST}/",
-        "rm -rf \"${PREFIX:-$HOME}\"",
+        "rm -rf \"${PREFIX:-$ROOT}\"",
         "sudo rm --recursive \"$TARGET\"",
         "X=$(mktemp) && rm -rf \"$X\"",
     ],
@@ -94,6 +97,24 @@ const UNBOUNDED_DELETE: Rule = Rule {
 /// The id of the rule that [`unbounded_delete_variables`] serves.
 pub(crate) const UNBOUNDED_DELETE_ID: &str = UNBOUNDED_DELETE.id;
 
+/// When the token fallback cannot tell a destructive program's target.
+const UNCERTAIN_TARGET: Rule = Rule {
+    id: "uncertain-target",
+    reason: "the command could not be parsed and a destructive program's target is unknown",
+    blocks: &[
+        "shred -u $KEY; echo 'unterminated",
+        "chmod -R 000 \"$(cat dirs)\"; echo \"unterminated",
+        "mkfs.ext4 $DEV; echo 'unterminated",
+        "dd if=/dev/zero of=$DISK; (((((((((((((((",
+    ],
+    allows: &[
+        "rm -rf ./build; echo 'unterminated",
+        "rm -f $T; echo 'unterminated",
+        "ls $T; echo 'unterminated",
+    ],
+    check: uncertain_target,
+};
+
 /// Every built-in rule except the fork-bomb rule, which looks at functions
 /// rather than single commands (see [`FORK_BOMB`]).
 pub static RULES: &[Rule] = &[
@@ -107,6 +128,8 @@ pub static RULES: &[Rule] = &[
             "rm --recursive --force /usr/",
             "rm -Rf /*",
             "cd / && rm -rf *",
+            "find /etc -exec rm {} \\;",
+            "find /usr/lib | xargs rm -f",
         ],
         allows: &[
             "rm -rf ./build",
@@ -124,11 +147,16 @@ pub static RULES: &[Rule] = &[
             "find / -delete",
             "find /etc -name '*.conf' -delete",
             "find ~ -delete",
+            "find -O3 / -delete",
+            "find /usr -type f -exec truncate -s0 {} +",
+            "find /etc -exec chmod 000 {} +",
         ],
         allows: &[
             "find . -name '*.pyc' -delete",
             "find /tmp/cache -delete",
             "find / -name passwd",
+            "find ~ -name '*.swp' -delete",
+            "find /etc -name '*.conf' -exec cat {} +",
         ],
         check: find_delete,
     },
@@ -151,7 +179,12 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: "move-protected",
         reason: "moving a protected path away",
-        blocks: &["mv /etc /tmp/etc", "mv /usr/* /tmp", "mv -t /tmp /bin"],
+        blocks: &[
+            "mv /etc /tmp/etc",
+            "mv /usr/* /tmp",
+            "mv -t /tmp /bin",
+            "rename etc etc.old /etc",
+        ],
         allows: &[
             "mv ./a ./b",
             "mv /tmp/a /tmp/b",
@@ -165,10 +198,16 @@ pub static RULES: &[Rule] = &[
         blocks: &[
             "mkfs.ext4 /dev/sda1",
             "mkfs -t xfs /dev/nvme0n1",
-            "/sbin/mkfs.vfat disk.img",
+            "/sbin/mkfs.vfat /dev/sdc1",
             "mkswap /dev/sdb2",
+            "mkexfatfs /dev/sdd1",
+            "mkreiserfs -ff /dev/sdb3",
         ],
         allows: &[
+            "mkfs.ext4 disk.img",
+            "mkfs.ext4 -F /tmp/test.img",
+            "mkswap ./swap.img",
+            "mkfs.ext4 --help",
             "echo mkfs.ext4",
             "man mkfs",
             "git commit -m 'guard against mkfs.'",
@@ -177,13 +216,21 @@ pub static RULES: &[Rule] = &[
     },
     Rule {
         id: "wipe-device",
-        reason: "wipefs and shred destroy data irrecoverably",
+        reason: "wipefs -a and shred on a disk or system file destroy data irrecoverably",
         blocks: &[
             "wipefs -a /dev/sda",
-            "shred -u secrets.txt",
+            "wipefs --all /dev/nvme0n1",
             "sudo shred /dev/sdb",
+            "shred -u /etc/shadow",
         ],
-        allows: &["echo shred", "grep -r wipefs docs/"],
+        allows: &[
+            "echo shred",
+            "grep -r wipefs docs/",
+            "shred -u secrets.txt",
+            "wipefs /dev/sda",
+            "wipefs -n -a /dev/sda",
+            "wipefs -a ./disk.img",
+        ],
         check: wipe,
     },
     Rule {
@@ -209,7 +256,8 @@ pub static RULES: &[Rule] = &[
             "cp disk.img /dev/mmcblk0",
             "echo bad > /etc/passwd",
             "echo 1 >> /proc/sysrq-trigger",
-            "cp x /etc/",
+            "cp x /usr/bin/",
+            "cat /dev/zero >& /dev/sda",
         ],
         allows: &[
             "echo hi > /dev/null",
@@ -217,8 +265,139 @@ pub static RULES: &[Rule] = &[
             "cp a.txt /tmp/",
             "echo x > out.txt",
             "cat /etc/passwd",
+            "echo '10.0.0.5 db' >> /etc/hosts",
+            "sudo cp site.conf /etc/nginx/sites-available/app",
+            "sudo install -m 755 ./tool /usr/local/bin/tool",
+            "echo 1 > /proc/sys/net/ipv4/ip_forward",
+            "echo never > /sys/kernel/mm/transparent_hugepage/enabled",
+            "make >& build.log",
         ],
         check: overwrite_device,
+    },
+    Rule {
+        id: "vital-file",
+        reason: "deleting, emptying, replacing or moving away a file the system cannot run without",
+        blocks: &[
+            "rm /etc/passwd",
+            "rm -f -- /etc/shadow",
+            "unlink /lib64/ld-linux-x86-64.so.2",
+            "truncate -s0 /etc/sudoers",
+            "truncate --size=0 /lib/x86_64-linux-gnu/libc.so.6",
+            "ln -sf /dev/null /etc/passwd",
+            "sed -i d /etc/passwd",
+            "sed --in-place -e d /etc/sudoers",
+            "perl -pi -e '$_=\"\"' /etc/passwd",
+            "sponge /etc/shadow",
+            "mv /etc/passwd /etc/passwd.bak",
+            "mv /tmp/evil /etc/sudoers",
+            "rm -f /boot/vmlinuz*",
+            "cd /etc && rm -f passwd",
+            "rm -f /proc/self/root/etc/passwd",
+        ],
+        allows: &[
+            "rm /etc/nginx/sites-enabled/default",
+            "cat /etc/passwd",
+            "sed -n 1p /etc/passwd",
+            "sed -i s/a/b/ ./passwd",
+            "cp /etc/passwd /tmp/passwd.copy",
+            "ln -s /etc/passwd ./passwd-link",
+            "truncate -s 0 /tmp/log",
+            "mv ./shadow ./shadow.old",
+        ],
+        check: vital_file,
+    },
+    Rule {
+        id: "disk-tool",
+        reason: "partitioning, discarding, erasing or re-labelling a disk destroys its data",
+        blocks: &[
+            "blkdiscard /dev/nvme0n1",
+            "sgdisk --zap-all /dev/sda",
+            "sfdisk --delete /dev/sda",
+            "echo ',,L' | sfdisk /dev/sdb",
+            "parted -s /dev/sdb mklabel msdos",
+            "printf 'o\\nw\\n' | fdisk /dev/sda",
+            "pvremove -ff -y /dev/sdb1",
+            "cryptsetup luksFormat -q /dev/sdb1 /tmp/keyfile",
+            "mdadm --zero-superblock /dev/sda1",
+            "badblocks -wsv /dev/sdb",
+            "nvme format /dev/nvme0n1",
+            "zpool create -f tank /dev/sdb",
+            "hdparm --security-erase x /dev/sda",
+        ],
+        allows: &[
+            "fdisk -l",
+            "fdisk -l /dev/sda",
+            "sfdisk -d /dev/sda",
+            "parted -l",
+            "parted /dev/sda print",
+            "sgdisk -p /dev/sda",
+            "badblocks -sv /dev/sda",
+            "cryptsetup status root",
+            "nvme list",
+            "zpool status",
+            "zpool create testpool /tmp/zfs.img",
+            "cryptsetup luksFormat -q ./vault.img keyfile",
+            "blkdiscard --help",
+        ],
+        check: disk_tool,
+    },
+    Rule {
+        id: "crontab-remove",
+        reason: "removing or emptying the crontab loses every scheduled job",
+        blocks: &[
+            "crontab -r",
+            "crontab -u root -r",
+            "crontab -ri",
+            "crontab /dev/null",
+            "crontab - < /dev/null",
+        ],
+        allows: &[
+            "crontab -l",
+            "crontab mycron.txt",
+            "crontab -e",
+            "crontab --help",
+        ],
+        check: crontab_remove,
+    },
+    Rule {
+        id: "delete-as-side-effect",
+        reason: "an archiver or copier that deletes a protected path after taking it",
+        blocks: &[
+            "tar -czf /tmp/etc.tgz --remove-files /etc",
+            "tar --remove-f -cf /tmp/c.tar ~/.config",
+            "cd / && tar czf /tmp/a.tgz --remove-files etc",
+            "zip -rm /tmp/etc.zip /etc",
+            "zip --move -r /tmp/b.zip /boot",
+            "7z a -sdel /tmp/e.7z /etc",
+            "rsync -a --remove-source-files /etc/ /tmp/etc-moved/",
+            "git -C / clean -xdf",
+            "cd ~ && git clean -ffdx",
+        ],
+        allows: &[
+            "tar -czf /tmp/build.tgz --remove-files ./build",
+            "tar -czf /tmp/etc.tgz /etc",
+            "zip -r /tmp/etc.zip /etc",
+            "zip -m out.zip ./logs/*.log",
+            "rsync -a --remove-source-files ./out/ /tmp/out/",
+            "git clean -fdx",
+            "git -C ~/project clean -fdx",
+        ],
+        check: side_effect_delete,
+    },
+    Rule {
+        id: "remove-essential-package",
+        reason: "forcing the removal of a package the system cannot run without",
+        blocks: &[
+            "dpkg --purge --force-all libc6",
+            "apt-get purge -y --allow-remove-essential libc6",
+            "rpm -e --nodeps glibc",
+        ],
+        allows: &[
+            "apt-get remove -y nginx",
+            "dpkg -l libc6",
+            "apt-get install libc6",
+        ],
+        check: remove_essential,
     },
     Rule {
         id: "stop-machine",
@@ -323,6 +502,40 @@ pub static FORK_BOMB: Rule = Rule {
     check: |_, _| false,
 };
 
+/// In text the token fallback split (`cmd.fallback`), a destructive
+/// program whose target is known only at run time: it may be protected,
+/// and nothing more can be told, so a person decides.
+fn uncertain_target(cmd: &Cmd, _: &Protected) -> bool {
+    if !cmd.fallback {
+        return false;
+    }
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    if asks_help(cmd) {
+        return false;
+    }
+    let (flags, operands) = split_args(&cmd.words);
+    let unknown = |w: &&Word| w.value().is_none();
+    match program {
+        "rm" => {
+            (has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3))
+                && operands.iter().any(unknown)
+        }
+        "chmod" | "chown" | "chgrp" => {
+            (has_short(&flags, &['R']) || has_recursive(&flags, 5))
+                && operands.iter().skip(1).any(unknown)
+        }
+        "mv" | "shred" | "wipefs" | "blkdiscard" | "find" => operands.iter().any(unknown),
+        "dd" => cmd
+            .words
+            .iter()
+            .any(|w| w.value().is_none() && w.raw.starts_with("of=")),
+        p if is_mkfs(p) => operands.iter().any(unknown),
+        _ => false,
+    }
+}
+
 /// Splits arguments into flags and operands (everything after `--` is an operand).
 fn split_args(words: &[Word]) -> (Vec<&str>, Vec<&Word>) {
     let mut flags = Vec::new();
@@ -366,11 +579,12 @@ fn resolve(word: &Word, cmd: &Cmd) -> Option<String> {
     if value == "{}" {
         return None;
     }
-    if value.starts_with('/') {
-        Some(value.to_owned())
+    let absolute = if value.starts_with('/') {
+        value.to_owned()
     } else {
-        cmd.cwd.as_deref().map(|cwd| join_path(cwd, value))
-    }
+        join_path(cmd.cwd.as_deref()?, value)
+    };
+    Some(without_magic_links(&absolute, cmd.cwd.as_deref()))
 }
 
 fn reaches(word: &Word, cmd: &Cmd, protected: &Protected) -> bool {
@@ -388,11 +602,25 @@ fn recursive_delete(cmd: &Cmd, protected: &Protected) -> bool {
     }
     let (flags, operands) = split_args(&cmd.words);
     let recursive = has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3);
-    recursive && targets(operands, cmd).any(|w| reaches(w, cmd, protected))
+    // Paths a whole-tree `find` feeds are every entry below them.
+    let fed = cmd.fed_paths.iter().any(|w| reaches(w, cmd, protected));
+    fed || (recursive && operands.into_iter().any(|w| reaches(w, cmd, protected)))
 }
 
 fn find_delete(cmd: &Cmd, protected: &Protected) -> bool {
-    if cmd.program() != Some("find") || !cmd.words.iter().any(|w| w.value() == Some("-delete")) {
+    // What a whole-tree `find` feeds (`-exec`, `| xargs`) to a program
+    // that deletes, empties or locks files reaches every entry below.
+    if matches!(
+        cmd.program(),
+        Some("unlink" | "truncate" | "shred" | "chmod" | "chown" | "chgrp" | "chattr" | "mv")
+    ) && cmd.fed_paths.iter().any(|w| reaches(w, cmd, protected))
+    {
+        return true;
+    }
+    if cmd.program() != Some("find")
+        || !cmd.words.iter().any(|w| w.value() == Some("-delete"))
+        || super::unwrap::find_filters(&cmd.words, cmd.cwd.as_deref(), &protected.home)
+    {
         return false;
     }
     super::unwrap::find_start_paths(&cmd.words)
@@ -416,12 +644,55 @@ fn recursive_chmod(cmd: &Cmd, protected: &Protected) -> bool {
     let skip = usize::from(
         !has_long(&flags, "--reference") && !mode_as_flag && cmd.program() != Some("setfacl"),
     );
-    recursive
-        && targets(operands.into_iter().skip(skip).collect(), cmd)
-            .any(|w| reaches(w, cmd, protected))
+    let fed = cmd.fed_paths.iter().any(|w| reaches(w, cmd, protected));
+    if fed {
+        return true;
+    }
+    let mut operands = operands.into_iter();
+    let owner = if skip == 1 { operands.next() } else { None };
+    let targets: Vec<&Word> = operands.filter(|w| reaches(w, cmd, protected)).collect();
+    recursive && !targets.is_empty() && !reowns_own_home(cmd, owner, &targets, protected)
+}
+
+/// `chown -R agent[:agent] ~` (or `chgrp -R agent`) of the home or what
+/// is in it, to the home's own user: putting one's files back in order.
+fn reowns_own_home(
+    cmd: &Cmd,
+    owner: Option<&Word>,
+    targets: &[&Word],
+    protected: &Protected,
+) -> bool {
+    let user = protected.home.rsplit('/').next().unwrap_or("");
+    let Some(spec) = owner.and_then(Word::value) else {
+        return false;
+    };
+    let own = match cmd.program() {
+        Some("chown") => {
+            let (name, group) = spec.split_once([':', '.']).unwrap_or((spec, ""));
+            name == user && (group.is_empty() || group == user)
+        }
+        Some("chgrp") => spec == user,
+        _ => false,
+    };
+    let home = super::paths::components(&protected.home);
+    own && !user.is_empty()
+        && targets.iter().all(|w| {
+            resolve(w, cmd).is_some_and(|target| {
+                let parts = super::paths::components(&target);
+                parts.len() >= home.len() && parts[..home.len()] == home[..]
+            })
+        })
 }
 
 fn move_protected(cmd: &Cmd, protected: &Protected) -> bool {
+    if cmd.program() == Some("rename") {
+        // util-linux `rename FROM TO FILE...` renames each FILE.
+        let (_, operands) = split_args(&cmd.words);
+        return operands
+            .into_iter()
+            .skip(2)
+            .any(|w| reaches(w, cmd, protected));
+    }
     if cmd.program() != Some("mv") {
         return false;
     }
@@ -460,15 +731,479 @@ fn is_target_option(flag: &str) -> bool {
     flag.len() >= 3 && "--target-directory".starts_with(flag)
 }
 
+/// Whether `program` makes a filesystem or swap area (`mkfs`, `mkfs.*`,
+/// every `mk*fs`, `mke2fs`, `mkswap`...).
+fn is_mkfs(program: &str) -> bool {
+    program.starts_with("mkfs")
+        || (program.starts_with("mk") && program.ends_with("fs"))
+        || matches!(
+            program,
+            "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs" | "mkfs.ext4"
+        )
+}
+
+/// Whether some word after the program names a disk or partition.
+fn names_device(cmd: &Cmd) -> bool {
+    cmd.words.iter().skip(1).any(|w| {
+        let value = w.value().unwrap_or("");
+        let value = value.split_once('=').map_or(value, |(_, v)| v);
+        value.starts_with('/') && is_block_device(&without_magic_links(value, None))
+            || (!value.starts_with('/')
+                && resolve(w, cmd).is_some_and(|target| is_block_device(&target)))
+    })
+}
+
 fn make_filesystem(cmd: &Cmd, _: &Protected) -> bool {
-    !asks_help(cmd)
-        && cmd.program().is_some_and(|p| {
-            p.starts_with("mkfs") || matches!(p, "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs")
+    !asks_help(cmd) && cmd.program().is_some_and(is_mkfs) && names_device(cmd)
+}
+
+fn wipe(cmd: &Cmd, protected: &Protected) -> bool {
+    if !matches!(cmd.program(), Some("wipefs" | "shred")) || asks_help(cmd) {
+        return false;
+    }
+    let (flags, operands) = split_args(&cmd.words);
+    match cmd.program() {
+        // Without `-a`/`-o` wipefs only lists; `-n` writes nothing.
+        Some("wipefs") => {
+            let writes = has_short(&flags, &['a', 'o'])
+                || flags
+                    .iter()
+                    .any(|f| f.starts_with("--a") || f.starts_with("--o"));
+            let dry = has_short(&flags, &['n']) || flags.iter().any(|f| f.starts_with("--n"));
+            writes && !dry && names_device(cmd)
+        }
+        Some("shred") => operands.into_iter().any(|w| {
+            resolve(w, cmd).is_some_and(|target| {
+                is_block_device(&target)
+                    || is_vital_file(&target, w.glob)
+                    || is_system_target(&target, protected)
+            })
+        }),
+        _ => false,
+    }
+}
+
+/// The programs [`disk_tool`] knows.
+const DISK_TOOLS: &[&str] = &[
+    "blkdiscard",
+    "sg_format",
+    "dcfldd",
+    "ddrescue",
+    "badblocks",
+    "sgdisk",
+    "gdisk",
+    "cgdisk",
+    "sfdisk",
+    "fdisk",
+    "cfdisk",
+    "parted",
+    "pvremove",
+    "pvcreate",
+    "lvremove",
+    "vgremove",
+    "vgcreate",
+    "lvreduce",
+    "cryptsetup",
+    "mdadm",
+    "nvme",
+    "zpool",
+    "hdparm",
+];
+
+/// Whether `cmd` partitions, discards, erases or re-labels a disk: the
+/// partition, volume, encryption and RAID tools in their writing modes.
+fn disk_tool(cmd: &Cmd, _: &Protected) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    if !DISK_TOOLS.contains(&program) || asks_help(cmd) {
+        return false;
+    }
+    let words: Vec<&str> = cmd.words.iter().skip(1).filter_map(Word::value).collect();
+    let has = |names: &[&str]| words.iter().any(|w| names.contains(w));
+    let (flags, _) = split_args(&cmd.words);
+    let device = names_device(cmd);
+    match program {
+        "blkdiscard" | "sg_format" | "dcfldd" | "ddrescue" => device,
+        "badblocks" => device && has_short(&flags, &['w']),
+        "sgdisk" | "gdisk" | "cgdisk" => {
+            let reads_only = !flags.is_empty()
+                && flags.iter().all(|f| {
+                    matches!(
+                        *f,
+                        "-p" | "--print" | "-i" | "--info" | "-v" | "--verify" | "-l"
+                    )
+                });
+            device && (!reads_only) && (program == "sgdisk" || cmd.stdin_fed)
+        }
+        "sfdisk" => {
+            let reads_only = has(&[
+                "-l",
+                "--list",
+                "-d",
+                "--dump",
+                "-J",
+                "--json",
+                "-s",
+                "--show-size",
+                "-g",
+                "--show-geometry",
+                "-V",
+                "--verify",
+                "--list-types",
+                "-T",
+                "-r",
+                "--reorder",
+            ]) && !has(&["--delete"]);
+            device && !reads_only && (has(&["--delete"]) || cmd.stdin_fed)
+        }
+        "fdisk" | "cfdisk" => {
+            device && !has(&["-l", "--list", "-x", "--list-details"]) && cmd.stdin_fed
+        }
+        "parted" => {
+            device
+                && has(&[
+                    "mklabel",
+                    "mktable",
+                    "rm",
+                    "mkpart",
+                    "mkpartfs",
+                    "resizepart",
+                    "resize",
+                ])
+        }
+        "pvremove" | "pvcreate" | "lvremove" | "vgremove" | "vgcreate" | "lvreduce" => {
+            words.iter().any(|w| !w.starts_with('-'))
+        }
+        "cryptsetup" => {
+            device
+                && has(&[
+                    "erase",
+                    "luksErase",
+                    "luksFormat",
+                    "luksKillSlot",
+                    "reencrypt",
+                ])
+        }
+        "mdadm" => has(&["--zero-superblock", "--create", "-C"]) && device,
+        "nvme" => has(&["format", "sanitize"]),
+        "zpool" => has(&["destroy"]) || (device && has(&["create", "labelclear"])),
+        "hdparm" => words.iter().any(|w| {
+            w.starts_with("--security-erase")
+                || w.starts_with("--trim-sector-ranges")
+                || *w == "--please-destroy-my-drive"
+                || w.starts_with("--write-sector")
+        }),
+        _ => false,
+    }
+}
+
+/// Deleting, emptying, replacing, editing in place or moving away a vital
+/// file (`/etc/passwd`, the dynamic loader, libc, a kernel...).
+fn vital_file(cmd: &Cmd, _: &Protected) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    let known = matches!(
+        program,
+        "rm" | "unlink"
+            | "truncate"
+            | "sponge"
+            | "shred"
+            | "sed"
+            | "perl"
+            | "awk"
+            | "gawk"
+            | "ln"
+            | "mv"
+            | "rsync"
+            | "cp"
+            | "install"
+    );
+    if !known || asks_help(cmd) {
+        return false;
+    }
+    let (flags, operands) = split_args(&cmd.words);
+    let vital = |w: &Word| resolve(w, cmd).is_some_and(|target| is_vital_file(&target, w.glob));
+    let value_options: &[&str] = match program {
+        "truncate" => &["-s", "--size", "-r", "--reference"],
+        "sed" => &["-e", "--expression", "-f", "--file", "-l", "--line-length"],
+        "perl" => &["-e", "-E", "-M", "-I"],
+        "awk" | "gawk" => &["-i", "--include", "-f", "--file", "-v", "--assign", "-F"],
+        "ln" | "mv" | "cp" | "install" => &["-t", "--target-directory", "-S", "--suffix"],
+        _ => &[],
+    };
+    // Operands with the values of the options that take one left out.
+    let mut files: Vec<&Word> = Vec::new();
+    let mut words = cmd.words.iter().skip(1);
+    let mut rest = false;
+    while let Some(word) = words.next() {
+        match word.value() {
+            Some("--") if !rest => rest = true,
+            Some(v) if !rest && value_options.contains(&v) => {
+                words.next();
+            }
+            Some(v) if !rest && v.starts_with('-') && v.len() > 1 => {}
+            _ => files.push(word),
+        }
+    }
+    match program {
+        "rm" | "unlink" | "truncate" | "sponge" | "shred" => operands.into_iter().any(vital),
+        "sed" => {
+            let in_place = has_short(&flags, &['i'])
+                || flags
+                    .iter()
+                    .any(|f| f.starts_with("--in-place") || f.starts_with("--in-"));
+            // Without -e/-f the first operand is the script.
+            let scripted = cmd
+                .words
+                .iter()
+                .any(|w| matches!(w.value(), Some("-e" | "--expression" | "-f" | "--file")));
+            in_place && files.into_iter().skip(usize::from(!scripted)).any(vital)
+        }
+        "perl" => has_short(&flags, &['i']) && operands.into_iter().any(vital),
+        "awk" | "gawk" => {
+            cmd.words.windows(2).any(|p| {
+                matches!(p[0].value(), Some("-i" | "--include")) && p[1].value() == Some("inplace")
+            }) && operands.into_iter().any(vital)
+        }
+        // `ln -f` replaces its last operand.
+        "ln" => {
+            let force = has_short(&flags, &['f']) || flags.iter().any(|f| f.starts_with("--f"));
+            force && files.last().is_some_and(|w| vital(w))
+        }
+        // Moved away or replaced.
+        "mv" => files.into_iter().any(vital),
+        "rsync" => {
+            flags.iter().any(|f| f.starts_with("--remove-source"))
+                && operands.into_iter().any(vital)
+        }
+        "cp" | "install" => {
+            // `cp FILE DIR/` replaces DIR/FILE.
+            let Some((last, sources)) = files.split_last() else {
+                return false;
+            };
+            let into_dir = last.value().is_some_and(|v| v.ends_with('/'));
+            into_dir
+                && sources.iter().any(|source| {
+                    source.value().is_some_and(|s| {
+                        let name = s.rsplit('/').next().unwrap_or(s);
+                        let joined = format!("{}{name}", last.value().unwrap_or(""));
+                        vital(&Word::literal(&joined))
+                    })
+                })
+        }
+        _ => false,
+    }
+}
+
+/// Removing or emptying the user's crontab.
+fn crontab_remove(cmd: &Cmd, _: &Protected) -> bool {
+    if cmd.program() != Some("crontab") || asks_help(cmd) {
+        return false;
+    }
+    let (flags, operands) = split_args(&cmd.words);
+    let remove = flags
+        .iter()
+        .any(|f| !f.starts_with("--") && f.contains('r'))
+        || flags.contains(&"--remove");
+    let from_nothing = |w: &Word| matches!(w.value(), Some("/dev/null" | "/dev/zero"));
+    let empty_stdin = cmd
+        .redirects
+        .iter()
+        .any(|r| r.kind == RedirectKind::Other && from_nothing(&r.target));
+    // Fed nothing (`: | crontab -`), the new crontab is empty.
+    let fed_nothing = empty_stdin
+        || cmd
+            .stdin_text
+            .as_deref()
+            .is_some_and(|t| t.trim().is_empty());
+    let reads_stdin = operands.is_empty() || operands.iter().any(|w| w.value() == Some("-"));
+    remove || operands.iter().any(|w| from_nothing(w)) || (fed_nothing && reads_stdin)
+}
+
+/// Archivers and copiers that delete what they took (`tar
+/// --remove-files`, `zip -m`, `7z -sdel`, `rsync --remove-source-files`),
+/// and `git clean` of untracked files at the root or the home.
+fn side_effect_delete(cmd: &Cmd, protected: &Protected) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    let known = matches!(
+        program,
+        "tar" | "bsdtar" | "gtar" | "zip" | "7z" | "7za" | "7zz" | "rsync" | "git"
+    );
+    if !known || asks_help(cmd) {
+        return false;
+    }
+    let (flags, operands) = split_args(&cmd.words);
+    let reach = |w: &&Word| {
+        reaches(w, cmd, protected) || resolve(w, cmd).is_some_and(|t| is_vital_file(&t, w.glob))
+    };
+    match program {
+        "tar" | "bsdtar" | "gtar" => {
+            let removes = flags
+                .iter()
+                .any(|f| f.len() >= 5 && "--remove-files".starts_with(*f));
+            if !removes {
+                return false;
+            }
+            // `-C DIR` changes where the operands are looked up.
+            let mut cwd = cmd.cwd.clone();
+            let mut at_dir = false;
+            let mut hit = false;
+            for word in cmd.words.iter().skip(1) {
+                let Some(value) = word.value() else { continue };
+                if at_dir {
+                    cwd = Some(match &cwd {
+                        Some(base) => join_path(base, value),
+                        None => value.to_owned(),
+                    });
+                    at_dir = false;
+                    continue;
+                }
+                if value == "-C" || value == "--directory" {
+                    at_dir = true;
+                    continue;
+                }
+                if let Some(dir) = value.strip_prefix("--directory=") {
+                    cwd = Some(dir.to_owned());
+                    continue;
+                }
+                if value.starts_with('-') {
+                    continue;
+                }
+                let local = Cmd {
+                    cwd: cwd.clone(),
+                    ..cmd.clone()
+                };
+                hit |= reaches(word, &local, protected);
+            }
+            hit
+        }
+        "zip" => {
+            let moves = has_short(&flags, &['m']) || flags.contains(&"--move");
+            moves && operands.iter().skip(1).any(reach)
+        }
+        "7z" | "7za" | "7zz" => flags.contains(&"-sdel") && operands.iter().skip(2).any(reach),
+        "rsync" => {
+            let removes = flags.iter().any(|f| f.starts_with("--remove-source"));
+            removes && operands.len() >= 2 && operands[..operands.len() - 1].iter().any(reach)
+        }
+        "git" => git_clean_at_protected(cmd, protected),
+        _ => false,
+    }
+}
+
+/// `git [-C DIR] [--work-tree=DIR] clean -f... -x` or `-d` run where the
+/// work tree is `/` or the home.
+fn git_clean_at_protected(cmd: &Cmd, protected: &Protected) -> bool {
+    let mut cwd = cmd.cwd.clone();
+    let mut words = cmd.words.iter().skip(1);
+    let mut cleaning = false;
+    let mut forced = false;
+    while let Some(word) = words.next() {
+        let Some(value) = word.value() else { continue };
+        if cleaning {
+            if value.starts_with('-') && !value.starts_with("--") && value.contains('f') {
+                forced = true;
+            }
+            if value == "--force" {
+                forced = true;
+            }
+            continue;
+        }
+        match value {
+            "-C" => {
+                if let Some(dir) = words.next().and_then(Word::value) {
+                    cwd = Some(match &cwd {
+                        Some(base) => join_path(base, dir),
+                        None => dir.to_owned(),
+                    });
+                }
+            }
+            "-c" | "--git-dir" | "--namespace" => {
+                words.next();
+            }
+            "--work-tree" => cwd = words.next().and_then(Word::value).map(str::to_owned),
+            "clean" => cleaning = true,
+            v if v.starts_with("--work-tree=") => {
+                cwd = Some(v["--work-tree=".len()..].to_owned());
+            }
+            v if v.starts_with('-') => {}
+            _ => return false,
+        }
+    }
+    cleaning
+        && forced
+        && cwd.is_some_and(|dir| {
+            let dir = without_magic_links(&dir, None);
+            protected.reached_by(&dir, false).is_some()
         })
 }
 
-fn wipe(cmd: &Cmd, _: &Protected) -> bool {
-    !asks_help(cmd) && matches!(cmd.program(), Some("wipefs" | "shred"))
+/// Packages without which the system does not run.
+const ESSENTIAL_PACKAGES: &[&str] = &[
+    "libc6",
+    "libc-bin",
+    "glibc",
+    "bash",
+    "coreutils",
+    "dpkg",
+    "apt",
+    "rpm",
+    "systemd",
+    "login",
+    "passwd",
+    "util-linux",
+    "base-files",
+    "sudo",
+    "base-passwd",
+    "dash",
+];
+
+/// Removing an essential package with the package manager's safety off.
+fn remove_essential(cmd: &Cmd, _: &Protected) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    if !matches!(
+        program,
+        "dpkg" | "apt" | "apt-get" | "aptitude" | "rpm" | "yum" | "dnf"
+    ) {
+        return false;
+    }
+    let words: Vec<&str> = cmd.words.iter().skip(1).filter_map(Word::value).collect();
+    let essential = words.iter().any(|w| {
+        let name = w.split([':', '=']).next().unwrap_or(w);
+        ESSENTIAL_PACKAGES.contains(&name)
+    });
+    let forced = words.iter().any(|w| {
+        w.starts_with("--force")
+            || *w == "--allow-remove-essential"
+            || *w == "--nodeps"
+            || w.contains("remove-essential")
+    });
+    let removing = words.iter().any(|w| {
+        matches!(
+            *w,
+            "-r" | "-P"
+                | "--remove"
+                | "--purge"
+                | "remove"
+                | "purge"
+                | "autoremove"
+                | "-e"
+                | "--erase"
+                | "erase"
+        )
+    });
+    matches!(
+        program,
+        "dpkg" | "apt" | "apt-get" | "aptitude" | "rpm" | "yum" | "dnf"
+    ) && essential
+        && forced
+        && removing
 }
 
 fn writes_system(word: &Word, cmd: &Cmd, protected: &Protected) -> bool {
@@ -528,6 +1263,40 @@ fn overwrite_device(cmd: &Cmd, protected: &Protected) -> bool {
         }
         _ => false,
     }
+}
+
+/// An interpreter's inline code that forks in a loop with no bound
+/// (`perl -e 'fork while 1'`, `python3 -c 'while True: os.fork()'`).
+pub(crate) fn interpreter_fork_loop(cmd: &Cmd) -> bool {
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    let interpreter = program.starts_with("python")
+        || program.starts_with("perl")
+        || program.starts_with("ruby")
+        || matches!(program, "node" | "nodejs" | "php");
+    if !interpreter {
+        return false;
+    }
+    cmd.words.windows(2).any(|pair| {
+        matches!(pair[0].value(), Some("-e" | "-E" | "-c" | "-r"))
+            && pair[1].value().is_some_and(|code| {
+                let code = code.replace(' ', "");
+                code.contains("fork")
+                    && [
+                        "while1",
+                        "while(1)",
+                        "whileTrue",
+                        "loop{",
+                        "loopdo",
+                        "iter(int,1)",
+                        "for(;;)",
+                        "while(true)",
+                    ]
+                    .iter()
+                    .any(|endless| code.contains(endless))
+            })
+    })
 }
 
 /// Programs that fetch text from elsewhere.
@@ -849,8 +1618,54 @@ fn literal_loop(script: &str, name: &str) -> bool {
 }
 
 /// Names of functions that run themselves at least twice, one of those
-/// through a pipe or in the background.
+/// through a pipe or in the background, directly or through other
+/// functions (`a(){ b & b; }; b(){ a & a; }`).
 pub(crate) fn fork_bombs(cmds: &[Cmd]) -> Option<&Cmd> {
+    let mut edges: std::collections::HashMap<&str, Vec<(&str, bool, &Cmd)>> =
+        std::collections::HashMap::new();
+    for cmd in cmds {
+        if let (Some(function), Some(program)) = (
+            cmd.function.as_deref(),
+            cmd.words.first().and_then(Word::value),
+        ) {
+            edges.entry(function).or_default().push((
+                program,
+                cmd.in_pipeline || cmd.background,
+                cmd,
+            ));
+        }
+    }
+    // Which functions each function reaches through calls.
+    let reaches = |from: &str, to: &str| {
+        let mut seen = vec![from];
+        let mut stack = vec![from];
+        while let Some(at) = stack.pop() {
+            for (callee, _, _) in edges.get(at).map(Vec::as_slice).unwrap_or_default() {
+                if *callee == to {
+                    return true;
+                }
+                if !seen.contains(callee) && edges.contains_key(callee) {
+                    seen.push(callee);
+                    stack.push(callee);
+                }
+            }
+        }
+        false
+    };
+    for (function, calls) in &edges {
+        let back: Vec<&(&str, bool, &Cmd)> = calls
+            .iter()
+            .filter(|(callee, _, _)| callee == function || reaches(callee, function))
+            .collect();
+        if back.len() >= 2 && back.iter().any(|(_, multiplied, _)| *multiplied) {
+            return back.first().map(|(_, _, cmd)| *cmd);
+        }
+    }
+    fork_bombs_direct(cmds)
+}
+
+/// The direct form of [`fork_bombs`]: a function calling itself.
+fn fork_bombs_direct(cmds: &[Cmd]) -> Option<&Cmd> {
     let mut counts: std::collections::HashMap<&str, (usize, bool, &Cmd)> =
         std::collections::HashMap::new();
     for cmd in cmds {
@@ -875,7 +1690,7 @@ pub(crate) fn fork_bombs(cmds: &[Cmd]) -> Option<&Cmd> {
 /// Whether the command only asks for its usage or version: getopt acts on
 /// `--help`/`--version` anywhere before `--`, and a lone `-V`/`-h` is the
 /// version or usage of the filesystem and wiping tools.
-fn asks_help(cmd: &Cmd) -> bool {
+pub(crate) fn asks_help(cmd: &Cmd) -> bool {
     let lone_short = cmd.words.len() == 2 && matches!(cmd.words[1].value(), Some("-V" | "-h"));
     lone_short
         || cmd

@@ -3,9 +3,13 @@
 //! command sits (function, nesting depth, whether its stdin is fed).
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
-use super::paths::join_path;
-use super::words::{Expansion, Word};
+use brush_parser::ast;
+
+use super::paths::{components, join_path, without_magic_links};
+use super::unwrap::literal_output;
+use super::words::{Expansion, Word, split_words};
 
 /// Walk state that flows from one command to the next.
 #[derive(Debug, Clone, Default)]
@@ -17,6 +21,76 @@ pub(crate) struct Scope {
     /// Standard input here is fed by a pipe or a redirection (nested
     /// scripts and substitutions inherit it).
     pub(crate) stdin_fed: bool,
+    /// The text on standard input, when it is known (`echo X |`, `<<<`,
+    /// a here-document, a file written earlier in the command).
+    pub(crate) stdin_text: Option<String>,
+    /// The positional parameters (`$1`...), when known (`bash -c S _ A`,
+    /// `set --`, a function's arguments).
+    pub(crate) positional: Option<Vec<String>>,
+    /// Files the command wrote with known contents, by absolute path
+    /// (`echo 'rm -rf /' > x.sh`), and process substitutions' outputs.
+    pub(crate) files: HashMap<String, String>,
+    /// Functions defined so far, by name.
+    pub(crate) functions: HashMap<String, Rc<ast::FunctionBody>>,
+    /// Symbolic links and bind mounts made earlier in the command: the
+    /// absolute name and the absolute path it leads to.
+    pub(crate) links: HashMap<String, String>,
+    /// Aliases defined so far, by name.
+    pub(crate) aliases: HashMap<String, String>,
+    /// Functions whose call is being walked (a call to one of them is not
+    /// walked again).
+    pub(crate) calling: Vec<String>,
+}
+
+impl Scope {
+    /// The absolute path `path` names from here, when known.
+    pub(crate) fn absolute(&self, path: &str) -> Option<String> {
+        let absolute = if path.starts_with('/') {
+            path.to_owned()
+        } else {
+            join_path(self.cwd.as_deref()?, path)
+        };
+        Some(format!("/{}", components(&absolute).join("/")))
+    }
+
+    /// `path` (absolute or relative) through the links made earlier in
+    /// the command, when it passes through one.
+    pub(crate) fn through_links(&self, path: &str) -> Option<String> {
+        self.through_links_from(path, true)
+    }
+
+    /// [`Scope::through_links`]; with `follow_last` false a link named
+    /// last (`rm x`, not `rm x/`) is the link itself.
+    pub(crate) fn through_links_from(&self, path: &str, follow_last: bool) -> Option<String> {
+        if self.links.is_empty() {
+            return None;
+        }
+        let absolute = self.absolute(path)?;
+        let parts = components(&absolute);
+        let last = if follow_last || path.ends_with('/') {
+            parts.len()
+        } else {
+            parts.len().saturating_sub(1)
+        };
+        for end in (1..=last).rev() {
+            let prefix = format!("/{}", parts[..end].join("/"));
+            if let Some(target) = self.links.get(&prefix) {
+                let rest = parts[end..].join("/");
+                let mut out = join_path(target, &rest);
+                // `x/` through a link to a directory is the directory.
+                if path.ends_with('/') && !out.ends_with('/') {
+                    out.push('/');
+                }
+                return Some(out);
+            }
+        }
+        None
+    }
+
+    /// The known contents of the file `path` names.
+    pub(crate) fn file(&self, path: &str) -> Option<&String> {
+        self.files.get(&self.absolute(path)?)
+    }
 }
 
 /// A literal `cd DIR` or `pushd DIR` makes the working directory known
@@ -31,14 +105,28 @@ pub(crate) fn track_cd(words: &[Word], scope: &mut Scope, home: &str) {
     let target = words[1..]
         .iter()
         .find(|w| w.value().is_none_or(|v| !v.starts_with('-') || v == "-"));
-    scope.cwd = match target {
+    // With CDPATH set, a name not starting with `/`, `.` or `..` is looked
+    // up there first (`CDPATH=/; cd etc` is /etc).
+    let cdpath = scope
+        .vars
+        .get("CDPATH")
+        .and_then(|p| p.split(':').find(|d| !d.is_empty()))
+        .map(str::to_owned);
+    let cwd = match target {
         None => Some(home.to_owned()),
         Some(word) => match word.value() {
             Some("-") | None => None,
             Some(path) if path.starts_with('/') => Some(path.to_owned()),
+            Some(path) if !path.starts_with('.') && cdpath.is_some() => {
+                cdpath.map(|dir| join_path(&dir, path))
+            }
             Some(path) => scope.cwd.as_deref().map(|cwd| join_path(cwd, path)),
         },
     };
+    scope.cwd = cwd.map(|cwd| {
+        let cwd = scope.through_links(&cwd).unwrap_or(cwd);
+        without_magic_links(&cwd, scope.cwd.as_deref())
+    });
 }
 
 /// A bare assignment (`NAME=VALUE` with no command) sets a variable the
@@ -55,7 +143,7 @@ pub(crate) fn track_assignments(assignments: Vec<(String, Option<String>)>, scop
 
 /// `export NAME=VALUE` (and `declare`, `local`, `readonly`, `typeset`)
 /// sets a variable the rest of the script sees.
-pub(crate) fn track_exports(words: &[Word], scope: &mut Scope) {
+pub(crate) fn track_exports(words: &[Word], scope: &mut Scope, home: &str) {
     let Some("export" | "declare" | "local" | "readonly" | "typeset") =
         words.first().and_then(Word::value)
     else {
@@ -63,8 +151,29 @@ pub(crate) fn track_exports(words: &[Word], scope: &mut Scope) {
     };
     for word in &words[1..] {
         match word.value().and_then(|v| v.split_once('=')) {
+            // `declare -A m=([k]=v ...)`: each keyed member.
+            Some((name, value)) if value.starts_with('(') && value.ends_with(')') => {
+                for item in split_words(&value[1..value.len() - 1]) {
+                    if let Some((key, member)) = item
+                        .value()
+                        .and_then(|v| v.strip_prefix('['))
+                        .and_then(|v| v.split_once("]="))
+                    {
+                        scope
+                            .vars
+                            .insert(format!("{name}[{key}]"), member.to_owned());
+                    }
+                }
+            }
             Some((name, value)) if !name.starts_with('-') => {
-                scope.vars.insert(name.to_owned(), value.to_owned());
+                // Tilde expands after `=` in these arguments.
+                let value = match value.strip_prefix('~') {
+                    Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                        format!("{home}{rest}")
+                    }
+                    _ => value.to_owned(),
+                };
+                scope.vars.insert(name.to_owned(), value);
             }
             _ => {}
         }
@@ -77,6 +186,8 @@ pub(crate) struct ScopeExpansion<'a> {
     home: &'a str,
     scope: &'a Scope,
     pub(crate) substitutions: Vec<String>,
+    /// Variables `${V:=X}` assigned while expanding.
+    pub(crate) assignments: Vec<(String, String)>,
 }
 
 impl<'a> ScopeExpansion<'a> {
@@ -85,20 +196,141 @@ impl<'a> ScopeExpansion<'a> {
             home,
             scope,
             substitutions: Vec::new(),
+            assignments: Vec::new(),
         }
     }
 }
 
 impl Expansion for ScopeExpansion<'_> {
     fn variable(&self, name: &str) -> Option<String> {
-        self.scope.vars.get(name).cloned()
+        match self.scope.vars.get(name) {
+            Some(value) => Some(value.clone()),
+            None if name == "PWD" => self.scope.cwd.clone(),
+            // The session's user is the home's owner.
+            None if name == "USER" || name == "LOGNAME" => {
+                self.home.rsplit('/').next().map(str::to_owned)
+            }
+            // Unset, IFS splits at blanks (`rm${IFS}-rf${IFS}/`).
+            None if name == "IFS" => Some(" \t\n".to_owned()),
+            None => None,
+        }
     }
 
     fn home(&self) -> String {
         self.home.to_owned()
     }
 
-    fn substitution(&mut self, script: &str) {
+    fn positional(&self) -> Option<Vec<String>> {
+        self.scope.positional.clone()
+    }
+
+    fn assign(&mut self, name: &str, value: &str) {
+        self.assignments.push((name.to_owned(), value.to_owned()));
+    }
+
+    fn substitution(&mut self, script: &str) -> Option<String> {
         self.substitutions.push(script.to_owned());
+        // A lone simple command that prints a literal (`$(echo /etc)`);
+        // nothing prints nothing.
+        if script.trim().is_empty() {
+            return Some(String::new());
+        }
+        // `cd DIR && CMD`: CMD runs in DIR (`$(cd /etc && pwd)`).
+        let mut cwd = self.scope.cwd.clone();
+        let mut script = script;
+        while let Some((first, rest)) = script.split_once("&&") {
+            let words = split_words(first);
+            match words.as_slice() {
+                [cd, dir] if cd.value() == Some("cd") => {
+                    let dir = dir.value()?;
+                    let dir = match dir.strip_prefix('~') {
+                        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                            format!("{}{rest}", self.home)
+                        }
+                        _ => dir.to_owned(),
+                    };
+                    cwd = Some(if dir.starts_with('/') {
+                        dir
+                    } else {
+                        join_path(cwd.as_deref()?, &dir)
+                    });
+                }
+                _ => return None,
+            }
+            script = rest;
+        }
+        if script.contains([';', '&', '>', '(', ')', '`', '$', '\n']) {
+            return None;
+        }
+        let cwd = cwd.map(|cwd| format!("/{}", components(&cwd).join("/")));
+        // A pipeline of such commands, each fed what the one before
+        // prints (`echo X | base64 -d`, `rev <<< X`).
+        let mut piped: Option<String> = None;
+        for stage in script.split('|') {
+            let mut words = split_words(stage);
+            if let Some(at) = words.iter().position(|w| w.value() == Some("<<<")) {
+                let text = words.get(at + 1)?.value()?.to_owned();
+                piped = Some(format!("{text}\n"));
+                words.truncate(at);
+            } else if stage.contains('<') {
+                return None;
+            }
+            for word in &mut words {
+                if let Some(text) = &word.text
+                    && (text == "~" || text.starts_with("~/"))
+                {
+                    word.text = Some(format!("{}{}", self.home, &text[1..]));
+                }
+            }
+            piped = Some(literal_output(&words, piped.as_deref(), cwd.as_deref())?);
+        }
+        piped
+    }
+}
+
+/// `ln -s TARGET NAME` (any spelling of `-s`, `-f`, `-n`) and `mount
+/// --bind SRC DIR` make NAME lead to TARGET for the rest of the command.
+pub(crate) fn track_links(words: &[Word], scope: &mut Scope) {
+    let Some(program) = words.first().and_then(Word::value) else {
+        return;
+    };
+    if program != "ln" && program != "mount" {
+        return;
+    }
+    let operands: Vec<&str> = words[1..]
+        .iter()
+        .filter_map(Word::value)
+        .filter(|v| !v.starts_with('-'))
+        .collect();
+    let bind = program == "mount"
+        && words[1..].iter().any(|w| {
+            matches!(w.value(), Some("--bind" | "--rbind" | "-B" | "-R"))
+                || w.value().is_some_and(|v| v.contains("bind"))
+        });
+    let link = program == "ln";
+    if !(bind || link) {
+        return;
+    }
+    let operands: Vec<&str> = operands
+        .into_iter()
+        .filter(|v| !v.contains("bind") || !bind)
+        .collect();
+    if let [target, name] = operands.as_slice() {
+        let target = if link && !target.starts_with('/') {
+            // A relative link target is relative to the link's directory.
+            scope.absolute(name).map(|n| {
+                let dir = n
+                    .rsplit_once('/')
+                    .map_or("/", |(d, _)| if d.is_empty() { "/" } else { d })
+                    .to_owned();
+                join_path(&dir, target)
+            })
+        } else {
+            scope.absolute(target)
+        };
+        if let (Some(target), Some(name)) = (target, scope.absolute(name)) {
+            let target = scope.through_links(&target).unwrap_or(target);
+            scope.links.insert(name, target);
+        }
     }
 }

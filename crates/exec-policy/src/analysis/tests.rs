@@ -112,7 +112,7 @@ fn every_seed_pattern_compiles() {
 fn policy_patterns_apply_per_simple_command_and_allow_exempts() {
     let analyzer = Analyzer::new(AnalyzerConfig {
         deny_regex: vec![Regex::new(r"git\s+push\s+--force").unwrap()],
-        allow_regex: vec![Regex::new("^mkfs.ext4 disk.img$").unwrap()],
+        allow_regex: vec![Regex::new("^mkfs.ext4 /dev/sdb$").unwrap()],
         protected_paths: vec!["~/photos".into(), "/data".into()],
         home: Some("/home/me".into()),
         rules: Vec::new(),
@@ -123,7 +123,7 @@ fn policy_patterns_apply_per_simple_command_and_allow_exempts() {
     assert_eq!(denial.rule_id, "policy.deny[0]");
     assert!(analyzer.check("echo 'git push --force'").is_allowed());
     // Allow never exempts from built-in rules.
-    assert!(!analyzer.check("mkfs.ext4 disk.img").is_allowed());
+    assert!(!analyzer.check("mkfs.ext4 /dev/sdb").is_allowed());
     assert!(!analyzer.check("rm -rf ~/photos").is_allowed());
     assert!(!analyzer.check("rm -rf /data/").is_allowed());
     assert!(analyzer.check("rm -rf /data/cache").is_allowed());
@@ -194,7 +194,7 @@ fn policy_patterns_see_the_unwrapped_program_with_its_path_reduced() {
     );
     // And so do the seed patterns.
     let analyzer = Analyzer::default();
-    let Decision::Deny(denial) = analyzer.check("/sbin/mkfs.ext4 disk.img") else {
+    let Decision::Deny(denial) = analyzer.check("/sbin/mkfs.ext4 /dev/sdb") else {
         panic!("allowed")
     };
     assert_eq!(denial.source, RuleSource::BuiltIn);
@@ -1086,4 +1086,719 @@ fn relative_targets_resolve_against_the_session_working_directory() {
             "{command} in {cwd}"
         );
     }
+}
+
+fn refused_in_project(command: &str) -> bool {
+    check_in(command, Some("/home/agent/project"), &[]).is_some()
+}
+
+fn assert_refused(commands: &[&str]) {
+    for command in commands {
+        assert!(refused_in_project(command), "allowed: {command}");
+    }
+}
+
+fn assert_allowed(commands: &[&str]) {
+    for command in commands {
+        assert_eq!(
+            check_in(command, Some("/home/agent/project"), &[]),
+            None,
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn vital_files_cannot_be_deleted_emptied_replaced_or_moved_away() {
+    assert_refused(&[
+        "rm /etc/passwd",
+        "/bin/rm -f -- /etc/shadow",
+        "unlink /etc/sudoers",
+        "truncate -s0 /etc/passwd",
+        "truncate --size=0 /lib64/ld-linux-x86-64.so.2",
+        "ln -fs /dev/null /etc/shadow",
+        "ln -f /etc/hostname /etc/sudoers",
+        "sed -ni '' /etc/passwd",
+        "sed -i.bak 's/.*//' /etc/shadow",
+        "awk -i inplace 'NR<0' /etc/passwd",
+        ": | sponge /etc/shadow",
+        "mv /etc/passwd /etc/passwd.bak",
+        "mv -f /tmp/s /etc/sudoers",
+        "rm -f /boot/vmlinuz*",
+        "cd /lib64 && rm ld-linux-x86-64.so.2",
+        "echo x >& /etc/passwd",
+        "rm -f /proc/1/root/etc/passwd",
+    ]);
+    assert_allowed(&[
+        "cat /etc/passwd",
+        "grep root /etc/passwd",
+        "sed -n 1p /etc/shadow",
+        "cp /etc/passwd ./passwd.copy",
+        "rm ./passwd",
+        "truncate -s 0 app.log",
+        "mv /etc/nginx/old.conf /tmp/",
+    ]);
+}
+
+#[test]
+fn disk_tools_writing_a_device_are_refused_and_read_only_modes_run() {
+    assert_refused(&[
+        "mkreiserfs -ff /dev/sdb3",
+        "blkdiscard --secure /dev/sdb",
+        "sgdisk --clear /dev/sdc",
+        "sfdisk /dev/vda <<< 'label: gpt'",
+        "parted /dev/sda --script mklabel gpt",
+        "echo -e 'g\\nw' | fdisk /dev/sdb",
+        "pvcreate -ff -y /dev/sdc",
+        "cryptsetup luksErase -q /dev/sdb1",
+        "mdadm --create /dev/md0 --level=1 --raid-devices=2 /dev/sda1 /dev/sdb1",
+        "badblocks -w -t random /dev/nvme0n1",
+        "nvme sanitize /dev/nvme0 -a 2",
+        "zpool create -o ashift=12 -f data mirror /dev/sdc /dev/sdd",
+        "ddrescue -f image.img /dev/sda",
+        "dd if=/dev/zero of=/dev/disk/by-id/ata-X",
+        "wipefs -a /dev/mapper/vg-root",
+    ]);
+    assert_allowed(&[
+        "fdisk -l",
+        "sfdisk --list /dev/sda",
+        "parted /dev/sda print",
+        "badblocks -sv /dev/sda",
+        "mkfs.ext4 -q /tmp/test.img",
+        "mkswap /tmp/swapfile",
+        "wipefs /dev/sda",
+        "wipefs --no-act --all /dev/nvme0n1",
+        "shred -uz ./tmp/credentials.json",
+        "mkfs.btrfs --version",
+        "mkfs.vfat --help",
+        "echo hi > /dev/tcp/127.0.0.1/8080",
+    ]);
+}
+
+#[test]
+fn archivers_that_delete_what_they_take_are_refused_on_protected_paths() {
+    assert_refused(&[
+        "tar --create --file=/tmp/u.tar --remove-files /usr/lib",
+        "tar cf /tmp/h.tar --remove-files /home/agent",
+        "cd ~ && zip -rm /tmp/h.zip .ssh",
+        "zip -mr /tmp/c.zip ~/.config",
+        "7z a -sdel /tmp/e.7z /etc",
+        "cd / && git clean -fdx",
+        "crontab -r -u agent",
+        "crontab - < /dev/null",
+        "dpkg --purge --force-all libc6",
+    ]);
+    assert_allowed(&[
+        "tar -czf /tmp/src.tgz --remove-files ./src",
+        "zip -r backup.zip ~/.config",
+        "git clean -fdx",
+        "crontab -l",
+        "apt-get purge -y nginx",
+    ]);
+}
+
+#[test]
+fn find_feeding_a_destructive_program_over_a_protected_tree_is_refused() {
+    assert_refused(&[
+        "find -O3 / -delete",
+        "find -D tree / -delete",
+        "find /etc -exec rm {} \\;",
+        "find /etc -exec chmod 000 {} +",
+        "find /usr -exec chown nobody {} +",
+        "find /usr/lib | xargs rm -f",
+        "find /etc -name '*.conf' -delete",
+    ]);
+    assert_allowed(&[
+        "find ~ -name '*.swp' -delete",
+        "find ~ -maxdepth 2 -name '*.log' -mtime +30 -delete",
+        "find . -name '*.pyc' -exec rm {} +",
+        "find /etc -name '*.conf' -exec cat {} +",
+        "find /usr/lib -name 'libc*' | xargs ls -l",
+    ]);
+}
+
+#[test]
+fn magic_links_to_the_root_are_followed() {
+    assert_refused(&[
+        "rm -rf /proc/self/root/etc",
+        "rm -rf /proc/1/root/etc",
+        "chmod -R 000 /proc/1/root/etc",
+        "rm -rf /proc/thread-self/root/etc",
+        "rm -rf /proc/self/cwd/../.ssh",
+    ]);
+    assert_allowed(&["cat /proc/self/status", "ls /proc/self/root/tmp"]);
+}
+
+#[test]
+fn literal_scripts_fed_to_a_shell_on_stdin_are_analysed() {
+    assert_refused(&[
+        "echo 'rm -rf /etc' | bash",
+        "printf 'rm -rf /usr\\n' | sudo sh -s",
+        "bash <<< 'rm -rf ~/.ssh'",
+        "dash -s <<< 'chmod -R 000 /etc'",
+        "bash <<'EOF'\nrm -rf /etc\nEOF",
+        "cat <<< 'mkfs.ext4 /dev/sda1' | sh",
+        "source /dev/stdin <<< 'rm -rf /boot'",
+        ". <(echo 'rm -rf /etc')",
+        "bash <(printf 'rm -rf /usr')",
+        "bash < <(echo 'kill -9 -1')",
+        "echo 'rm -rf /etc' | at now",
+        "batch <<< 'reboot'",
+        "echo 'rm -rf /etc' > /tmp/x.sh && bash /tmp/x.sh",
+        "printf 'rm -rf /usr' > run.sh; chmod +x run.sh; ./run.sh",
+        "echo 'rm -rf /' | tee /tmp/s >/dev/null; . /tmp/s",
+    ]);
+    assert_allowed(&[
+        "echo 'echo hello' | bash",
+        "bash <<< 'ls -la'",
+        "echo 'rm -rf ./build' > clean.sh && bash clean.sh",
+        "source <(kubectl completion bash)",
+        "eval \"$(ssh-agent -s)\"",
+        "echo 'rm -rf /' > notes.txt",
+        "bash script.sh",
+    ]);
+}
+
+#[test]
+fn shell_options_and_script_arguments_are_followed() {
+    assert_refused(&[
+        "bash -o pipefail -c 'rm -rf /etc'",
+        "bash +x -c 'rm -rf /usr'",
+        "bash -O extglob -c 'rm -rf /etc'",
+        "bash -c 'rm -rf \"$1\"' _ /etc",
+        "sh -c 'rm -rf $0' /usr",
+        "sh -c 'rm -rf \"$@\"' sh /tmp/x /etc",
+        "bash -c '\"$@\"' _ rm -rf /etc",
+        "bash -c 'shift; rm -rf \"$@\"' _ x /boot",
+        "bash -c 'for d; do rm -rf \"$d\"; done' _ /etc",
+        "D=/etc bash -c 'rm -rf $D'",
+        "env D=/usr sh -c 'rm -rf \"$D\"'",
+    ]);
+    assert_allowed(&[
+        "bash -c 'rm -rf \"$1\"' _ ./build",
+        "bash -o errexit -c 'make test'",
+        "D=./out bash -c 'rm -rf $D'",
+    ]);
+}
+
+#[test]
+fn literal_feeds_into_xargs_and_parallel_are_seen() {
+    assert_refused(&[
+        "echo /etc | xargs rm -rf",
+        "printf '/usr\\n' | xargs -I{} rm -rf {}",
+        "printf '%s\\0' /etc | xargs -0 rm -rf",
+        "xargs rm -rf <<< /boot",
+        "xargs -a <(echo /usr) rm -rf",
+        "echo -rf /etc | xargs rm",
+        "echo /dev/sda | xargs -I% dd if=/dev/zero of=%",
+        "echo -1 | xargs kill -9",
+        "ls -d /etc | sudo xargs rm -rf",
+        "parallel rm -rf ::: /etc",
+        "parallel -j0 rm -rf {} ::: /tmp/a /usr",
+        "echo /etc | parallel rm -rf",
+        "parallel ::: 'rm -rf /etc'",
+    ]);
+    assert_allowed(&[
+        "echo ./build | xargs rm -rf",
+        "printf '%s\\n' a.txt b.txt | xargs -I{} cp {} /tmp/",
+        "parallel gzip ::: a.log b.log",
+        "echo 1 2 3 | xargs -n1 echo",
+    ]);
+}
+
+#[test]
+fn brace_expansion_is_checked_member_by_member() {
+    assert_refused(&[
+        "rm -rf /{etc,usr}",
+        "rm -rf /{e,}tc",
+        "{rm,-rf,/etc}",
+        "rm -rf ~/.{ssh,gnupg}",
+        "chmod -R 000 /{etc,boot}",
+        "{kill,-9,-1}",
+        "rm -rf /{,usr/}lib",
+        "mv /etc{,.bak}",
+        "mv ~/.ssh{,.old}",
+        "rm -f /etc/{passwd,shadow}",
+    ]);
+    assert_allowed(&[
+        "rm -rf ./{build,dist}",
+        "cp config{,.bak}",
+        "mkdir -p src/{a,b}",
+        "echo {rm,-rf,/}",
+        "rm -rf '/{etc,usr}'",
+        "echo ${HOME}",
+    ]);
+}
+
+#[test]
+fn variables_with_known_values_are_expanded_like_bash() {
+    assert_refused(&[
+        "D=/etcx; rm -rf ${D%x}",
+        "D=x/etc; rm -rf ${D#x}",
+        "D=/ETC; rm -rf ${D,,}",
+        "D=/xtc; rm -rf ${D/x/e}",
+        "rm -rf ${D:-/etc}",
+        "rm -rf ${UNSET-/usr}",
+        "D=/etc/passwd; rm -rf ${D%/*}",
+        "s=/usr/lib/x; rm -rf ${s:0:8}",
+        "t=/etc; ref=t; rm -rf \"${!ref}\"",
+        "D=/etc; declare -n r=D; rm -rf \"$r\"",
+        "read D <<< /etc; rm -rf $D",
+        "read -r D < <(echo /etc); rm -rf \"$D\"",
+        "mapfile -t A <<< /etc; rm -rf \"${A[@]}\"",
+        "printf -v D '%s' /usr/bin; chmod -R 000 \"$D\"",
+        "set -- /etc; rm -rf \"$@\"",
+        "set -- rm -rf /etc; \"$@\"",
+        "for d in /tmp/x /etc; do rm -rf \"$d\"; done",
+        "for d in etc usr; do rm -rf /$d; done",
+        "a=(/tmp /etc); rm -rf \"${a[@]}\"",
+        "a=(/tmp /etc); rm -rf ${a[1]}",
+        "c='rm -rf'; $c /etc",
+        "IFS=,; x='rm,-rf,/etc'; $x",
+        "rm${IFS}-rf${IFS}/etc",
+        "D=$PWD/../../..; rm -rf $D/etc",
+        "rm -rf $'\\057usr'",
+        "$'\\162m' -rf /etc",
+        "eval D=/etc; rm -rf $D",
+    ]);
+    assert_allowed(&[
+        "rm -rf \"${BUILD_DIR:-./build}\"",
+        "D=/tmp/x; rm -rf ${D%/x}/y",
+        "for f in a b c; do rm -rf \"$f\"; done",
+        "a=(x y); rm -rf \"${a[@]}\"",
+        "set -- a b; rm -rf \"$@\"",
+        "read D <<< ./out; rm -rf \"$D\"",
+    ]);
+}
+
+#[test]
+fn functions_are_analysed_with_the_arguments_they_are_called_with() {
+    assert_refused(&[
+        "f(){ rm -rf \"$@\"; }; f /etc",
+        "f(){ rm -rf \"$1\"; }; f ~/.ssh",
+        "function wipe { rm -rf \"$@\"; }; wipe /usr/lib",
+        "f(){ \"$@\"; }; f rm -rf /etc",
+        "g(){ rm -rf $1; }; f(){ g /etc; }; f",
+        "f(){ rm -rf \"${1:-/etc}\"; }; f",
+        "f(){ mkfs.ext4 \"$1\"; }; f /dev/sda1",
+    ]);
+    assert_allowed(&[
+        "f(){ rm -rf \"$1\"; }; f ./build",
+        "clean(){ rm -rf ./dist; }; clean",
+        "f(){ f2; }; f",
+    ]);
+}
+
+#[test]
+fn substitutions_that_print_literals_are_expanded() {
+    assert_refused(&[
+        "$(echo rm) -rf /etc",
+        "rm -rf $(echo /etc)",
+        "rm -rf \"$(printf '%s' /usr/lib)\"",
+        "rm -rf `echo /boot`",
+        "$(echo rm -rf /etc)",
+        "$(which rm) -rf /etc",
+        "\"$(type -P rm)\" -rf /boot",
+        "rm -rf $(dirname /etc/passwd)",
+        "rm -rf $(realpath ../..)",
+        "bash -c \"$(echo 'rm -rf /etc')\"",
+        "kill -9 $(echo -1)",
+    ]);
+    assert_allowed(&[
+        "rm -rf $(echo ./build)",
+        "cd $(dirname ./src/main.rs)",
+        "echo $(which rm)",
+    ]);
+}
+
+#[test]
+fn links_made_earlier_in_the_command_lead_where_they_point() {
+    assert_refused(&[
+        "ln -s / x && rm -rf x/",
+        "ln -s / x && rm -rf x/*",
+        "ln -sfn /usr/lib l; rm -rf l/",
+        "ln -s ~/.ssh k && rm -rf k/*",
+        "ln -s /etc e && chmod -R 000 e/",
+        "ln -s /etc e; find e/ -delete",
+        "ln -s /dev/sda disk.img && dd if=/dev/zero of=disk.img",
+        "ln -s /etc/passwd p && : > p",
+        "ln -s /dev/sda d && mkfs.ext4 d",
+        "mkdir -p m && ln -s /usr m/u && rm -rf m/u/",
+        "ln -s /home/agent h && rm -rf h/.gnupg",
+        "mount --bind / ./mnt && rm -rf ./mnt/etc",
+        "rm -rf /proc/$$/root/boot",
+    ]);
+    assert_allowed(&[
+        "ln -s /etc etclink && rm -rf etclink",
+        "ln -s /etc e && ls e/",
+        "ln -s ../shared lib && rm -rf lib/cache",
+        "ln -sf /usr/bin/python3 ./python && ./python -V",
+    ]);
+}
+
+#[test]
+fn comments_and_later_syntax_errors_do_not_hide_commands() {
+    assert_refused(&[
+        "eval $'#<<X\\nrm -rf /etc'",
+        "bash -c $'#<<EOF\\nrm -rf /etc\\nEOF'",
+        "sh -c $'#<<\\'END\\'\\nmkfs.ext4 /dev/sda1\\nEND'",
+        "bash -c $'bash -s <<EOF\\nrm -rf /etc\\nEOF'",
+        "bash -c $'cat <<X >/dev/null\\n(((\\nX\\nrm -rf /etc'",
+        "bash -c $'rm -rf ~/.gnupg\\nfi fi'",
+        "bash -c $'rm -rf $HOME/.ssh\\n)'",
+        "# ((((((((((((((\nrm -rf /etc",
+        "( ( rm -rf /usr ) )",
+        "select x in a; do rm -rf /etc; break; done <<< 1",
+        "echo $(( $(rm -rf /etc; echo 1) + 1 ))",
+    ]);
+    assert_allowed(&[
+        "# rm -rf / is what we never run\necho ok",
+        "echo hi # <<X ((((((((((((((",
+        "(( i = i + 1 ))",
+        "bash -c $'echo a\\nfi'",
+    ]);
+}
+
+#[test]
+fn working_directory_changes_by_cdpath_and_env_chdir_are_followed() {
+    assert_refused(&[
+        "CDPATH=/; cd etc && rm -rf *",
+        "CDPATH=/usr; cd lib && rm -rf ./*",
+        "env -C / rm -rf etc",
+        "env --chdir=/usr rm -rf lib",
+        "cd -P /proc/self/root && rm -rf etc",
+        "cd ~+/../.. && rm -rf agent",
+    ]);
+    assert_allowed(&[
+        "env -C ./sub rm -rf build",
+        "CDPATH=/tmp; cd work && rm -rf *",
+        "env -C / ls && rm -rf build",
+    ]);
+}
+
+#[test]
+fn aliases_defaults_lets_and_small_pipelines_have_known_values() {
+    assert_refused(&[
+        "shopt -s expand_aliases; alias del='rm -rf'; eval 'del /usr'",
+        "bash -c $'shopt -s expand_aliases\\nalias x=\"rm -rf\"\\nx /etc'",
+        ": ${D:=/etc}; rm -rf $D",
+        "declare -A m=([k]=/etc); rm -rf ${m[k]}",
+        "let n=1; a=(/tmp /usr); rm -rf ${a[n]}",
+        "a[3]=/etc; rm -rf ${a[3]}",
+        "D=/e; D+=tc; rm -rf $D",
+        "typeset D=~/.ssh; rm -rf \"$D\"",
+        "rm -rf /e$()tc",
+        "rm -rf $(echo /ETC | tr A-Z a-z)",
+        "rm -rf $(rev <<< cte/)",
+        "rm -rf $(echo L2V0Yw== | base64 -d)",
+        "$(echo cm0gLXJmIC9ldGM= | base64 -d)",
+        "rm -rf \"$(realpath ~/.ssh)\"",
+        "coreutils --coreutils-prog=rm -rf /etc",
+        "trap -- 'dd if=/dev/zero of=/dev/sda' EXIT",
+        "echo -n | crontab -",
+        ": | crontab -",
+    ]);
+    assert_allowed(&[
+        "alias ll='ls -la'; ll",
+        ": ${OUT:=./out}; rm -rf $OUT",
+        "rm -rf $(echo ./BUILD | tr A-Z a-z)",
+        "echo 'a b' | crontab -",
+        "crontab -l | grep backup",
+    ]);
+}
+
+#[test]
+fn fork_bombs_of_every_shape_are_refused() {
+    for command in [
+        "x(){ \"$FUNCNAME\"|\"$FUNCNAME\"& };x",
+        "y(){ $FUNCNAME | $FUNCNAME & }; y",
+        "z(){ ${FUNCNAME[0]}|${FUNCNAME[0]}& };z",
+        "a(){ b & b; }; b(){ a & a; }; a",
+        "ping(){ pong|pong& }; pong(){ ping|ping& }; ping",
+        "while :; do sleep 1000 & done",
+        "while true; do (sleep 999 &); done",
+        "until false; do sleep 1000 & done",
+        "for ((;;)); do yes > /dev/null & done",
+        "while sleep 0; do sleep 600 & done",
+        "yes 100 | xargs -P0 -n1 sleep",
+        "seq inf | xargs -P 0 -I{} sleep 1000",
+        "while :; do echo 600; done | xargs --max-procs=0 -n1 sleep",
+        "printf 'bash $0 & bash $0\\n' > /tmp/b.sh && bash /tmp/b.sh",
+        "echo '$0 & $0' > /tmp/fb.sh; chmod +x /tmp/fb.sh; /tmp/fb.sh",
+        "perl -e 'fork while 1'",
+        "python3 -c $'import os\\nwhile True: os.fork()'",
+        "ruby -e 'loop { fork }'",
+    ] {
+        assert_eq!(
+            check_in(command, Some("/home/agent/project"), &[]).as_deref(),
+            Some("fork-bomb"),
+            "{command}"
+        );
+    }
+    assert_allowed(&[
+        "seq 100 | xargs -P0 -n1 echo",
+        "while read -r f; do gzip \"$f\" & done < files.txt; wait",
+        "while :; do sleep 5; date; done &",
+        "while true; do git pull --ff-only; sleep 300; done &",
+        "until curl -sf http://localhost:3000/health; do sleep 1; done",
+        "while :; do make & wait; done",
+        "for ((i=0;i<4;i++)); do sleep 1 & done; wait",
+        "x(){ [ \"$1\" -gt 0 ] && x $(( $1 - 1 )); }; x 3",
+        "a(){ b; }; b(){ echo hi; }; a",
+        "perl -e 'print fork'",
+        "echo 'bash $0' > run.sh && bash run.sh",
+    ]);
+}
+
+#[test]
+fn when_the_fallback_cannot_tell_a_destructive_target_it_asks() {
+    for command in [
+        "mkfs.ext4 $DEV; echo 'unterminated",
+        "dd if=/dev/zero of=${DISK}; echo \"unterminated",
+        "chown -R nobody $D\n(((((((((((((((",
+        "shred -u $KEY; echo 'x",
+    ] {
+        let decision = check(command);
+        let Decision::Ask(denial) = &decision else {
+            panic!("{command}: {decision:?}");
+        };
+        assert_eq!(denial.rule_id, "uncertain-target", "{command}");
+        assert!(denial.fallback, "{command}");
+        let message = denial.ask_message();
+        assert!(
+            message.contains("blocked") && message.contains("approval"),
+            "{message}"
+        );
+    }
+    // What the fallback can tell is decided as usual.
+    assert!(matches!(
+        check("rm -rf ~; echo 'unterminated"),
+        Decision::Deny(_)
+    ));
+    assert!(check("rm -rf ./build; echo 'unterminated").is_allowed());
+}
+
+/// Wrappers × spellings × targets × the ways a target reaches the
+/// program (directly, a variable, a positional parameter, stdin, xargs,
+/// a function, a loop, braces): protected targets are refused in every
+/// combination, project and /tmp targets run in every combination.
+mod variants {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SPELLINGS: &[&str] = &[
+        "rm -rf",
+        "rm -r -f",
+        "rm --recursive --force",
+        "rm -fR --",
+        "/bin/rm --rec -f",
+        "chmod -R 000",
+        "chown --recursive nobody",
+    ];
+    const PROTECTED: &[&str] = &[
+        "/etc",
+        "/usr/lib",
+        "~/.ssh",
+        "/boot",
+        "/var/lib/dpkg",
+        "/home",
+    ];
+    const HARMLESS: &[&str] = &["./build", "/tmp/cache", "dist", "target/debug"];
+    const WRAPPERS: &[&str] = &[
+        "",
+        "sudo ",
+        "sudo -u root ",
+        "env A=1 ",
+        "nice -n 5 ",
+        "timeout 5 ",
+        "nohup ",
+    ];
+
+    /// The command running `spelling` on `target` in form `form`.
+    fn form(form: usize, wrapper: &str, spelling: &str, target: &str) -> String {
+        match form {
+            0 => format!("{wrapper}{spelling} {target}"),
+            1 => format!("T={target}; {wrapper}{spelling} \"$T\""),
+            2 => format!("{wrapper}bash -c '{spelling} \"$1\"' _ {target}"),
+            3 => format!("echo '{spelling} {target}' | {wrapper}bash"),
+            4 => format!("echo {target} | {wrapper}xargs {spelling}"),
+            5 => format!("f(){{ {spelling} \"$@\"; }}; f {target}"),
+            6 => format!("for t in /tmp/x {target}; do {wrapper}{spelling} \"$t\"; done"),
+            7 => format!("{wrapper}{spelling} {{/tmp/y,{target}}}"),
+            8 => format!("{wrapper}bash <<< '{spelling} {target}'"),
+            _ => format!("set -- {target}; {wrapper}{spelling} \"$@\""),
+        }
+    }
+
+    fn decision(command: &str) -> Option<String> {
+        check_in(command, Some("/home/agent/project"), &[])
+    }
+
+    proptest! {
+        #[test]
+        fn protected_targets_are_refused_in_every_form(
+            f in 0usize..10,
+            wrapper in prop::sample::select(WRAPPERS),
+            spelling in prop::sample::select(SPELLINGS),
+            target in prop::sample::select(PROTECTED),
+        ) {
+            let command = form(f, wrapper, spelling, target);
+            prop_assert!(decision(&command).is_some(), "allowed: {}", command);
+        }
+
+        #[test]
+        fn project_targets_run_in_every_form(
+            f in 0usize..10,
+            wrapper in prop::sample::select(WRAPPERS),
+            spelling in prop::sample::select(SPELLINGS),
+            target in prop::sample::select(HARMLESS),
+        ) {
+            let command = form(f, wrapper, spelling, target);
+            prop_assert_eq!(decision(&command), None, "{}", command);
+        }
+    }
+}
+
+#[test]
+fn literal_shell_text_inside_other_languages_is_analysed() {
+    assert_refused(&[
+        "python3 -c 'import shutil; shutil.rmtree(\"/etc\")'",
+        "python3 -c 'import os; os.system(\"rm -rf /etc\")'",
+        "perl -MFile::Path -e 'rmtree(\"/etc\")'",
+        "perl -e 'system \"rm -rf /usr\"'",
+        "node -e 'require(\"fs\").rmSync(\"/etc\",{recursive:true,force:true})'",
+        "ruby -e 'require \"fileutils\"; FileUtils.rm_rf(\"/etc\")'",
+        "awk 'BEGIN{system(\"rm -rf /etc\")}'",
+        "sed -n '1e rm -rf /etc' /etc/hostname",
+        "find /etc -maxdepth 0 -exec sh -c 'rm -rf \"$1\"' _ {} \\;",
+        "git -c alias.x='!rm -rf /etc' x",
+        "tar -cf /dev/null /dev/null --checkpoint=1 --checkpoint-action=exec='rm -rf /etc'",
+        "make -f /dev/stdin <<< $'x:\\n\\trm -rf /etc'",
+        "gdb -q -batch -ex run --args rm -rf /etc",
+        "vim -es -c '!rm -rf /etc' -c q",
+    ]);
+    assert_allowed(&[
+        "python3 -c 'import shutil; shutil.rmtree(\"./build\")'",
+        "python3 -c 'print(\"rm -rf /\")'",
+        "python3 -c 'import os; os.system(\"ls /etc\")'",
+        "node -e 'console.log(\"rmSync(/etc)\")'",
+        "awk '{print $1}' data.txt",
+        "sed -e 's/e rm/x/' notes.txt",
+        "git -c alias.st=status st",
+        "vim -c 'set number' file.txt",
+        "gdb --args ./app --verbose",
+    ]);
+}
+
+/// Loops and calls are walked per value and per call, within a budget:
+/// nesting them cannot make the analysis exponential, and a negative
+/// substring offset at the integer's edge does not overflow.
+#[test]
+fn nested_loops_and_calls_stay_cheap() {
+    let values = (0..16)
+        .map(|i| format!("v{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut loops = String::new();
+    for depth in 0..8 {
+        loops.push_str(&format!("for a{depth} in {values}; do "));
+    }
+    loops.push_str("echo hi; ");
+    loops.push_str(&"done; ".repeat(8));
+    let mut calls = String::new();
+    for level in 0..8 {
+        calls.push_str(&format!(
+            "f{level}(){{ f{next} a; f{next} b; f{next} c; f{next} d; }}; ",
+            next = level + 1
+        ));
+    }
+    calls.push_str("f8(){ echo leaf; }; f0 x");
+    let started = std::time::Instant::now();
+    assert!(check(&loops).is_allowed());
+    assert!(check(&calls).is_allowed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        check("D=/etc; echo ${D:-9223372036854775808}; echo ${D: -9223372036854775808}")
+            .is_allowed()
+    );
+}
+
+#[test]
+fn re_owning_ones_own_home_to_oneself_runs() {
+    assert_allowed(&[
+        "sudo chown -R agent:agent /home/agent",
+        "chown -R agent ~",
+        "sudo chown -R $USER:$USER ~",
+        "sudo chgrp -R agent ~/.config",
+        "chown -R agent: ~/.ssh",
+    ]);
+    assert_refused(&[
+        "chown -R root ~",
+        "sudo chown -R nobody:nogroup /home/agent",
+        "chown -R agent /etc",
+        "chown -R agent:root ~",
+        "chmod -R 777 ~",
+    ]);
+}
+
+#[test]
+fn a_find_naming_a_protected_entry_feeds_it() {
+    assert_refused(&[
+        "find ~ -maxdepth 1 -name .ssh -exec rm -rf {} \\;",
+        "find ~ -name .gnupg -exec rm -rf {} +",
+        "find /home/agent -maxdepth 1 -name .config | xargs rm -rf",
+    ]);
+    assert_allowed(&[
+        "find ~ -maxdepth 1 -name .cache -exec rm -rf {} +",
+        "find . -name node_modules -exec rm -rf {} +",
+        "find ~ -name '*.tmp' -exec rm -f {} +",
+    ]);
+}
+
+#[test]
+fn work_trees_startup_files_and_cd_in_substitutions_are_followed() {
+    assert_refused(&[
+        "GIT_WORK_TREE=/home/agent git clean -ffdx",
+        "git init -q /tmp/g; GIT_DIR=/tmp/g/.git GIT_WORK_TREE=/etc git clean -fdx",
+        "BASH_ENV=/dev/stdin bash -c true <<< 'rm -rf /etc'",
+        "echo 'rm -rf /usr' > /tmp/env.sh; BASH_ENV=/tmp/env.sh bash -c true",
+        "rm -rf \"$(cd /etc && pwd)\"",
+        "rm -rf $(cd ~ && pwd)",
+    ]);
+    assert_allowed(&[
+        "GIT_WORK_TREE=./site git clean -fdx",
+        "BASH_ENV=/dev/stdin bash -c true <<< 'echo hi'",
+        "cd \"$(cd ./src && pwd)\"",
+    ]);
+}
+
+/// Text fed to the command that reads it again (found by fuzzing: the
+/// analysis recursed until the stack overflowed, taking the server down).
+#[test]
+fn commands_that_feed_themselves_are_analysed_to_an_end() {
+    let commands = [
+        "source /dev/stdin<<<'parallel'",
+        "source /dev/stdin <<< 'source /dev/stdin'",
+        ". /dev/stdin <<< '. /dev/stdin'",
+        "sh /dev/stdin <<< 'sh /dev/stdin'",
+        "bash -s <<< 'bash -s'",
+        "at now <<< 'at now'",
+        "BASH_ENV=/dev/stdin bash -c true <<< 'BASH_ENV=/dev/stdin bash -c true'",
+        "xargs <<< xargs",
+        "printf 'xargs\\nxargs\\n' | xargs xargs",
+        "parallel <<< 'parallel ::: parallel'",
+    ];
+    let analysis = std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(move || commands.map(check))
+        .expect("a thread")
+        .join()
+        .expect("no panic");
+    assert!(analysis.iter().all(Decision::is_allowed), "{analysis:?}");
+    // What such a feed carries is still seen.
+    assert!(!check("source /dev/stdin <<< 'rm -rf /'").is_allowed());
 }

@@ -177,10 +177,18 @@ fn parse_word_inline(raw: &str, options: &ParserOptions) -> Option<Vec<WordPiece
         .and_then(Result::ok)
 }
 
+/// The parser thread's stack.
+const PARSER_STACK: usize = 64 << 20;
+
 fn spawn_worker(stuck: &'static AtomicUsize) -> Option<Sender<Job>> {
     let (sender, jobs) = mpsc::channel::<Job>();
     std::thread::Builder::new()
         .name("policy-parser".into())
+        // brush-parser recurses once per nesting level of the text; with
+        // the default 2 MiB a fuzzed command of nested braces, parameter
+        // expansions and fed scripts overflowed this stack (SIGSEGV, the
+        // whole server gone). Untouched stack costs only address space.
+        .stack_size(PARSER_STACK)
         .spawn(move || {
             for job in jobs {
                 if !job() {

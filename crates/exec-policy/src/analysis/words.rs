@@ -2,11 +2,22 @@
 //! the raw text always, and whether unquoted glob characters remain.
 
 use brush_parser::ParserOptions;
-use brush_parser::word::{Parameter, ParameterExpr, TildeExpr, WordPiece};
+use brush_parser::word::{
+    Parameter, ParameterExpr, ParameterTestType, SpecialParameter, SubstringMatchKind, TildeExpr,
+    WordPiece,
+};
 
 use super::lexical::code_substitutions;
 use super::watchdog::{self, Deadline};
-use crate::glob::has_glob;
+use crate::glob::{glob_match, has_glob};
+
+/// Separates the fields of an expanded word (NUL never occurs in a shell
+/// word): where unquoted expansions split and between the members of
+/// `"$@"` and `"${a[@]}"`.
+pub(crate) const FIELD_BREAK: char = '\0';
+
+/// Separates the members of an array in a variable's stored value.
+pub(crate) const ARRAY_SEP: char = '\u{1}';
 
 /// One shell word after quote removal and the expansions the analysis can
 /// do statically (`~`, `$HOME`, variables assigned literally earlier).
@@ -46,12 +57,20 @@ impl Word {
 
 /// What expanding a word needs from its surroundings.
 pub(crate) trait Expansion {
-    /// The value of `$name` if known statically.
+    /// The value of `$name` if known statically (array members joined by
+    /// [`ARRAY_SEP`]).
     fn variable(&self, name: &str) -> Option<String>;
+    /// The positional parameters (`$1`...), when known.
+    fn positional(&self) -> Option<Vec<String>> {
+        None
+    }
     /// The home directory (`~`) as the analysis names it.
     fn home(&self) -> String;
-    /// Called with the text of each command substitution found in a word.
-    fn substitution(&mut self, script: &str);
+    /// Records `${name:=value}` assigning `value`.
+    fn assign(&mut self, _name: &str, _value: &str) {}
+    /// Called with the text of each command substitution found in a word;
+    /// returns what it prints, when that is known statically.
+    fn substitution(&mut self, script: &str) -> Option<String>;
 }
 
 /// Characters that make a word more than its literal text.
@@ -59,8 +78,52 @@ fn is_plain(raw: &str) -> bool {
     !raw.contains(['$', '`', '\'', '"', '\\', '~'])
 }
 
-/// Expands `raw` as far as is statically possible.
+/// Expands `raw` as far as is statically possible, as one word (fields
+/// joined by spaces).
 pub(crate) fn expand(
+    raw: &str,
+    options: &ParserOptions,
+    deadline: Deadline,
+    env: &mut dyn Expansion,
+) -> Word {
+    let mut word = expand_raw(raw, options, deadline, env);
+    if let Some(text) = &mut word.text
+        && text.contains(FIELD_BREAK)
+    {
+        *text = text
+            .split(FIELD_BREAK)
+            .filter(|f| !f.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    word
+}
+
+/// Expands `raw` into the words bash makes of it: unquoted expansions are
+/// split at `$IFS`, `"$@"` gives one word per parameter.
+pub(crate) fn expand_fields(
+    raw: &str,
+    options: &ParserOptions,
+    deadline: Deadline,
+    env: &mut dyn Expansion,
+) -> Vec<Word> {
+    let word = expand_raw(raw, options, deadline, env);
+    match &word.text {
+        Some(text) if text.contains(FIELD_BREAK) => text
+            .split(FIELD_BREAK)
+            .filter(|f| !f.is_empty())
+            .map(|field| Word {
+                text: Some(field.to_owned()),
+                raw: word.raw.clone(),
+                glob: word.glob && has_glob(field),
+                span: None,
+            })
+            .collect(),
+        _ => vec![word],
+    }
+}
+
+fn expand_raw(
     raw: &str,
     options: &ParserOptions,
     deadline: Deadline,
@@ -75,10 +138,15 @@ pub(crate) fn expand(
         };
     }
     let mut out = Expanded::default();
+    let mut ctx = Ctx {
+        options,
+        deadline,
+        env,
+    };
     match watchdog::parse_word(raw, options, deadline) {
         Some(pieces) => {
             for piece in pieces {
-                push_piece(&piece.piece, false, &mut out, env);
+                push_piece(&piece.piece, false, &mut out, &mut ctx);
             }
         }
         None => {
@@ -86,7 +154,7 @@ pub(crate) fn expand(
             // unknown, and whatever might be a substitution is checked.
             out.dynamic = true;
             for script in code_substitutions(raw) {
-                env.substitution(&script);
+                ctx.env.substitution(&script);
             }
         }
     }
@@ -98,6 +166,13 @@ pub(crate) fn expand(
     }
 }
 
+/// What expanding pieces needs besides the output.
+struct Ctx<'a> {
+    options: &'a ParserOptions,
+    deadline: Deadline,
+    env: &'a mut dyn Expansion,
+}
+
 #[derive(Default)]
 struct Expanded {
     text: String,
@@ -105,7 +180,39 @@ struct Expanded {
     glob: bool,
 }
 
-fn push_piece(piece: &WordPiece, quoted: bool, out: &mut Expanded, env: &mut dyn Expansion) {
+impl Expanded {
+    /// Appends the fields of an expansion: quoted, they join as bash
+    /// joins `"$@"`; unquoted, each is split at `ifs` too.
+    fn push_fields(&mut self, fields: &[String], quoted: bool, ifs: &str) {
+        for (i, field) in fields.iter().enumerate() {
+            if i > 0 {
+                self.text.push(FIELD_BREAK);
+            }
+            if quoted {
+                self.text.push_str(field);
+            } else {
+                for c in field.chars() {
+                    if ifs.contains(c) {
+                        self.text.push(FIELD_BREAK);
+                    } else {
+                        if matches!(c, '*' | '?' | '[') {
+                            self.glob = true;
+                        }
+                        self.text.push(c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Expands an operand word of a parameter expression (`${V:-WORD}`).
+fn operand(raw: &str, ctx: &mut Ctx<'_>) -> Option<String> {
+    let word = expand(raw, ctx.options, ctx.deadline, ctx.env);
+    word.text
+}
+
+fn push_piece(piece: &WordPiece, quoted: bool, out: &mut Expanded, ctx: &mut Ctx<'_>) {
     match piece {
         WordPiece::Text(text) => {
             if !quoted && has_glob(text) {
@@ -118,10 +225,10 @@ fn push_piece(piece: &WordPiece, quoted: bool, out: &mut Expanded, env: &mut dyn
         WordPiece::DoubleQuotedSequence(pieces)
         | WordPiece::GettextDoubleQuotedSequence(pieces) => {
             for inner in pieces {
-                push_piece(&inner.piece, true, out, env);
+                push_piece(&inner.piece, true, out, ctx);
             }
         }
-        WordPiece::TildeExpansion(TildeExpr::Home) => out.text.push_str(&env.home()),
+        WordPiece::TildeExpansion(TildeExpr::Home) => out.text.push_str(&ctx.env.home()),
         WordPiece::TildeExpansion(TildeExpr::UserHome(user)) => {
             if user == "root" {
                 out.text.push_str("/root");
@@ -130,19 +237,32 @@ fn push_piece(piece: &WordPiece, quoted: bool, out: &mut Expanded, env: &mut dyn
                 out.text.push_str(user);
             }
         }
-        WordPiece::ParameterExpansion(expr) => match simple_parameter(expr) {
-            Some(name) if name == "HOME" => out.text.push_str(&env.home()),
-            Some(name) => match env.variable(&name) {
-                Some(value) => out.text.push_str(&value),
-                None => out.dynamic = true,
-            },
+        WordPiece::TildeExpansion(TildeExpr::WorkingDir) => match ctx.env.variable("PWD") {
+            Some(pwd) => out.text.push_str(&pwd),
             None => out.dynamic = true,
         },
-        WordPiece::CommandSubstitution(script)
-        | WordPiece::BackquotedCommandSubstitution(script) => {
-            env.substitution(script);
-            out.dynamic = true;
+        WordPiece::ParameterExpansion(expr) => {
+            let ifs = ctx
+                .env
+                .variable("IFS")
+                .unwrap_or_else(|| " \t\n".to_owned());
+            match parameter_expr(expr, ctx) {
+                Some(fields) => out.push_fields(&fields, quoted, &ifs),
+                None => out.dynamic = true,
+            }
         }
+        WordPiece::CommandSubstitution(script)
+        | WordPiece::BackquotedCommandSubstitution(script) => match ctx.env.substitution(script) {
+            Some(output) => {
+                let ifs = ctx
+                    .env
+                    .variable("IFS")
+                    .unwrap_or_else(|| " \t\n".to_owned());
+                let trimmed = output.trim_end_matches('\n').to_owned();
+                out.push_fields(&[trimmed], quoted, &ifs);
+            }
+            None => out.dynamic = true,
+        },
         WordPiece::EscapeSequence(escaped) => {
             let literal = escaped.strip_prefix('\\').unwrap_or(escaped);
             // Inside double quotes a backslash before an ordinary character stays.
@@ -153,23 +273,296 @@ fn push_piece(piece: &WordPiece, quoted: bool, out: &mut Expanded, env: &mut dyn
                 out.text.push_str(literal);
             }
         }
-        WordPiece::ArithmeticExpression(_) | WordPiece::TildeExpansion(_) => out.dynamic = true,
+        WordPiece::ArithmeticExpression(expr) => {
+            // Substitutions inside `$(( ))` run first.
+            for script in code_substitutions(&expr.value) {
+                ctx.env.substitution(&script);
+            }
+            out.dynamic = true;
+        }
+        WordPiece::TildeExpansion(_) => out.dynamic = true,
     }
 }
 
-/// `$NAME` or `${NAME}` with no operator: the variable's name.
-fn simple_parameter(expr: &ParameterExpr) -> Option<String> {
+/// The fields a parameter stands for, when known: one for a scalar, one
+/// per member for `$@` and `${a[@]}`.
+fn parameter_fields(
+    parameter: &Parameter,
+    indirect: bool,
+    ctx: &mut Ctx<'_>,
+) -> Option<Vec<String>> {
+    let fields = match parameter {
+        Parameter::Named(name) if name == "HOME" => Some(vec![ctx.env.home()]),
+        Parameter::Named(name) => ctx
+            .env
+            .variable(name)
+            .map(|v| vec![v.split(ARRAY_SEP).next().unwrap_or("").to_owned()]),
+        Parameter::NamedWithIndex { name, index } => {
+            let value = ctx
+                .env
+                .variable(name)
+                .or_else(|| ctx.env.variable(&format!("{name}[{index}]")))?;
+            if let Some(keyed) = ctx.env.variable(&format!("{name}[{index}]")) {
+                Some(vec![keyed])
+            } else {
+                let at: usize = match index.trim().parse() {
+                    Ok(at) => at,
+                    Err(_) => ctx.env.variable(index.trim())?.parse().ok()?,
+                };
+                Some(vec![
+                    value.split(ARRAY_SEP).nth(at).unwrap_or("").to_owned(),
+                ])
+            }
+        }
+        Parameter::NamedWithAllIndices { name, concatenate } => {
+            let value = ctx.env.variable(name)?;
+            let members: Vec<String> = value.split(ARRAY_SEP).map(str::to_owned).collect();
+            Some(if *concatenate {
+                vec![members.join(" ")]
+            } else {
+                members
+            })
+        }
+        Parameter::Positional(0) => ctx.env.variable("0").map(|v| vec![v]),
+        Parameter::Positional(n) => {
+            let all = ctx.env.positional()?;
+            let index = usize::try_from(*n).ok()?.checked_sub(1)?;
+            Some(vec![all.get(index).cloned().unwrap_or_default()])
+        }
+        Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate }) => {
+            let all = ctx.env.positional()?;
+            Some(if *concatenate {
+                vec![all.join(" ")]
+            } else {
+                all
+            })
+        }
+        Parameter::Special(SpecialParameter::ShellName) => ctx.env.variable("0").map(|v| vec![v]),
+        // The shell's own process: `/proc/$$/root` is `/proc/self/root`.
+        Parameter::Special(SpecialParameter::ProcessId) => Some(vec!["self".to_owned()]),
+        Parameter::Special(_) => None,
+    }?;
+    if indirect {
+        let name = fields.first()?.clone();
+        return parameter_fields(&Parameter::Named(name), false, ctx);
+    }
+    Some(fields)
+}
+
+/// Whether a parameter's value counts as missing for `test_type`.
+fn missing(fields: Option<&Vec<String>>, test_type: &ParameterTestType) -> Option<bool> {
+    match (fields, test_type) {
+        // Unknown: the default is what the analysis can check.
+        (None, _) => Some(true),
+        (Some(fields), ParameterTestType::UnsetOrNull) => Some(fields.iter().all(String::is_empty)),
+        (Some(_), ParameterTestType::Unset) => Some(false),
+    }
+}
+
+/// The value of a parameter expression, when known.
+fn parameter_expr(expr: &ParameterExpr, ctx: &mut Ctx<'_>) -> Option<Vec<String>> {
+    let one = |fields: Vec<String>| fields.join(" ");
     match expr {
         ParameterExpr::Parameter {
-            parameter: Parameter::Named(name),
-            indirect: false,
-        } => Some(name.clone()),
+            parameter,
+            indirect,
+        }
+        | ParameterExpr::IndicateErrorIfNullOrUnset {
+            parameter,
+            indirect,
+            ..
+        } => parameter_fields(parameter, *indirect, ctx),
+        ParameterExpr::UseDefaultValues {
+            parameter,
+            indirect,
+            test_type,
+            default_value,
+        }
+        | ParameterExpr::AssignDefaultValues {
+            parameter,
+            indirect,
+            test_type,
+            default_value,
+        } => {
+            let fields = parameter_fields(parameter, *indirect, ctx);
+            if missing(fields.as_ref(), test_type)? {
+                let value = operand(default_value.as_deref().unwrap_or(""), ctx)?;
+                if let (ParameterExpr::AssignDefaultValues { .. }, Parameter::Named(name)) =
+                    (expr, parameter)
+                {
+                    ctx.env.assign(name, &value);
+                }
+                Some(vec![value])
+            } else {
+                fields
+            }
+        }
+        ParameterExpr::UseAlternativeValue {
+            parameter,
+            indirect,
+            test_type,
+            alternative_value,
+        } => {
+            let fields = parameter_fields(parameter, *indirect, ctx)?;
+            if missing(Some(&fields), test_type)? {
+                Some(vec![String::new()])
+            } else {
+                Some(vec![operand(
+                    alternative_value.as_deref().unwrap_or(""),
+                    ctx,
+                )?])
+            }
+        }
+
+        ParameterExpr::RemoveSmallestSuffixPattern {
+            parameter,
+            indirect,
+            pattern,
+        }
+        | ParameterExpr::RemoveLargestSuffixPattern {
+            parameter,
+            indirect,
+            pattern,
+        }
+        | ParameterExpr::RemoveSmallestPrefixPattern {
+            parameter,
+            indirect,
+            pattern,
+        }
+        | ParameterExpr::RemoveLargestPrefixPattern {
+            parameter,
+            indirect,
+            pattern,
+        } => {
+            let value = one(parameter_fields(parameter, *indirect, ctx)?);
+            let pattern = operand(pattern.as_deref().unwrap_or(""), ctx)?;
+            let (suffix, largest) = match expr {
+                ParameterExpr::RemoveSmallestSuffixPattern { .. } => (true, false),
+                ParameterExpr::RemoveLargestSuffixPattern { .. } => (true, true),
+                ParameterExpr::RemoveSmallestPrefixPattern { .. } => (false, false),
+                _ => (false, true),
+            };
+            Some(vec![remove_pattern(&value, &pattern, suffix, largest)])
+        }
+        ParameterExpr::Substring {
+            parameter,
+            indirect,
+            offset,
+            length,
+        } => {
+            let value: Vec<char> = one(parameter_fields(parameter, *indirect, ctx)?)
+                .chars()
+                .collect();
+            let offset: i64 = offset.value.trim().parse().ok()?;
+            let start = if offset < 0 {
+                value
+                    .len()
+                    .saturating_sub(usize::try_from(offset.unsigned_abs()).ok()?)
+            } else {
+                usize::try_from(offset).ok()?.min(value.len())
+            };
+            let end = match length {
+                Some(length) => {
+                    let length: i64 = length.value.trim().parse().ok()?;
+                    if length < 0 {
+                        value
+                            .len()
+                            .saturating_sub(usize::try_from(length.unsigned_abs()).ok()?)
+                    } else {
+                        start
+                            .saturating_add(usize::try_from(length).ok()?)
+                            .min(value.len())
+                    }
+                }
+                None => value.len(),
+            };
+            Some(vec![value[start..end.max(start)].iter().collect()])
+        }
+        ParameterExpr::UppercasePattern {
+            parameter,
+            indirect,
+            ..
+        } => Some(vec![
+            one(parameter_fields(parameter, *indirect, ctx)?).to_uppercase(),
+        ]),
+        ParameterExpr::LowercasePattern {
+            parameter,
+            indirect,
+            ..
+        } => Some(vec![
+            one(parameter_fields(parameter, *indirect, ctx)?).to_lowercase(),
+        ]),
+        ParameterExpr::ReplaceSubstring {
+            parameter,
+            indirect,
+            pattern,
+            replacement,
+            match_kind,
+        } => {
+            let value = one(parameter_fields(parameter, *indirect, ctx)?);
+            let pattern = operand(pattern, ctx)?;
+            let replacement = operand(replacement.as_deref().unwrap_or(""), ctx)?;
+            replace(&value, &pattern, &replacement, match_kind).map(|v| vec![v])
+        }
         _ => None,
     }
 }
 
+/// `${V%P}`, `${V%%P}`, `${V#P}`, `${V##P}`.
+fn remove_pattern(value: &str, pattern: &str, suffix: bool, largest: bool) -> String {
+    let bounds: Vec<usize> = value
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(value.len()))
+        .collect();
+    let mut candidates = bounds;
+    // `%%` wants the earliest start, `#` the earliest end; `%` and `##`
+    // search from the other side.
+    if suffix != largest {
+        candidates.reverse();
+    }
+    for at in candidates {
+        if suffix {
+            if glob_match(pattern, &value[at..]) {
+                return value[..at].to_owned();
+            }
+        } else if glob_match(pattern, &value[..at]) {
+            return value[at..].to_owned();
+        }
+    }
+    value.to_owned()
+}
+
+/// `${V/P/R}` and its anchored and global forms, for literal patterns
+/// and single `?`/`*` globs at the edges; `None` when unsure.
+fn replace(
+    value: &str,
+    pattern: &str,
+    replacement: &str,
+    kind: &SubstringMatchKind,
+) -> Option<String> {
+    if has_glob(pattern) {
+        return None;
+    }
+    if pattern.is_empty() {
+        return Some(value.to_owned());
+    }
+    Some(match kind {
+        SubstringMatchKind::Prefix => match value.strip_prefix(pattern) {
+            Some(rest) => format!("{replacement}{rest}"),
+            None => value.to_owned(),
+        },
+        SubstringMatchKind::Suffix => match value.strip_suffix(pattern) {
+            Some(rest) => format!("{rest}{replacement}"),
+            None => value.to_owned(),
+        },
+        SubstringMatchKind::FirstOccurrence => value.replacen(pattern, replacement, 1),
+        SubstringMatchKind::Anywhere => value.replace(pattern, replacement),
+    })
+}
+
 /// The value of a `$'...'` string's body: the common escapes.
-fn ansi_c(body: &str) -> String {
+pub(crate) fn ansi_c(body: &str) -> String {
     let mut out = String::with_capacity(body.len());
     let mut chars = body.chars().peekable();
     while let Some(c) = chars.next() {
@@ -181,7 +574,32 @@ fn ansi_c(body: &str) -> String {
             Some('n') => out.push('\n'),
             Some('t') => out.push('\t'),
             Some('r') => out.push('\r'),
-            Some('0') => out.push('\0'),
+            Some(digit @ '0'..='7') => {
+                let mut octal = String::from(digit);
+                while octal.len() < 3 && chars.peek().is_some_and(|c| ('0'..='7').contains(c)) {
+                    octal.extend(chars.next());
+                }
+                match u32::from_str_radix(&octal, 8).ok().and_then(char::from_u32) {
+                    Some(decoded) => out.push(decoded),
+                    None => out.push('?'),
+                }
+            }
+            Some(kind @ ('u' | 'U')) => {
+                let most = if kind == 'u' { 4 } else { 8 };
+                let mut hex = String::new();
+                while hex.len() < most && chars.peek().is_some_and(char::is_ascii_hexdigit) {
+                    hex.extend(chars.next());
+                }
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(decoded) => out.push(decoded),
+                    None => out.push('?'),
+                }
+            }
+            Some('e' | 'E') => out.push('\u{1b}'),
+            Some('a') => out.push('\u{7}'),
+            Some('b') => out.push('\u{8}'),
+            Some('v') => out.push('\u{b}'),
+            Some('f') => out.push('\u{c}'),
             Some('x') => {
                 let mut hex = String::new();
                 while hex.len() < 2 && chars.peek().is_some_and(char::is_ascii_hexdigit) {
@@ -288,7 +706,9 @@ mod tests {
         fn home(&self) -> String {
             "/home/agent".to_owned()
         }
-        fn substitution(&mut self, _script: &str) {}
+        fn substitution(&mut self, _script: &str) -> Option<String> {
+            None
+        }
     }
 
     fn later() -> Deadline {
@@ -307,8 +727,9 @@ mod tests {
             fn home(&self) -> String {
                 "/home/agent".to_owned()
             }
-            fn substitution(&mut self, script: &str) {
+            fn substitution(&mut self, script: &str) -> Option<String> {
                 self.0.push(script.to_owned());
+                None
             }
         }
         let raw = format!("{}$(rm -rf /)`id`$(curl x", "{".repeat(20));

@@ -3,14 +3,17 @@
 //! [`OutputBuffer`] and, once the stream outgrows memory, its spill file.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
 use super::{ShellProcess, Stream};
-use crate::buffer::{BufferLimits, OutputBuffer, OutputSlice};
+use crate::buffer::{BufferLimits, OutputBuffer, OutputSlice, StreamPosition};
 use crate::decode::Utf8Decoder;
+use crate::pool::{Account, Holder, MemoryPool, Tally};
 use crate::redact::StreamReplacer;
 use crate::spec::SpillFile;
 
@@ -66,12 +69,17 @@ impl SpillShortfall {
 }
 
 /// The copy of a stream on disk. It is created only once the stream
-/// outgrows what memory keeps (or someone asks for the file): until then
-/// memory holds every byte, and most commands never need the file.
+/// outgrows what memory keeps, memory must drop part of it, or someone asks
+/// for the file: until then memory holds every byte, and most commands
+/// never need the file. Written without a buffer of its own: the pieces
+/// are a read's worth already, and an idle stream holds no write buffer.
 pub(super) struct Spill {
     file: SpillFile,
     opened: bool,
-    writer: Option<BufWriter<File>>,
+    writer: Option<File>,
+    /// Bytes handed over and not written yet: a read's worth at most, and
+    /// freed when the stream goes idle.
+    pending: Vec<u8>,
     written: u64,
     shortfall: Option<SpillShortfall>,
     /// The stream has ended: a file made now is written whole and closed
@@ -95,6 +103,7 @@ impl Spill {
             file: file.clone(),
             opened: false,
             writer: None,
+            pending: Vec::new(),
             written: 0,
             shortfall: None,
             stream_ended: false,
@@ -105,7 +114,7 @@ impl Spill {
     fn open(&mut self, so_far: &OutputSlice) {
         self.opened = true;
         match File::create(&self.file.path) {
-            Ok(file) => self.writer = Some(BufWriter::with_capacity(READ_CHUNK, file)),
+            Ok(file) => self.writer = Some(file),
             Err(error) => self.fail(&error),
         }
         self.write(&so_far.before_gap);
@@ -113,9 +122,9 @@ impl Spill {
     }
 
     fn write(&mut self, text: &str) {
-        let Some(writer) = self.writer.as_mut() else {
+        if self.writer.is_none() {
             return;
-        };
+        }
         let room = self.file.cap_bytes.saturating_sub(self.written);
         let mut part = text;
         let mut short = None;
@@ -135,31 +144,24 @@ impl Spill {
         if short.is_some() {
             self.shortfall = short;
         }
-        // Spill files live on a local disk or tmpfs: a blocking write of a
-        // buffered chunk costs microseconds, less than a blocking-pool hop.
-        if let Err(error) = writer.write_all(part.as_bytes()) {
-            if let Some(budget) = &self.file.budget {
-                budget.give_back(part.len() as u64);
-            }
-            self.fail(&error);
-            return;
-        }
+        self.pending.extend_from_slice(part.as_bytes());
         self.written += part.len() as u64;
+        if self.pending.len() >= READ_CHUNK {
+            self.flush();
+        }
         if self.shortfall.is_some() {
             self.finish();
         }
     }
 
     /// Records a failed create, write or flush and stops writing. What the
-    /// file holds is then its length on disk: a buffered writer may have
-    /// written part of what it was given.
+    /// file holds is then its length on disk: a write may have written
+    /// part of what it was given.
     fn fail(&mut self, error: &std::io::Error) {
         self.shortfall = Some(SpillShortfall::WriteFailed(error.kind()));
+        self.pending = Vec::new();
         let handed_over = self.written;
-        if let Some(writer) = self.writer.take() {
-            // Dropping the writer would try to flush again; its buffer is
-            // what could not be written.
-            let (file, _unwritten) = writer.into_parts();
+        if let Some(file) = self.writer.take() {
             self.written = file.metadata().map_or(0, |meta| meta.len());
         } else {
             self.written = std::fs::metadata(&self.file.path).map_or(0, |meta| meta.len());
@@ -169,17 +171,30 @@ impl Spill {
         }
     }
 
-    /// Flushes what was written so far, keeping the file open for more.
+    /// Writes what was handed over so far, keeping the file open for more.
+    /// Spill files live on a local disk or tmpfs: a blocking write of a
+    /// read's worth costs microseconds, less than a blocking-pool hop.
     fn flush(&mut self) {
         if let Some(writer) = self.writer.as_mut()
-            && let Err(error) = writer.flush()
+            && !self.pending.is_empty()
         {
-            self.fail(&error);
+            let written = writer.write_all(&self.pending);
+            self.pending.clear();
+            if let Err(error) = written {
+                self.fail(&error);
+            }
         }
     }
 
-    fn finish(&mut self) {
+    /// The stream has nothing to read for now: writes what is pending and
+    /// frees the buffer, so an idle shell holds none.
+    fn idle(&mut self) {
         self.flush();
+        self.pending = Vec::new();
+    }
+
+    fn finish(&mut self) {
+        self.idle();
         self.writer = None;
     }
 
@@ -193,18 +208,39 @@ impl Spill {
     }
 }
 
-/// One captured stream.
+/// One captured stream. Its buffer's chunks come from the server's
+/// [`MemoryPool`], which may drop its oldest output to make room for
+/// another shell's (after copying it to the spill file, so the file still
+/// has it).
 pub(super) struct Capture {
     buffer: Mutex<OutputBuffer>,
     spill: Mutex<Option<Spill>>,
+    pool: MemoryPool,
+    tally: Arc<Tally>,
 }
 
 impl Capture {
-    pub(super) fn new(limits: BufferLimits, spill: Option<&SpillFile>) -> Self {
-        Self {
-            buffer: Mutex::new(OutputBuffer::new(limits)),
+    /// A capture counted in `account` (its shell's) for as long as it lives.
+    pub(super) fn new(
+        limits: BufferLimits,
+        spill: Option<&SpillFile>,
+        account: &Account,
+    ) -> Arc<Self> {
+        let pool = account.pool();
+        let tally = account.tally();
+        let capture = Arc::new(Self {
+            buffer: Mutex::new(OutputBuffer::in_pool(
+                limits,
+                pool.clone(),
+                Arc::clone(&tally),
+            )),
             spill: Mutex::new(spill.map(Spill::new)),
-        }
+            pool,
+            tally,
+        });
+        let holder: Arc<dyn Holder> = capture.clone();
+        account.register(Arc::downgrade(&holder));
+        capture
     }
 
     pub(super) fn buffer(&self) -> MutexGuard<'_, OutputBuffer> {
@@ -216,7 +252,12 @@ impl Capture {
     }
 
     fn push(&self, text: &str) {
-        let mut buffer = self.buffer();
+        if text.is_empty() {
+            return;
+        }
+        let (mut buffer, mut reserved) = self
+            .pool
+            .reserve_locked(&self.buffer, |buffer| buffer.chunks_needed(text));
         if let Some(spill) = self.spill().as_mut() {
             if !spill.opened
                 && buffer.total_bytes() + text.len() as u64 > buffer.limits().capacity() as u64
@@ -228,7 +269,30 @@ impl Capture {
                 spill.write(text);
             }
         }
-        buffer.push(text);
+        buffer.push_reserved(text, &mut reserved);
+    }
+
+    /// Frees what the shell's consuming reader has read, up to `read`,
+    /// unless the stream has a spill file not made yet: then memory is
+    /// the only copy, and the file, once made, must have it all.
+    pub(super) fn release_before(&self, read: StreamPosition) {
+        let mut buffer = self.buffer();
+        let spill = self.spill();
+        if spill.as_ref().is_some_and(|spill| !spill.opened) {
+            return;
+        }
+        buffer.release_before(read);
+    }
+
+    /// Makes the spill file (if the spec asked for one) from what memory
+    /// holds, which is the whole stream so far: nothing was dropped yet.
+    fn open_spill(buffer: &OutputBuffer, spill: &mut Spill) {
+        spill.open(&buffer.snapshot());
+        if spill.stream_ended {
+            spill.finish();
+        } else {
+            spill.flush();
+        }
     }
 
     pub(super) fn ensure_spill_file(&self) -> Option<SpillReport> {
@@ -236,15 +300,44 @@ impl Capture {
         let mut spill = self.spill();
         let spill = spill.as_mut()?;
         if !spill.opened {
-            spill.open(&buffer.snapshot());
-            if spill.stream_ended {
-                spill.finish();
-            } else {
-                spill.flush();
-            }
+            Self::open_spill(&buffer, spill);
         }
         Some(spill.report())
     }
+}
+
+impl Holder for Capture {
+    fn held_chunks(&self) -> usize {
+        self.tally.held()
+    }
+
+    fn drop_oldest(&self) -> u64 {
+        let mut buffer = self.buffer();
+        if let Some(spill) = self.spill().as_mut()
+            && !spill.opened
+        {
+            // The output file keeps what memory drops.
+            Self::open_spill(&buffer, spill);
+        }
+        buffer.drop_oldest()
+    }
+}
+
+/// Reads what the pipe has now, without waiting: `None` when it has
+/// nothing yet.
+async fn read_now(
+    pipe: &mut crate::spawn::Pipe,
+    bytes: &mut [u8],
+) -> Option<std::io::Result<usize>> {
+    std::future::poll_fn(|context| {
+        let mut buf = ReadBuf::new(&mut *bytes);
+        match Pin::new(&mut *pipe).poll_read(context, &mut buf) {
+            Poll::Ready(Ok(())) => Poll::Ready(Some(Ok(buf.filled().len()))),
+            Poll::Ready(Err(error)) => Poll::Ready(Some(Err(error))),
+            Poll::Pending => Poll::Ready(None),
+        }
+    })
+    .await
 }
 
 pub(super) async fn read_stream(
@@ -255,23 +348,48 @@ pub(super) async fn read_stream(
 ) {
     let capture = shell.capture(stream);
     let mut decoder = Utf8Decoder::new();
-    let mut bytes = vec![0u8; READ_CHUNK];
-    let mut text = String::with_capacity(READ_CHUNK + 4);
-    loop {
-        match pipe.read(&mut bytes).await {
-            Ok(0) | Err(_) => break,
-            Ok(read) => {
+    'stream: loop {
+        // Idle, the stream waits for its next byte holding no buffer: a
+        // shell that prints and then sleeps costs no read buffers.
+        let mut first = [0u8; 1];
+        if !matches!(pipe.read(&mut first).await, Ok(1..)) {
+            break;
+        }
+        // Active, it reads what the pipe has, and drops its buffers (and
+        // the spill file's) when the pipe is empty again.
+        let mut bytes = vec![0u8; READ_CHUNK];
+        let mut text = String::with_capacity(READ_CHUNK + 4);
+        bytes[0] = first[0];
+        let mut pending = 1;
+        loop {
+            let (read, ended) = match read_now(&mut pipe, &mut bytes[pending..]).await {
+                Some(Ok(0) | Err(_)) => (0, true),
+                Some(Ok(read)) => (read, false),
+                None => (0, false),
+            };
+            pending += read;
+            if pending > 0 {
                 if stream == Stream::Stdout {
-                    shell.feed_screen(&bytes[..read]);
+                    shell.feed_screen(&bytes[..pending]);
                 }
                 text.clear();
-                decoder.decode(&bytes[..read], &mut text);
+                decoder.decode(&bytes[..pending], &mut text);
                 replacer.push_to(&text, |piece| capture.push(piece));
                 shell.notify_output();
+                pending = 0;
+            }
+            if ended {
+                break 'stream;
+            }
+            if read == 0 {
+                if let Some(spill) = capture.spill().as_mut() {
+                    spill.idle();
+                }
+                break;
             }
         }
     }
-    text.clear();
+    let mut text = String::new();
     decoder.finish(&mut text);
     replacer.push_to(&text, |piece| capture.push(piece));
     replacer.finish_to(|piece| capture.push(piece));

@@ -74,8 +74,10 @@ pub struct ShellProcess {
     command: String,
     started_at: Instant,
     started_wall: SystemTime,
-    stdout: Capture,
-    stderr: Capture,
+    stdout: Arc<Capture>,
+    stderr: Arc<Capture>,
+    /// The shell's place in the memory pool, which finds its streams here.
+    memory: Arc<crate::pool::Account>,
     unseen: Mutex<ReadCursor>,
     run_state: Mutex<RunState>,
     /// Flips to true when the shell process itself has exited.
@@ -127,6 +129,11 @@ impl ShellProcess {
         let started_wall = SystemTime::now();
         let spawned = crate::spawn::spawn(&spec, &tag).await?;
         let pid = spawned.pid;
+        let memory = spec
+            .memory
+            .clone()
+            .unwrap_or_else(crate::MemoryPool::unbounded)
+            .account();
         let shell = Arc::new(Self {
             pid,
             has_terminal: spec.tty,
@@ -134,8 +141,9 @@ impl ShellProcess {
             command: spec.command.clone(),
             started_at,
             started_wall,
-            stdout: Capture::new(spec.limits, spec.stdout_spill.as_ref()),
-            stderr: Capture::new(spec.limits, spec.stderr_spill.as_ref()),
+            stdout: Capture::new(spec.limits, spec.stdout_spill.as_ref(), &memory),
+            stderr: Capture::new(spec.limits, spec.stderr_spill.as_ref(), &memory),
+            memory,
             unseen: Mutex::new(ReadCursor::default()),
             run_state: Mutex::new(RunState {
                 status: ShellStatus::Pending,
@@ -272,6 +280,11 @@ impl ShellProcess {
         self.has_terminal
     }
 
+    /// The memory budget its output counts against.
+    pub(crate) fn memory_pool(&self) -> crate::MemoryPool {
+        self.memory.pool()
+    }
+
     /// The command text it was started with.
     pub fn command(&self) -> &str {
         &self.command
@@ -343,7 +356,7 @@ impl ShellProcess {
             .collect()
     }
 
-    fn capture(&self, stream: Stream) -> &Capture {
+    fn capture(&self, stream: Stream) -> &Arc<Capture> {
         match stream {
             Stream::Stdout => &self.stdout,
             Stream::Stderr => &self.stderr,
@@ -383,10 +396,17 @@ impl ShellProcess {
         NewOutput { stdout, stderr }
     }
 
-    /// New output since the last call of this method (the shell's own cursor).
+    /// New output since the last call of this method (the shell's own
+    /// cursor). What it returns is then freed (once the stream's spill
+    /// file, if it has one, exists), so a read shell holds no memory for
+    /// it; another reader behind this one finds that part in its gap.
     pub fn read_unseen(&self) -> NewOutput {
         let mut cursor = self.unseen.lock().unwrap_or_else(PoisonError::into_inner);
-        self.read_since(&mut cursor)
+        let new = self.read_since(&mut cursor);
+        self.stdout.release_before(cursor.stdout);
+        self.stderr.release_before(cursor.stderr);
+        self.memory.pool().give_back_freed();
+        new
     }
 
     /// A receiver that changes whenever output arrives.

@@ -28,6 +28,7 @@ pub(crate) mod confine;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 mod filter;
+pub(crate) mod trim;
 #[cfg(all(
     target_os = "linux",
     not(any(target_arch = "x86_64", target_arch = "aarch64"))
