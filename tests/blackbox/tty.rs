@@ -445,3 +445,23 @@ async fn write_stdin_is_audited_with_key_names_and_hidden_input_stays_hidden() {
     assert_eq!(typed[1]["decision"], "allow");
     assert_eq!(typed[1]["bash_id"], id.as_str());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_shell_under_the_sandbox_prompts_and_answers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &["--sandbox", "workspace-write"]).await;
+    let (body, id) = until_prompt(
+        &client,
+        "echo \"pid $$\"; [ -t 0 ] && echo tty-yes; read -r -p 'Name? ' n; echo \"hello $n\"",
+    )
+    .await;
+    assert!(body.contains("pid 2\ntty-yes\nName? "), "{body}");
+    let answer = type_in(&client, &id, "Ann\n", &[]).await;
+    assert!(text(&answer).contains("hello Ann"), "{}", text(&answer));
+    assert!(
+        text(&answer).starts_with("Status: completed"),
+        "{}",
+        text(&answer)
+    );
+    client.cancel().await.expect("closes");
+}
