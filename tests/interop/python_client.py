@@ -62,7 +62,7 @@ async def main(binary: str) -> None:
             assert init.server_info.name == "agent-exec", init
 
             tools = await session.list_tools()
-            assert [tool.name for tool in tools.tools] == ["Bash", "BashOutput", "KillShell"]
+            assert [tool.name for tool in tools.tools] == ["Bash", "BashOutput", "KillShell", "WriteStdin"]
 
             result = await session.call_tool("Bash", {"command": "echo hello; echo oops >&2"})
             assert text(result) == "hello\n\n[stderr]\noops\n", text(result)
@@ -93,6 +93,20 @@ async def main(binary: str) -> None:
             assert text(killed) == f"Shell {shell_id} terminated", text(killed)
             again = await session.call_tool("KillShell", {"shell_id": shell_id})
             assert again.structured_content["already_stopped"] is True
+
+            # A REPL under a terminal: the call answers at its prompt.
+            repl = await session.call_tool("Bash", {"command": "python3 -q", "tty": True})
+            repl_id = repl.structured_content["bash_id"]
+            assert repl.structured_content["waiting_for_input"] is True, text(repl)
+            assert text(repl).endswith(f"Waiting for input: {repl_id}"), text(repl)
+            answer = await session.call_tool(
+                "WriteStdin", {"bash_id": repl_id, "input": "print(6*7)\n", "wait_ms": 5000}
+            )
+            assert "42" in text(answer), text(answer)
+            ended = await session.call_tool(
+                "WriteStdin", {"bash_id": repl_id, "keys": ["Ctrl-D"], "wait_ms": 5000}
+            )
+            assert text(ended).startswith("Status: completed"), text(ended)
 
             updates = []
 

@@ -204,8 +204,9 @@ impl ServerHandler for Bridge {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("agent-exec", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "Shell tools: Bash runs commands (foreground or background), BashOutput reads a \
-                 background shell's new output, KillShell stops one.",
+                "Shell tools: Bash runs commands (foreground or background, or under a terminal \
+                 with `tty`), BashOutput reads a background shell's new output, KillShell stops \
+                 one, WriteStdin types into a tty shell.",
             )
     }
 

@@ -191,7 +191,7 @@ mod tests {
         }
         assert_eq!(
             answers[&1]["result"]["tools"].as_array().map(Vec::len),
-            Some(3)
+            Some(4)
         );
         let echoed = answers[&2]["result"]["content"][0]["text"].as_str();
         assert!(

@@ -44,6 +44,10 @@ pub struct BashParams {
     #[serde(default)]
     #[schemars(default = "default_false")]
     pub run_in_background: bool,
+    /// Run under a terminal (120x40): only for programs that prompt or are interactive (REPLs, `read`, ssh/password prompts, pagers, editors). Answers when the program waits for input; talk to it with `WriteStdin`.
+    #[serde(default)]
+    #[schemars(default = "default_false")]
+    pub tty: bool,
 }
 
 fn default_false() -> bool {
@@ -70,7 +74,8 @@ const DESCRIPTION: &str = "Runs a bash command and returns its output (stdout, t
 - Foreground commands time out after 120000 ms unless `timeout` says otherwise (1000-600000); on timeout every process the command started is ended.\n\
 - For servers, watchers and anything long, set `run_in_background: true`: the call returns a `bash_id` at once; read new output with BashOutput and stop it with KillShell. Background jobs (`cmd &`) left by a foreground command are ended when it returns.\n\
 - Output over 30000 characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
-- Commands run without a terminal: stdin is empty, editors fail and pagers print, so never start interactive programs (use `git --no-pager`, `-y` flags and the like).\n\
+- Commands run without a terminal: stdin is empty, editors fail and pagers print. For everything scriptable stay so (use `git --no-pager`, `-y` flags, here-docs and the like).\n\
+- `tty: true` is for what cannot be scripted: prompts (`read`, a password or host-key question, `git add -p`), REPLs (python3, node, psql), full-screen programs (less, vim, top). The command runs under a 120x40 terminal (stdout and stderr merged); when it waits for input the call answers with the output so far and `Waiting for input: shell_xxxxxxxx`, and it goes on as a background shell: type into it with WriteStdin, read its screen with BashOutput `screen: true`, end it with KillShell. Its `cd`/`export` do not carry over, and without an explicit `timeout` it runs until it exits or is killed.\n\
 - Dangerous commands (recursive deletes of system or home directories, disk formatting, fork bombs) are refused.\n\
 - Commands whose effect is known only when they run (downloaded or decoded scripts piped into a shell, `rm -rf \"$VAR\"`) and those the policy file names may need the person's approval; the call waits for the answer, and a refusal says why.";
 
@@ -249,7 +254,14 @@ impl Tool for BashTool {
 
         if params.run_in_background {
             let timeout = params.timeout.map(Duration::from_millis);
-            return meta(start_background(exec, &command, cwd, &vars, timeout, ended).await)
+            return meta(
+                start_background(exec, &command, cwd, &vars, timeout, params.tty, ended).await,
+            )
+            .with_meta_opt("timeout_ms", params.timeout);
+        }
+        if params.tty {
+            let timeout = params.timeout.map(Duration::from_millis);
+            return meta(run_tty(exec, context, &command, cwd, &vars, timeout, ended).await)
                 .with_meta_opt("timeout_ms", params.timeout);
         }
         let timeout = params
@@ -443,10 +455,12 @@ async fn start_background(
     cwd: PathBuf,
     vars: &Vars,
     timeout: Option<Duration>,
+    tty: bool,
     ended: Option<(Arc<AuditLog>, AuditEntry)>,
 ) -> ToolResult {
     let stem = exec.next_path("background");
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars);
+    spec.tty = tty;
     let (stdout, stderr) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout);
     spec.stderr_spill = Some(stderr);
@@ -590,6 +604,180 @@ async fn run_foreground(
             "output_file",
             output_file.map(|path| path.to_string_lossy().into_owned()),
         )
+}
+
+/// How long a terminal stays quiet before its foreground group's reads
+/// count as waiting for input (CONTRACT.md, Interactive sessions).
+pub(crate) const INPUT_QUIET: Duration = Duration::from_millis(300);
+
+/// How often a quiet terminal is checked for a wait for input: well inside
+/// the 2 s the contract allows between the wait's start and the answer.
+const INPUT_POLL: Duration = Duration::from_millis(100);
+
+/// Resolves once `shell` waits for terminal input (never for a shell
+/// without a terminal). `/proc` is read only while the shell is quiet.
+pub(crate) async fn input_wait(shell: &ShellProcess) {
+    let mut events = shell.subscribe_output();
+    loop {
+        let quiet_left = INPUT_QUIET.saturating_sub(shell.quiet_for());
+        if !quiet_left.is_zero() {
+            match tokio::time::timeout(quiet_left, events.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) => return std::future::pending().await,
+                Err(_quiet) => {}
+            }
+        }
+        if shell.waits_for_input(INPUT_QUIET) {
+            return;
+        }
+        if !shell.is_running() || !shell.has_terminal() {
+            return std::future::pending().await;
+        }
+        if let Ok(Err(_)) = tokio::time::timeout(INPUT_POLL, events.changed()).await {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// A foreground command under a terminal: answers when it exits, or once it
+/// waits for input, as a background shell (`Waiting for input: ID`). No
+/// timeout unless one is given; its `cd`/`export` are not carried.
+async fn run_tty(
+    exec: &ExecEnvironment,
+    context: &ExecutionContext,
+    command: &str,
+    cwd: PathBuf,
+    vars: &Vars,
+    timeout: Option<Duration>,
+    ended: Option<(Arc<AuditLog>, AuditEntry)>,
+) -> ToolResult {
+    let stem = exec.next_path("tty");
+    let mut spec = base_spec(exec, command.to_owned(), cwd, vars);
+    let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
+    spec.stdout_spill = Some(stdout_spill);
+    spec.stderr_spill = Some(stderr_spill);
+    spec.timeout = timeout;
+    spec.tty = true;
+    spec.keep_running.clone_from(&exec.config.keep_processes);
+    let shell = match exec.manager.spawn_foreground(spec).await {
+        Ok(shell) => shell,
+        Err(error) => {
+            audit_not_started(ended);
+            return ToolResult::fail(format!(
+                "Cannot start the command: {}",
+                crate::error_chain(&error)
+            ));
+        }
+    };
+    let mut may_background = true;
+    loop {
+        tokio::select! {
+            _ = shell.wait() => break,
+            () = context.cancellation().cancelled() => {
+                shell.interrupt(INTERRUPT_GRACE).await;
+                break;
+            }
+            () = input_wait(&shell), if may_background => {
+                // With 256 shells already tracked it stays in the
+                // foreground, until it exits or its timeout.
+                match exec.manager.adopt(&shell) {
+                    Ok(id) => {
+                        audit_when_ended(ended, Arc::clone(&shell), id.clone());
+                        return waiting_answer(exec, &shell, &id, &stem);
+                    }
+                    Err(_) => may_background = false,
+                }
+            }
+        }
+    }
+    let audit_failed =
+        ended.and_then(|(log, entry)| log.write(&ended_entry(&entry, &shell, None)).err());
+    let exit = shell.exit();
+    let request = shell.end_request();
+    let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
+    let prefix = match (request, exit) {
+        (Some(EndRequest::Timeout), _) => {
+            timeout.map(|limit| format!("Command timed out after {}ms", limit.as_millis()))
+        }
+        (Some(EndRequest::Interrupt | EndRequest::Kill), _) => {
+            Some(format!("Command interrupted after {duration_ms}ms"))
+        }
+        (None, Some(exit)) if exit.code != 0 => {
+            Some(format!("Command failed with exit code {}", exit.code))
+        }
+        _ => None,
+    };
+    let Rendered {
+        text,
+        truncated,
+        output_file,
+    } = render_streams(
+        exec,
+        &shell.snapshot(Stream::Stdout),
+        &shell.snapshot(Stream::Stderr),
+        prefix.as_deref(),
+        &[],
+        MAX_OUTPUT_CHARS,
+        Some((&shell, &stem)),
+    );
+    let result = if prefix.is_none() {
+        ToolResult::ok(text)
+    } else {
+        ToolResult::fail(text)
+    };
+    let result = match audit_failed {
+        Some(error) => with_audit_failure(result, Err(error)),
+        None => result,
+    };
+    result
+        .with_meta_opt(
+            "exit_code",
+            exit.filter(|_| request != Some(EndRequest::Timeout))
+                .map(|exit| exit.code),
+        )
+        .with_meta("truncated", truncated)
+        .with_meta("duration_ms", duration_ms)
+        .with_meta("status", shell.status().as_str())
+        .with_meta("waiting_for_input", false)
+        .with_meta_opt(
+            "output_file",
+            output_file.map(|path| path.to_string_lossy().into_owned()),
+        )
+}
+
+/// The answer of a tty command that waits for input: the output so far
+/// (read, so `BashOutput` and `WriteStdin` go on from there), a blank line,
+/// `Waiting for input: ID`.
+fn waiting_answer(
+    exec: &ExecEnvironment,
+    shell: &ShellProcess,
+    id: &str,
+    stem: &std::path::Path,
+) -> ToolResult {
+    exec.keep_files(
+        Some(id),
+        &[
+            &stem.with_extension("stdout"),
+            &stem.with_extension("stderr"),
+        ],
+    );
+    let so_far = shell.read_unseen();
+    let body = crate::render::Body::from_streams(&so_far.stdout, &so_far.stderr, |text| {
+        crate::render::clean(exec, text)
+    });
+    let Rendered {
+        text, truncated, ..
+    } = crate::render::layout(None, &body, &[], MAX_OUTPUT_CHARS, || None);
+    let mut text = text.trim_end_matches('\n').to_owned();
+    if !text.is_empty() {
+        text.push_str("\n\n");
+    }
+    text.push_str(&format!("Waiting for input: {id}"));
+    ToolResult::ok(text)
+        .with_meta("bash_id", id)
+        .with_meta("status", ShellStatus::Running.as_str())
+        .with_meta("waiting_for_input", true)
+        .with_meta("truncated", truncated)
 }
 
 /// How a foreground wait ended.

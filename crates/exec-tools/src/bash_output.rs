@@ -21,11 +21,19 @@ pub struct BashOutputParams {
     pub bash_id: String,
     /// Keep only lines matching this regular expression (Rust `regex` syntax, matched anywhere in the line); the other lines are still consumed.
     pub filter: Option<String>,
-    /// Wait up to this many milliseconds for the shell to finish before answering (returns early when it does). 0 answers at once.
+    /// Wait up to this many milliseconds for the shell to finish (or, for a `tty` shell, to wait for input) before answering; returns early when it does. 0 answers at once.
     #[schemars(range(min = 0, max = 600_000))]
     #[serde(default)]
     #[schemars(default = "zero")]
     pub wait_ms: u64,
+    /// For a `tty` shell: answer the terminal's current screen (what a person would see, e.g. in vim, less, top) instead of the new output, which stays unread.
+    #[serde(default)]
+    #[schemars(default = "no")]
+    pub screen: bool,
+}
+
+fn no() -> bool {
+    false
 }
 
 fn zero() -> u64 {
@@ -45,11 +53,17 @@ impl BashOutputTool {
     }
 }
 
-/// `Status: S[, Exit code: N[ (SIG)]][, Duration: Nms]`.
-fn status_line(shell: &ShellProcess) -> String {
+/// `Status: S[, Exit code: N[ (SIG)]][, Duration: Nms]`, or `Status:
+/// running (waiting for input), Duration: Nms` for a tty shell at a prompt.
+pub(crate) fn status_line(shell: &ShellProcess, waiting: bool) -> String {
     let status = shell.status();
     let mut line = format!("Status: {status}");
-    if status.is_finished() {
+    if waiting && !status.is_finished() {
+        line.push_str(&format!(
+            " (waiting for input), Duration: {}ms",
+            shell.duration().as_millis()
+        ));
+    } else if status.is_finished() {
         if status != ShellStatus::Timeout
             && let Some(exit) = shell.exit()
         {
@@ -118,6 +132,34 @@ fn saved_output(shell: &ShellProcess) -> Option<SavedOutput> {
     })
 }
 
+/// The terminal's screen, redacted, under the status line; the new output
+/// stays unread.
+fn screen_answer(env: &ExecEnvironment, id: &str, shell: &ShellProcess) -> ToolResult {
+    let Some(screen) = shell.screen() else {
+        return ToolResult::fail(format!("Shell {id} has no terminal"));
+    };
+    let waiting = waiting_for_input(shell);
+    let status = shell.status();
+    let text = format!(
+        "{}\n\n{}",
+        status_line(shell, waiting),
+        env.redact(&screen.rows.join("\n"))
+    );
+    ToolResult::ok(text)
+        .with_meta("bash_id", id)
+        .with_meta("status", status.as_str())
+        .with_meta("is_running", !status.is_finished())
+        .with_meta("waiting_for_input", waiting)
+        .with_meta("cursor_row", screen.cursor_row)
+        .with_meta("cursor_col", screen.cursor_col)
+        .with_meta("command", env.redact(shell.command()))
+}
+
+/// Whether a tty shell waits for input now.
+pub(crate) fn waiting_for_input(shell: &ShellProcess) -> bool {
+    shell.is_running() && shell.waits_for_input(crate::bash::INPUT_QUIET)
+}
+
 fn keep_matching(text: &str, filter: Option<&Regex>) -> String {
     match filter {
         None => text.to_owned(),
@@ -146,6 +188,7 @@ impl Tool for BashOutputTool {
 - Answers `Status: running|completed|failed|killed|timeout` (with the exit code and duration once it ended), a blank line, then only the new output: stdout, then `[stderr]` and new stderr.\n\
 - `filter` keeps only lines matching a regular expression; lines it drops are consumed all the same.\n\
 - `wait_ms` waits up to that long for the shell to finish (it returns early when it does): use it instead of polling in a loop.\n\
+- For a shell started with `tty: true`, `screen: true` answers the terminal's current screen (40 rows of 120 columns, as a person would see it in vim, less or top) instead of the new output; the status line reads `Status: running (waiting for input)` while it waits for input.\n\
 - If output arrived faster than it was read, the oldest unread part is dropped and one line says how many bytes."
             .to_owned()
     }
@@ -160,25 +203,58 @@ impl Tool for BashOutputTool {
             Ok(filter) => filter,
             Err(error) => return ToolResult::fail(format!("Invalid filter regex: {error}")),
         };
+        if params.screen && filter.is_some() {
+            return ToolResult::fail(
+                "`filter` cannot be used with `screen`: the screen is answered whole",
+            );
+        }
         let Some(shell) = env.manager.get(&params.bash_id) else {
             return not_found(env, &params.bash_id);
         };
-        if params.wait_ms > 0 {
-            shell
-                .wait_timeout(Duration::from_millis(params.wait_ms))
-                .await;
+        if params.screen && !shell.has_terminal() {
+            return ToolResult::fail(format!(
+                "Shell {} has no terminal: `screen` needs a shell started with Bash `tty: true`",
+                params.bash_id
+            ));
         }
+        if params.wait_ms > 0 {
+            let _ = tokio::time::timeout(Duration::from_millis(params.wait_ms), async {
+                tokio::select! {
+                    _ = shell.wait() => {}
+                    () = crate::bash::input_wait(&shell) => {}
+                }
+            })
+            .await;
+        }
+        if params.screen {
+            return screen_answer(env, &params.bash_id, &shell);
+        }
+        read_answer(env, &params.bash_id, &shell, filter.as_ref(), false)
+    }
+}
+
+/// The answer `BashOutput` (and `WriteStdin`) gives: the status line, a blank
+/// line, the output new since the last read; the metadata.
+pub(crate) fn read_answer(
+    env: &ExecEnvironment,
+    id: &str,
+    shell: &ShellProcess,
+    filter: Option<&Regex>,
+    known_waiting: bool,
+) -> ToolResult {
+    {
+        let waiting = shell.is_running() && (known_waiting || waiting_for_input(shell));
         let new = shell.read_unseen();
-        let shape = |text: &str| keep_matching(&clean(env, text), filter.as_ref());
-        let header = status_line(&shell);
+        let shape = |text: &str| keep_matching(&clean(env, text), filter);
+        let header = status_line(shell, waiting);
         let body = Body::from_streams(&new.stdout, &new.stderr, shape);
         let prefix = format!("{header}\n");
         let rendered = layout(Some(&prefix), &body, &[], MAX_OUTPUT_CHARS, || {
-            saved_output(&shell)
+            saved_output(shell)
         });
         let status = shell.status();
         ToolResult::ok(rendered.text)
-            .with_meta("bash_id", params.bash_id)
+            .with_meta("bash_id", id)
             .with_meta("status", status.as_str())
             .with_meta_opt(
                 "exit_code",
@@ -188,6 +264,7 @@ impl Tool for BashOutputTool {
                     .map(|exit| exit.code),
             )
             .with_meta("is_running", !status.is_finished())
+            .with_meta("waiting_for_input", waiting)
             .with_meta(
                 "duration_ms",
                 u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX),

@@ -38,6 +38,7 @@ mod kill_shell;
 mod quote;
 mod render;
 mod text;
+mod write_stdin;
 
 use std::sync::Arc;
 
@@ -54,12 +55,13 @@ pub use kill_shell::{KillShellParams, KillShellTool};
 /// The sandbox's namespace init: a program whose commands run sandboxed
 /// calls it first thing in `main` (see [`prepare_sandbox`]).
 pub use shell_runtime::run_if_init;
+pub use write_stdin::{WriteStdinParams, WriteStdinTool};
 
 /// Quoting for shell text; public only for the fuzz targets.
 #[doc(hidden)]
 pub use quote::quote;
 
-/// Adds `Bash`, `BashOutput` and `KillShell`, sharing `env`, to `registry`.
+/// Adds `Bash`, `BashOutput`, `KillShell` and `WriteStdin`, sharing `env`, to `registry`.
 pub fn register_execution_tools(
     registry: &mut ToolRegistry,
     env: &Arc<ExecEnvironment>,
@@ -67,6 +69,7 @@ pub fn register_execution_tools(
     registry.register(BashTool::new(Arc::clone(env)))?;
     registry.register(BashOutputTool::new(Arc::clone(env)))?;
     registry.register(KillShellTool::new(Arc::clone(env)))?;
+    registry.register(WriteStdinTool::new(Arc::clone(env)))?;
     Ok(())
 }
 

@@ -39,7 +39,9 @@ pub use cgroup::{command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
-pub use process::{NewOutput, ReadCursor, ShellProcess, SpillReport, SpillShortfall, Stream};
+pub use process::{
+    NewOutput, ReadCursor, Screen, ShellProcess, SpillReport, SpillShortfall, Stream,
+};
 pub use redact::{
     BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
 };
@@ -47,11 +49,13 @@ pub use spawn::confine::{ConfineError, Confinement};
 pub use spawn::init::{INIT_NAME, run_if_init};
 #[cfg(unix)]
 pub use spawn::janitor::{Janitor, run_janitor, start_janitor};
+#[cfg(target_os = "linux")]
+pub use spawn::pty::{TERMINAL_COLUMNS, TERMINAL_ROWS, TERMINAL_TYPE, TerminalWriter};
 pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
 pub use tree::SHELL_TAG_VAR;
 #[cfg(target_os = "linux")]
-pub use tty_wait::{TerminalDevice, group_waits_for_input, waits_for_input};
+pub use tty_wait::{TerminalDevice, group_reader, group_waits_for_input, waits_for_input};
 /// The capture's building blocks, public for the fuzz targets only.
 #[doc(hidden)]
 pub use {buffer::OutputBuffer, decode::Utf8Decoder};

@@ -125,6 +125,12 @@ pub struct SpawnSpec {
     /// Confinement applied in the child before exec (the sandbox), shared
     /// by every command of a server.
     pub confinement: Option<std::sync::Arc<crate::Confinement>>,
+    /// Run under a new pseudo-terminal (120x40, `TERM=xterm-256color`) as
+    /// the controlling terminal of the shell's session: stdin, stdout and
+    /// stderr are its slave, the output is one stream (read as stdout), and
+    /// [`ShellProcess::terminal`](crate::ShellProcess::terminal) writes
+    /// input. Linux only.
+    pub tty: bool,
     /// The memory budget the output shares with other shells (a
     /// [`ShellManager`](crate::ShellManager) fills in its own); without
     /// one, the shell's output has a pool of its own, bounded only by
@@ -180,6 +186,7 @@ impl SpawnSpec {
             keep_running: Vec::new(),
             replacements: None,
             confinement: None,
+            tty: false,
             memory: None,
         }
     }
@@ -206,6 +213,13 @@ impl SpawnSpec {
     #[must_use]
     pub fn with_limits(mut self, limits: BufferLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Runs under a pseudo-terminal (see [`SpawnSpec::tty`]).
+    #[must_use]
+    pub fn with_tty(mut self) -> Self {
+        self.tty = true;
         self
     }
 

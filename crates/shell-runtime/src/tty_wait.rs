@@ -53,6 +53,14 @@ pub fn group_waits_for_input(pgid: i32, terminal: TerminalDevice) -> bool {
         .any(|pid| waits_for_input(pid, terminal))
 }
 
+/// The first process of the process group `pgid` found blocked reading
+/// `terminal`: the program input typed now goes to.
+pub fn group_reader(pgid: i32, terminal: TerminalDevice) -> Option<i32> {
+    group_members(pgid)
+        .into_iter()
+        .find(|&pid| waits_for_input(pid, terminal))
+}
+
 /// Whether a thread of process `pid` is blocked reading `terminal`.
 pub fn waits_for_input(pid: i32, terminal: TerminalDevice) -> bool {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {

@@ -369,6 +369,9 @@ pub(super) async fn read_stream(
             };
             pending += read;
             if pending > 0 {
+                if stream == Stream::Stdout {
+                    shell.feed_screen(&bytes[..pending]);
+                }
                 text.clear();
                 decoder.decode(&bytes[..pending], &mut text);
                 replacer.push_to(&text, |piece| capture.push(piece));

@@ -69,6 +69,7 @@ struct RunState {
 /// supervises it and whoever reads or ends it; no lock is held across I/O.
 pub struct ShellProcess {
     pid: i32,
+    has_terminal: bool,
     tree: TreeId,
     command: String,
     started_at: Instant,
@@ -86,6 +87,14 @@ pub struct ShellProcess {
     /// Counts pushes of output, for consumers that want to know when to look.
     output_events: watch::Sender<u64>,
     sequence: AtomicU64,
+    /// The terminal's screen as a terminal emulator draws it (tty shells).
+    screen: Option<Mutex<vt100::Parser>>,
+    /// Milliseconds from start to the last output pushed.
+    last_output_ms: AtomicU64,
+    /// Input to its terminal while it runs, if it has one; dropped when it
+    /// finishes, so a finished shell holds no descriptor of it.
+    #[cfg(target_os = "linux")]
+    terminal: Mutex<Option<crate::TerminalWriter>>,
 }
 
 impl std::fmt::Debug for ShellProcess {
@@ -127,6 +136,7 @@ impl ShellProcess {
             .account();
         let shell = Arc::new(Self {
             pid,
+            has_terminal: spec.tty,
             tree: TreeId::new(pid, &tag, spawned.cgroup),
             command: spec.command.clone(),
             started_at,
@@ -147,6 +157,10 @@ impl ShellProcess {
             finished: watch::Sender::new(false),
             output_events: watch::Sender::new(0),
             sequence: AtomicU64::new(0),
+            last_output_ms: AtomicU64::new(0),
+            screen: spec.tty.then(|| Mutex::new(new_screen())),
+            #[cfg(target_os = "linux")]
+            terminal: Mutex::new(spawned.terminal),
         });
         shell.move_to(ShellStatus::Running);
         let readers = [
@@ -176,6 +190,94 @@ impl ShellProcess {
     /// The shell's pid (also its process group id and process session id).
     pub fn pid(&self) -> u32 {
         self.pid.cast_unsigned()
+    }
+
+    /// Input to its terminal: `None` for a shell started without
+    /// [`SpawnSpec::tty`], and once it has finished.
+    #[cfg(target_os = "linux")]
+    pub fn terminal(&self) -> Option<crate::TerminalWriter> {
+        self.terminal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// What a person would see on its terminal now (`None` without one):
+    /// the rows with trailing spaces trimmed and trailing empty rows
+    /// dropped, and where the cursor is. Not redacted: callers redact.
+    pub fn screen(&self) -> Option<Screen> {
+        let parser = self
+            .screen
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let screen = parser.screen();
+        let mut rows: Vec<String> = screen
+            .rows(0, SCREEN_COLUMNS)
+            .map(|row| row.trim_end().to_owned())
+            .collect();
+        while rows.last().is_some_and(String::is_empty) {
+            rows.pop();
+        }
+        let (cursor_row, cursor_col) = screen.cursor_position();
+        Some(Screen {
+            rows,
+            cursor_row,
+            cursor_col,
+            application_cursor: screen.application_cursor(),
+            bracketed_paste: screen.bracketed_paste(),
+        })
+    }
+
+    fn feed_screen(&self, bytes: &[u8]) {
+        if let Some(screen) = &self.screen {
+            screen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .process(bytes);
+        }
+    }
+
+    /// How long no output has arrived (since the start, before any).
+    pub fn quiet_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_output_ms.load(Ordering::Relaxed));
+        self.started_at.elapsed().saturating_sub(last)
+    }
+
+    /// Whether it waits for terminal input (CONTRACT.md, Interactive
+    /// sessions): it runs under a terminal whose foreground process group is
+    /// blocked reading it, and no output arrived for `quiet`. Reads `/proc`
+    /// only once the quiet has lasted, so it costs nothing while output flows.
+    #[cfg(target_os = "linux")]
+    pub fn waits_for_input(&self, quiet: Duration) -> bool {
+        if self.quiet_for() < quiet {
+            return false;
+        }
+        let Some(terminal) = self.terminal() else {
+            return false;
+        };
+        terminal
+            .foreground_group()
+            .is_some_and(|group| crate::group_waits_for_input(group, terminal.device()))
+    }
+
+    /// The process blocked reading its terminal now, if any (its pid as
+    /// this process sees it).
+    #[cfg(target_os = "linux")]
+    pub fn input_reader(&self) -> Option<i32> {
+        let terminal = self.terminal()?;
+        crate::group_reader(terminal.foreground_group()?, terminal.device())
+    }
+
+    /// Never: terminals are Linux only.
+    #[cfg(not(target_os = "linux"))]
+    pub fn waits_for_input(&self, _quiet: Duration) -> bool {
+        false
+    }
+
+    /// Whether it was started under a terminal (also once it has finished).
+    pub fn has_terminal(&self) -> bool {
+        self.has_terminal
     }
 
     /// The memory budget its output counts against.
@@ -384,6 +486,15 @@ impl ShellProcess {
         }
     }
 
+    /// SIGINT to the shell's process group only (Ctrl-C typed at a terminal
+    /// it does not have), nothing more: it may go on. False if it has ended.
+    pub fn send_interrupt(&self) -> bool {
+        if !self.is_running() || self.exit().is_some() {
+            return false;
+        }
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.pid), Signal::SIGINT).is_ok()
+    }
+
     /// Ends the tree at once with SIGKILL, without waiting: for `Drop`.
     pub(crate) fn kill_now(&self) {
         if self.request_end(EndRequest::Kill) {
@@ -391,10 +502,47 @@ impl ShellProcess {
         }
     }
 
+    #[cfg(target_os = "linux")]
+    fn drop_terminal(&self) {
+        self.terminal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+
     fn notify_output(&self) {
+        let since_start = u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_output_ms.store(since_start, Ordering::Relaxed);
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
         self.output_events.send_replace(sequence);
     }
+}
+
+/// A terminal's screen at one moment (see [`ShellProcess::screen`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Screen {
+    /// The rows shown, trailing spaces trimmed, trailing empty rows dropped.
+    pub rows: Vec<String>,
+    /// The cursor's row, from 0.
+    pub cursor_row: u16,
+    /// The cursor's column, from 0.
+    pub cursor_col: u16,
+    /// The program asked for application cursor keys (`ESC O A` for Up).
+    pub application_cursor: bool,
+    /// The program enabled bracketed paste.
+    pub bracketed_paste: bool,
+}
+
+/// The size of every terminal the runtime makes (`TERMINAL_ROWS` by
+/// `TERMINAL_COLUMNS`).
+const SCREEN_ROWS: u16 = 40;
+const SCREEN_COLUMNS: u16 = 120;
+
+/// A screen the size of every terminal the runtime makes, without scrollback.
+fn new_screen() -> vt100::Parser {
+    let rows = std::num::NonZeroU16::new(SCREEN_ROWS).unwrap_or(std::num::NonZeroU16::MIN);
+    let columns = std::num::NonZeroU16::new(SCREEN_COLUMNS).unwrap_or(std::num::NonZeroU16::MIN);
+    vt100::Parser::new(rows, columns, 0)
 }
 
 static SUBREAPER: std::sync::Once = std::sync::Once::new();

@@ -78,6 +78,8 @@ pub(super) async fn supervise(
             state.status = status;
         }
     }
+    #[cfg(target_os = "linux")]
+    shell.drop_terminal();
     shell.finished.send_replace(true);
     shell.notify_output();
     guard.0 = None;
@@ -112,6 +114,8 @@ impl Drop for AbandonGuard {
                 state.status = ShellStatus::Killed;
             }
         }
+        #[cfg(target_os = "linux")]
+        shell.drop_terminal();
         shell.exited.send_replace(true);
         shell.finished.send_replace(true);
     }

@@ -56,8 +56,17 @@ const ACCESS_MAKE_ALL: u64 = 0b111_1111 << 6; // CHAR DIR REG SOCK FIFO BLOCK SY
 const ACCESS_REFER: u64 = 1 << 13;
 const ACCESS_TRUNCATE: u64 = 1 << 14;
 
-/// Devices every command may write even in `read-only`.
-const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+/// Devices every command may write even in `read-only`: with `/dev/ptmx`
+/// and `/dev/pts` (the directory: every terminal's slave), a command under
+/// a terminal can use it and open terminals of its own.
+const WRITABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
 
 #[repr(C)]
 struct RulesetAttr {
@@ -256,11 +265,12 @@ fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), Confine
     };
     let plan = confinement.plan();
     // An empty program: the init answers as PID 1 and exits.
-    let child = super::vfork::spawn(c"", &[], &[], c"/", None, Some(&plan)).map_err(|error| {
-        why_not(format!(
-            "starting `{init}` in new namespaces failed: {error}"
-        ))
-    })?;
+    let child =
+        super::vfork::spawn(c"", &[], &[], c"/", None, Some(&plan), None).map_err(|error| {
+            why_not(format!(
+                "starting `{init}` in new namespaces failed: {error}"
+            ))
+        })?;
     let status = super::vfork::wait_blocking(&child);
     if status == Some(0) {
         Ok(())

@@ -50,6 +50,8 @@ pub(crate) mod init;
 #[cfg(unix)]
 pub(crate) mod janitor;
 #[cfg(target_os = "linux")]
+pub(crate) mod pty;
+#[cfg(target_os = "linux")]
 mod vfork;
 
 #[cfg(not(target_os = "linux"))]
@@ -92,6 +94,10 @@ pub(crate) struct Spawned {
     pub(crate) exit: ExitFuture,
     /// The command's own cgroup, where one could be made.
     pub(crate) cgroup: Option<crate::cgroup::CommandCgroup>,
+    /// Input to its terminal, when it runs under one (`stdout` then reads
+    /// the terminal, and `stderr` is empty).
+    #[cfg(target_os = "linux")]
+    pub(crate) terminal: Option<pty::TerminalWriter>,
 }
 
 fn spawner() -> Result<&'static mpsc::Sender<Job>, SpawnError> {
@@ -147,6 +153,7 @@ struct Prepared {
     argv: Vec<std::ffi::CString>,
     envp: Vec<std::ffi::CString>,
     cwd: std::ffi::CString,
+    tty: bool,
     confinement: Option<std::sync::Arc<confine::Confinement>>,
     cgroup: Option<crate::cgroup::CommandCgroup>,
 }
@@ -174,7 +181,7 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
     }
     let mut envp = Vec::with_capacity(spec.env.len() + 1);
     for (key, value) in &spec.env {
-        if key.as_bytes() == SHELL_TAG_VAR.as_bytes() {
+        if key.as_bytes() == SHELL_TAG_VAR.as_bytes() || (spec.tty && key.as_bytes() == b"TERM") {
             continue;
         }
         let mut entry = key.as_bytes().to_vec();
@@ -186,12 +193,19 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
         format!("{SHELL_TAG_VAR}={tag}").as_bytes(),
         "the shell tag",
     )?);
+    if spec.tty {
+        envp.push(c_string(
+            format!("TERM={}", pty::TERMINAL_TYPE).as_bytes(),
+            "the terminal type",
+        )?);
+    }
     let cwd = c_string(spec.cwd.as_os_str().as_bytes(), "the working directory")?;
     Ok(Prepared {
         program,
         argv,
         envp,
         cwd,
+        tty: spec.tty,
         confinement: spec.confinement.clone(),
         cgroup: crate::cgroup::take(
             spec.confinement
@@ -212,6 +226,15 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
             plan
         }
     });
+    let terminal = match prepared.tty.then(pty::open_pair).transpose() {
+        Ok(terminal) => terminal,
+        Err(error) => {
+            if let Some(cgroup) = &prepared.cgroup {
+                cgroup.retire(false);
+            }
+            return Err(error);
+        }
+    };
     let child = vfork::spawn(
         &prepared.program,
         &prepared.argv,
@@ -222,6 +245,9 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
             .as_ref()
             .and_then(crate::cgroup::CommandCgroup::procs_fd),
         confinement.as_ref(),
+        terminal
+            .as_ref()
+            .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave)),
     );
     let child = match child {
         Ok(child) => child,
@@ -233,14 +259,32 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         }
     };
     let cgroup = prepared.cgroup;
-    let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stdout)?;
-    let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(child.stderr)?;
+    let (stdout, stderr, terminal): (Pipe, Pipe, _) = match (child.output, terminal) {
+        (Some((stdout, stderr)), _) => (
+            Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(stdout)?),
+            Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(stderr)?),
+            None,
+        ),
+        (None, Some((master, slave))) => {
+            let device = pty::device_of(&slave)?;
+            // The child has its copies; ours would keep the master from
+            // ever reading end of stream.
+            drop(slave);
+            let master = pty::register(master)?;
+            (
+                Box::new(pty::MasterReader(std::sync::Arc::clone(&master))),
+                Box::new(tokio::io::empty()),
+                Some(pty::TerminalWriter { master, device }),
+            )
+        }
+        (None, None) => return Err(io::Error::other("a child without output")),
+    };
     let pidfd = vfork::watch_pidfd(child.pidfd)?;
     let status = child.status;
     Ok(Spawned {
         pid: child.pid,
-        stdout: Box::new(stdout),
-        stderr: Box::new(stderr),
+        stdout,
+        stderr,
         exit: Box::pin(async move {
             let exit = wait_pidfd(pidfd).await?;
             // The namespace's init reports how the shell ended: the init
@@ -251,6 +295,7 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
                 .map_or(exit, exit_info_from_status))
         }),
         cgroup,
+        terminal,
     })
 }
 
@@ -304,6 +349,9 @@ type Prepared = std::process::Command;
 fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
     if spec.confinement.is_some() {
         return Err(SpawnError::Io(io::Error::other("the sandbox needs Linux")));
+    }
+    if spec.tty {
+        return Err(SpawnError::Io(io::Error::other("a terminal needs Linux")));
     }
     Ok(build_command(spec, tag))
 }

@@ -28,8 +28,9 @@ use super::init::INIT_NAME;
 pub(crate) struct RawChild {
     pub(crate) pid: i32,
     pub(crate) pidfd: OwnedFd,
-    pub(crate) stdout: OwnedFd,
-    pub(crate) stderr: OwnedFd,
+    /// Stdout and stderr: pipes, or `None` under a terminal (the caller
+    /// holds its master).
+    pub(crate) output: Option<(OwnedFd, OwnedFd)>,
     /// Where the namespace's init reports the shell's wait status.
     pub(crate) status: Option<OwnedFd>,
 }
@@ -182,6 +183,9 @@ struct ChildPlan {
     stdout: RawFd,
     stderr: RawFd,
     report: RawFd,
+    /// stdin, stdout and stderr are a terminal's slave, to be made the
+    /// controlling terminal of the shell's new session.
+    tty: bool,
     /// The init's status pipe (-1 without namespaces).
     status: RawFd,
     /// With namespaces, the shell the child starts before it execs the
@@ -216,7 +220,8 @@ fn null_pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Starts `program` with `argv` and `envp` in `cwd`, stdin from /dev/null,
-/// stdout and stderr on new pipes, in a new process session, with SIGKILL
+/// stdout and stderr on new pipes (or all three on the terminal `tty`, a
+/// slave the shell makes its controlling terminal), in a new process session, with SIGKILL
 /// as its parent-death signal. The calling thread is the "parent" the kernel
 /// watches for that signal, so call this from a thread that lives as long
 /// as the process.
@@ -227,10 +232,16 @@ pub(crate) fn spawn(
     cwd: &CStr,
     cgroup: Option<RawFd>,
     confinement: Option<&ChildConfinement>,
+    tty: Option<RawFd>,
 ) -> io::Result<RawChild> {
-    let stdin = std::fs::File::open("/dev/null")?;
-    let (stdout_read, stdout_write) = pipe()?;
-    let (stderr_read, stderr_write) = pipe()?;
+    let stdin = match tty {
+        Some(_) => None,
+        None => Some(std::fs::File::open("/dev/null")?),
+    };
+    let output = match tty {
+        Some(_) => None,
+        None => Some((pipe()?, pipe()?)),
+    };
     let (report_read, report_write) = pipe()?;
     let init = confinement.and_then(ChildConfinement::init);
     let namespace_flags = confinement.map_or(0, ChildConfinement::clone_flags);
@@ -274,10 +285,15 @@ pub(crate) fn spawn(
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
-        stdin: stdin.as_raw_fd(),
-        stdout: stdout_write.as_raw_fd(),
-        stderr: stderr_write.as_raw_fd(),
+        stdin: tty.or(stdin.as_ref().map(AsRawFd::as_raw_fd)).unwrap_or(-1),
+        stdout: output
+            .as_ref()
+            .map_or(-1, |((_, write), _)| write.as_raw_fd()),
+        stderr: output
+            .as_ref()
+            .map_or(-1, |(_, (_, write))| write.as_raw_fd()),
         report: report_write.as_raw_fd(),
+        tty: tty.is_some(),
         status: status_pipe
             .as_ref()
             .map_or(-1, |(_, write)| write.as_raw_fd()),
@@ -333,7 +349,11 @@ pub(crate) fn spawn(
         drop(write);
         read
     });
-    drop((stdin, stdout_write, stderr_write, report_write));
+    let output = output.map(|((stdout, stdout_write), (stderr, stderr_write))| {
+        drop((stdout_write, stderr_write));
+        (stdout, stderr)
+    });
+    drop((stdin, report_write));
 
     // The child wrote its errno here if it could not exec.
     let mut errno = [0u8; 4];
@@ -347,8 +367,7 @@ pub(crate) fn spawn(
     Ok(RawChild {
         pid,
         pidfd,
-        stdout: stdout_read,
-        stderr: stderr_read,
+        output,
         status,
     })
 }
@@ -466,12 +485,25 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
-    for (from, to) in [(plan.stdin, 0), (plan.stdout, 1), (plan.stderr, 2)] {
+    // Under a terminal, `stdin` is its slave, for all three.
+    let (stdin, stdout, stderr) = if plan.tty {
+        (plan.stdin, plan.stdin, plan.stdin)
+    } else {
+        (plan.stdin, plan.stdout, plan.stderr)
+    };
+    for (from, to) in [(stdin, 0), (stdout, 1), (stderr, 2)] {
         // SAFETY: `from` is a descriptor the parent keeps open until we exec.
         if unsafe { libc::dup2(from, to) } < 0 {
             // SAFETY: as above.
             unsafe { fail(plan) };
         }
+    }
+    // Without namespaces this process is the shell: its new session takes
+    // the terminal now. With them, the shell does after its own `setsid`.
+    // SAFETY: as in `take_terminal`.
+    if plan.tty && plan.shell_program.is_null() && !unsafe { take_terminal() } {
+        // SAFETY: as above.
+        unsafe { fail(plan) };
     }
     // SAFETY: `cwd` is a C string the parent keeps alive.
     if unsafe { libc::chdir(plan.cwd) } != 0 {
@@ -569,10 +601,25 @@ extern "C" fn shell_main(arg: *mut c_void) -> c_int {
         // SAFETY: as in `child_main`.
         unsafe { fail(plan) };
     }
+    // SAFETY: as in `take_terminal`.
+    if plan.tty && !unsafe { take_terminal() } {
+        // SAFETY: as in `child_main`.
+        unsafe { fail(plan) };
+    }
     // SAFETY: C strings and null-terminated arrays the parent keeps alive.
     unsafe { libc::execve(plan.shell_program, plan.shell_argv, plan.envp) };
     // SAFETY: as above.
     unsafe { fail(plan) }
+}
+
+/// Makes descriptor 0, a terminal's slave, the controlling terminal of the
+/// calling process's session (`TIOCSCTTY`), which it must lead.
+///
+/// # Safety
+/// Call only in a spawned child, after `setsid` and the `dup2` to 0.
+unsafe fn take_terminal() -> bool {
+    // SAFETY: TIOCSCTTY takes an integer (0: do not steal it from another session).
+    unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) == 0 }
 }
 
 /// Reports errno to the parent and exits without running any of its code.

@@ -1,0 +1,567 @@
+//! `WriteStdin`: typing into a `tty` shell (CONTRACT.md, Interactive
+//! sessions). Lines typed to a shell in front (bash, sh, dash, zsh) are
+//! checked like a `Bash` command before they are written; input to any
+//! other program is written as is (the sandbox is the boundary there).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use exec_policy::{AnalysisContext, Decision};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tool_core::{Approval, ExecutionContext, Tool, ToolCategory, ToolResult};
+
+use crate::approval::{Waiting, approval_key, approval_message, wait_for_approval};
+use crate::audit::AuditEntry;
+use crate::bash_output::{not_found, read_answer};
+use crate::carried_state::CarriedStateSlot;
+use crate::environment::{AskFallback, ExecEnvironment};
+
+/// Arguments of `WriteStdin`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteStdinParams {
+    /// The id of a shell started by Bash with `tty: true` (`shell_` + 8 hex digits).
+    pub bash_id: String,
+    /// Text typed as is, before `keys` ("\n" is Enter).
+    #[serde(default)]
+    #[schemars(default = "empty")]
+    pub input: String,
+    /// Named keys typed after `input`: Enter, Tab, Escape, Backspace, Up, Down, Left, Right, Ctrl-C, Ctrl-D, Ctrl-Z, Ctrl-L.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// Wait up to this many milliseconds for the program to exit or to wait for input again (after at least 200 ms of quiet).
+    #[schemars(range(min = 0, max = 600_000))]
+    #[serde(default = "default_wait")]
+    #[schemars(default = "default_wait")]
+    pub wait_ms: u64,
+}
+
+fn empty() -> String {
+    String::new()
+}
+
+fn default_wait() -> u64 {
+    1000
+}
+
+/// The keys `keys` may name, with the bytes a terminal sends for each
+/// (arrows in normal cursor mode).
+const KEYS: &[(&str, &[u8])] = &[
+    ("Enter", b"\r"),
+    ("Tab", b"\t"),
+    ("Escape", b"\x1b"),
+    ("Backspace", b"\x7f"),
+    ("Up", b"\x1b[A"),
+    ("Down", b"\x1b[B"),
+    ("Left", b"\x1b[D"),
+    ("Right", b"\x1b[C"),
+    ("Ctrl-C", b"\x03"),
+    ("Ctrl-D", b"\x04"),
+    ("Ctrl-Z", b"\x1a"),
+    ("Ctrl-L", b"\x0c"),
+];
+
+/// Keys that edit a line or recall history: refused while a shell is in
+/// front, where the server keeps the line and checks it whole.
+const EDITING_KEYS: &[&str] = &["Tab", "Backspace", "Up", "Down", "Left", "Right", "Escape"];
+
+/// Programs whose typed lines are commands.
+const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "rbash"];
+
+/// After writing, the program must be quiet this long before a wait for
+/// input counts as the next one.
+const QUIET_AFTER_INPUT: Duration = Duration::from_millis(200);
+
+/// How often the terminal is checked while waiting.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Text as typed: several lines to a program that enabled bracketed
+/// paste go as one paste (a final newline stays Enter, after it).
+fn type_text(bytes: &mut Vec<u8>, text: &str, paste: bool) {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    if paste && body.contains('\n') {
+        bytes.extend_from_slice(b"\x1b[200~");
+        bytes.extend_from_slice(body.as_bytes());
+        bytes.extend_from_slice(b"\x1b[201~");
+        if body.len() < text.len() {
+            bytes.push(b'\r');
+        }
+    } else {
+        bytes.extend_from_slice(text.as_bytes());
+    }
+}
+
+/// A key's bytes: arrows as `ESC O x` once the program asked for
+/// application cursor keys (vim, less do), else `ESC [ x`.
+fn key_bytes(name: &str, key: &[u8], application_cursor: bool) -> Vec<u8> {
+    match (application_cursor, key) {
+        (true, [0x1b, b'[', arrow]) if matches!(name, "Up" | "Down" | "Left" | "Right") => {
+            vec![0x1b, b'O', *arrow]
+        }
+        _ => key.to_vec(),
+    }
+}
+
+/// One thing typed: text or a named key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Typed {
+    Text(String),
+    Key(&'static str, &'static [u8]),
+}
+
+/// Types into a tty shell.
+#[derive(Debug)]
+pub struct WriteStdinTool {
+    env: Arc<ExecEnvironment>,
+    /// The line typed so far to a shell in front, per shell id: written to
+    /// the terminal only once Enter comes and it is checked whole.
+    partial: Mutex<HashMap<String, String>>,
+}
+
+impl WriteStdinTool {
+    /// The tool over shared state.
+    pub fn new(env: Arc<ExecEnvironment>) -> Self {
+        Self {
+            env,
+            partial: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+fn parse_keys(keys: &[String]) -> Result<Vec<Typed>, String> {
+    keys.iter()
+        .map(|name| {
+            KEYS.iter()
+                .find(|(known, _)| known == name)
+                .map(|(known, bytes)| Typed::Key(known, bytes))
+                .ok_or_else(|| {
+                    let known: Vec<&str> = KEYS.iter().map(|(known, _)| *known).collect();
+                    format!(
+                        "Unknown key `{name}`; the known keys are: {}",
+                        known.join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The input as the audit log shows it: text, and `[Key]` for each key.
+fn shown(typed: &[Typed]) -> String {
+    typed
+        .iter()
+        .map(|item| match item {
+            Typed::Text(text) => text.clone(),
+            Typed::Key(name, _) => format!("[{name}]"),
+        })
+        .collect()
+}
+
+/// The executable file name of `pid` (`/proc/PID/exe`, which the process
+/// cannot set), and its working directory.
+fn program_of(pid: i32) -> (Option<String>, Option<std::path::PathBuf>) {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|path| {
+            path.file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        });
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+    (exe, cwd)
+}
+
+/// Only bytes that make the terminal send a signal (Ctrl-C, Ctrl-Z):
+/// those act at once, whatever the program in front is doing.
+fn only_signals(typed: &[Typed]) -> bool {
+    !typed.is_empty()
+        && typed
+            .iter()
+            .all(|item| matches!(item, Typed::Key("Ctrl-C" | "Ctrl-Z", _)))
+}
+
+#[async_trait]
+impl Tool for WriteStdinTool {
+    type Params = WriteStdinParams;
+
+    fn name(&self) -> &str {
+        "WriteStdin"
+    }
+
+    fn description(&self) -> String {
+        "Types into a shell started by Bash with `tty: true` (a prompt, a REPL, a full-screen program), then answers as BashOutput does: the status line and the output new since the last read.\n\
+\n\
+- `input` is typed as is (\"\\n\" is Enter); `keys` are named keys typed after it: Enter, Tab, Escape, Backspace, Up, Down, Left, Right, Ctrl-C, Ctrl-D, Ctrl-Z, Ctrl-L.\n\
+- Waits up to `wait_ms` (default 1000) for the program to exit or to wait for input again; the status line then reads `Status: running (waiting for input)`.\n\
+- A line typed to a shell (bash, sh, dash, zsh) is checked like a Bash command when Enter comes, and a refused line is not typed; line-editing and history keys are refused while a shell is in front. Input to other programs is not checked.\n\
+- Input typed while the terminal hides it (a password prompt) never appears in answers or logs.\n\
+- To a shell without a terminal only `keys: [\"Ctrl-C\"]` can be sent (SIGINT to its process group)."
+            .to_owned()
+    }
+
+    fn category(&self) -> ToolCategory {
+        ToolCategory::Execution
+    }
+
+    async fn execute(&self, context: &ExecutionContext, params: WriteStdinParams) -> ToolResult {
+        let env = &self.env;
+        let id = params.bash_id.clone();
+        let keys = match parse_keys(&params.keys) {
+            Ok(keys) => keys,
+            Err(message) => return ToolResult::fail(message),
+        };
+        let mut typed = Vec::new();
+        if !params.input.is_empty() {
+            typed.push(Typed::Text(params.input.clone()));
+        }
+        typed.extend(keys);
+        let Some(shell) = env.manager.get(&id) else {
+            return not_found(env, &id);
+        };
+        if !shell.is_running() {
+            return ToolResult::fail(format!(
+                "Shell {id} is not running (status: {})",
+                shell.status()
+            ))
+            .with_meta("bash_id", id)
+            .with_meta("status", shell.status().as_str());
+        }
+        let wait = Duration::from_millis(params.wait_ms);
+        let Some(terminal) = shell.terminal() else {
+            if shell.has_terminal() {
+                return ToolResult::fail(format!("Shell {id} is not running"));
+            }
+            if typed != [Typed::Key("Ctrl-C", b"\x03")] {
+                return ToolResult::fail(format!(
+                    "Shell {id} has no terminal: only keys [\"Ctrl-C\"] (SIGINT to its process group) can be sent to it; start it with Bash `tty: true` to type into it"
+                ));
+            }
+            shell.send_interrupt();
+            let written = self.audit(&id, "[Ctrl-C]".to_owned(), None, "written");
+            let _ = shell.wait_timeout(wait).await;
+            return with_audit(read_answer(env, &id, &shell, None, false), written);
+        };
+
+        let started = Instant::now();
+        // Anything but a signal key waits for the program in front to read
+        // the terminal: typed ahead, it would reach whoever reads next.
+        if !only_signals(&typed) && !typed.is_empty() {
+            while !shell.waits_for_input(Duration::ZERO) {
+                if !shell.is_running() || started.elapsed() >= wait {
+                    let answer = ToolResult::fail(format!(
+                        "Shell {id} is not waiting for input: nothing was typed (the program in front does not read the terminal; keys [\"Ctrl-C\"] interrupts it)"
+                    ));
+                    return answer
+                        .with_meta("bash_id", id)
+                        .with_meta("waiting_for_input", false);
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        }
+        let hidden = terminal.hides_input();
+        // The program in front is the one reading the terminal (with
+        // `bash -c python3`, python, not the bash of the same group).
+        let in_front = shell
+            .input_reader()
+            .or_else(|| terminal.foreground_group())
+            .map(program_of);
+        let shell_in_front = in_front
+            .as_ref()
+            .and_then(|(exe, _)| exe.as_deref())
+            .is_some_and(|exe| SHELLS.contains(&exe));
+
+        let mut bytes = Vec::new();
+        let mut decision = None;
+        if shell_in_front && !hidden {
+            let cwd = in_front.and_then(|(_, cwd)| cwd);
+            match self.check_lines(context, &id, &typed, cwd.as_deref()).await {
+                Ok((checked, name)) => {
+                    bytes = checked;
+                    decision = name;
+                }
+                Err((answer, name)) => {
+                    let written = self.audit(&id, env.redact(&shown(&typed)), name, "blocked");
+                    return with_audit(answer.with_meta("bash_id", id), written);
+                }
+            }
+        } else {
+            let screen = shell.screen();
+            let application_cursor = screen.as_ref().is_some_and(|s| s.application_cursor);
+            let paste = screen.as_ref().is_some_and(|s| s.bracketed_paste);
+            for item in &typed {
+                match item {
+                    Typed::Text(text) => type_text(&mut bytes, text, paste),
+                    Typed::Key(name, key) => {
+                        bytes.extend_from_slice(&key_bytes(name, key, application_cursor));
+                    }
+                }
+            }
+        }
+        let logged = if hidden {
+            "[hidden input]".to_owned()
+        } else {
+            env.redact(&shown(&typed))
+        };
+        let written = self.audit(&id, logged, decision, "written");
+        if let Err(error) = &written {
+            return ToolResult::fail(format!(
+                "Nothing was typed: the audit log cannot be written: {}",
+                crate::error_chain(error)
+            ))
+            .with_meta("audit_error", true);
+        }
+        if !bytes.is_empty()
+            && let Err(error) = terminal.write_all(&bytes).await
+        {
+            return ToolResult::fail(format!("Cannot type into shell {id}: {error}"));
+        }
+        drop(terminal);
+        let typed_at = Instant::now();
+        // The answer: once it exits, or once it waits for input again after
+        // the input was read and it has been quiet for a while.
+        let mut waiting = false;
+        loop {
+            if !shell.is_running() {
+                break;
+            }
+            if typed_at.elapsed() >= QUIET_AFTER_INPUT && shell.waits_for_input(QUIET_AFTER_INPUT) {
+                waiting = true;
+                break;
+            }
+            let left = wait.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            let _ = shell.wait_timeout(left.min(POLL)).await;
+        }
+        read_answer(env, &id, &shell, None, waiting)
+    }
+}
+
+impl WriteStdinTool {
+    /// The bytes to type to a shell in front: complete lines, each checked
+    /// at its Enter; what follows the last Enter is kept for the next call.
+    /// Fails (with the check's decision name) on an editing key or a
+    /// refused line; the refused line and what follows are dropped.
+    async fn check_lines(
+        &self,
+        context: &ExecutionContext,
+        id: &str,
+        typed: &[Typed],
+        cwd: Option<&std::path::Path>,
+    ) -> Result<(Vec<u8>, Option<&'static str>), (ToolResult, Option<&'static str>)> {
+        let mut line = self.partial_line(id);
+        let mut bytes = Vec::new();
+        let mut decision = None;
+        let mut items: Vec<(char, Option<&'static str>)> = Vec::new();
+        for item in typed {
+            match item {
+                Typed::Text(text) => items.extend(text.chars().map(|c| (c, None))),
+                Typed::Key(name, _) if EDITING_KEYS.contains(name) => {
+                    return Err((
+                        ToolResult::fail(format!(
+                            "Key {name} refused: a shell is in front, and line editing and history are refused there; type the whole line as `input` (nothing was typed)"
+                        )),
+                        None,
+                    ));
+                }
+                Typed::Key("Enter", _) => items.push(('\r', None)),
+                Typed::Key(name, key) => {
+                    items.push((char::from(key.first().copied().unwrap_or(0)), Some(name)));
+                }
+            }
+        }
+        for (c, key) in items {
+            match c {
+                '\r' | '\n' => {
+                    let name = self.check_line(context, &line, cwd).await?;
+                    decision = decision
+                        .or(name)
+                        .map(|seen| if name == Some("ask") { "ask" } else { seen });
+                    bytes.extend_from_slice(line.as_bytes());
+                    bytes.push(b'\r');
+                    line.clear();
+                }
+                // Ctrl-C drops the line; Ctrl-D, Ctrl-Z, Ctrl-L go through.
+                '\x03' => {
+                    line.clear();
+                    bytes.push(0x03);
+                }
+                '\x04' | '\x1a' | '\x0c' => {
+                    if !line.is_empty() && c == '\x04' {
+                        return Err((
+                            ToolResult::fail(
+                                "Key Ctrl-D refused: a shell is in front with a partial line (nothing was typed)",
+                            ),
+                            None,
+                        ));
+                    }
+                    let mut buffer = [0u8; 4];
+                    bytes.extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
+                }
+                c if c.is_control() => {
+                    let what = key.map_or_else(|| format!("{c:?}"), str::to_owned);
+                    return Err((
+                        ToolResult::fail(format!(
+                            "Control character {what} refused: a shell is in front, and line editing and history are refused there (nothing was typed)"
+                        )),
+                        None,
+                    ));
+                }
+                c => line.push(c),
+            }
+        }
+        self.partial
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.to_owned(), line);
+        Ok((bytes, decision))
+    }
+
+    fn partial_line(&self, id: &str) -> String {
+        self.partial
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Checks one whole line as `Bash` checks a command; an `ask` line
+    /// waits for approval as a command would.
+    async fn check_line(
+        &self,
+        context: &ExecutionContext,
+        line: &str,
+        cwd: Option<&std::path::Path>,
+    ) -> Result<Option<&'static str>, (ToolResult, Option<&'static str>)> {
+        let env = &self.env;
+        if line.trim().is_empty() {
+            return Ok(None);
+        }
+        let carried = context.session().state::<CarriedStateSlot>();
+        let state = carried.lock().clone();
+        let vars: HashMap<String, String> = state
+            .environment(env.base_env())
+            .iter()
+            .filter_map(|(name, value)| Some((name.clone(), value.to_str()?.to_owned())))
+            .collect();
+        let cwd = cwd.map_or_else(
+            || context.working_dir().to_path_buf(),
+            std::path::Path::to_path_buf,
+        );
+        let session = AnalysisContext {
+            cwd: cwd.to_str().map(str::to_owned),
+            vars: vars.clone(),
+        };
+        let analysis = env.analyzer.analyze_in(line, &session);
+        let name = Some(analysis.decision.name());
+        let refused = |message: String| {
+            Err((
+                ToolResult::fail(format!("Line not typed: {message}"))
+                    .with_meta("status", "blocked")
+                    .with_meta("decision", analysis.decision.name())
+                    .with_meta_opt(
+                        "rule",
+                        analysis.decision.denial().map(|d| d.rule_id.clone()),
+                    ),
+                name,
+            ))
+        };
+        match &analysis.decision {
+            Decision::Allow { .. } => Ok(name),
+            Decision::Deny(denial) => refused(env.redact(&denial.message())),
+            Decision::Ask(denial) => {
+                let key = approval_key(line, &cwd, &vars);
+                if env.is_remembered(&key) {
+                    return Ok(name);
+                }
+                let answer = match context.approver() {
+                    Some(approver) if !context.dry_run() => {
+                        let message = env.redact(&approval_message(line, &cwd, denial, &vars));
+                        wait_for_approval(env, context, approver.as_ref(), message).await
+                    }
+                    _ => Waiting::Answer(Approval::Unavailable),
+                };
+                match answer {
+                    Waiting::Answer(Approval::Accept { remember }) => {
+                        if remember {
+                            env.remember(key);
+                        }
+                        Ok(name)
+                    }
+                    Waiting::Answer(Approval::Unavailable)
+                        if env.config.ask_fallback == AskFallback::Allow =>
+                    {
+                        Ok(name)
+                    }
+                    Waiting::Answer(Approval::Unavailable) => {
+                        refused(env.redact(&format!("{} (nobody to ask)", denial.ask_message())))
+                    }
+                    Waiting::Answer(Approval::Decline | Approval::Cancel) => {
+                        refused(env.redact(&format!("approval declined ({})", denial.rule_id)))
+                    }
+                    Waiting::CallCancelled => {
+                        refused("the call was cancelled while waiting for approval".to_owned())
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the call's audit line (when there is a log).
+    fn audit(
+        &self,
+        id: &str,
+        input: String,
+        decision: Option<&'static str>,
+        status: &str,
+    ) -> Result<(), crate::audit::AuditError> {
+        let Some(log) = &self.env.config.audit else {
+            return Ok(());
+        };
+        log.write(&AuditEntry {
+            event: "call",
+            call: log.next_call(),
+            tool: "WriteStdin",
+            command: Some(input),
+            decision,
+            status: Some(status.to_owned()),
+            bash_id: Some(id.to_owned()),
+            ..AuditEntry::default()
+        })
+    }
+}
+
+fn with_audit(answer: ToolResult, written: Result<(), crate::audit::AuditError>) -> ToolResult {
+    match written {
+        Ok(()) => answer,
+        Err(error) => ToolResult::fail(format!(
+            "{}\n[the audit log cannot be written: {}]",
+            answer.text(),
+            crate::error_chain(&error)
+        ))
+        .with_meta("audit_error", true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Typed, parse_keys, shown};
+
+    #[test]
+    fn unknown_keys_fail_naming_the_known_ones() {
+        let error = parse_keys(&["Enter".into(), "F13".into()]).expect_err("unknown");
+        assert!(error.contains("`F13`"), "{error}");
+        assert!(error.contains("Enter, Tab, Escape"), "{error}");
+        assert!(error.contains("Ctrl-L"), "{error}");
+    }
+
+    #[test]
+    fn keys_are_shown_by_name() {
+        let mut typed = vec![Typed::Text("ls".into())];
+        typed.extend(parse_keys(&["Enter".into(), "Ctrl-D".into()]).expect("known"));
+        assert_eq!(shown(&typed), "ls[Enter][Ctrl-D]");
+    }
+}

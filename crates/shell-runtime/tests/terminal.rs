@@ -1,0 +1,259 @@
+//! Commands under a pseudo-terminal (`SpawnSpec::tty`): the terminal is
+//! their controlling terminal and stdin/stdout/stderr, sized 120x40, its
+//! output is captured as one stream, input is written through the
+//! `TerminalWriter`, and the sandbox and kill rules are those of any command.
+#![cfg(target_os = "linux")]
+#![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests")]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::spec;
+use shell_runtime::{Confinement, ConfinementSpec, ShellProcess, Stream, group_waits_for_input};
+
+fn text(shell: &ShellProcess) -> String {
+    let out = shell.snapshot(Stream::Stdout).render();
+    let err = shell.snapshot(Stream::Stderr).render();
+    format!("{out}{err}")
+}
+
+async fn run(spawn: shell_runtime::SpawnSpec) -> Arc<ShellProcess> {
+    let shell = ShellProcess::spawn(spawn).await.expect("spawns");
+    tokio::time::timeout(Duration::from_secs(20), shell.wait())
+        .await
+        .expect("the shell ends");
+    shell
+}
+
+async fn wait_for_output(shell: &ShellProcess, needle: &str) {
+    let mut events = shell.subscribe_output();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !text(shell).contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} in {:?}",
+            text(shell)
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(100), events.changed()).await;
+    }
+}
+
+/// Polls (the wait is a kernel state, no event tells it) until the shell's
+/// terminal's foreground group is blocked reading it.
+async fn wait_for_input_wait(shell: &ShellProcess) {
+    let terminal = shell.terminal().expect("a terminal");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(group) = terminal.foreground_group()
+            && group_waits_for_input(group, terminal.device())
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never waited: {:?}", text(shell));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const PROBE: &str = "[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo is-a-tty || echo not-a-tty; \
+     (: < /dev/tty) 2>/dev/null && echo controlling || echo no-controlling; \
+     echo \"term=$TERM\"; stty size 2>/dev/null || echo no-size; echo err >&2";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_command_has_the_terminal_as_its_controlling_terminal_and_all_three_streams() {
+    let shell = run(spec(PROBE).with_tty()).await;
+    let output = text(&shell);
+    // One stream: stderr arrives on the terminal too; the line
+    // discipline turns each newline into CR LF.
+    assert_eq!(
+        output.replace("\r\n", "\n"),
+        "is-a-tty\ncontrolling\nterm=xterm-256color\n40 120\nerr\n",
+    );
+    assert!(shell.snapshot(Stream::Stderr).render().is_empty());
+    assert!(shell.has_terminal());
+    assert!(
+        shell.terminal().is_none(),
+        "a finished shell holds no terminal"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tty_nothing_is_a_terminal() {
+    let mut spawn = spec(PROBE);
+    spawn.env.push(("TERM".into(), "dumb".into()));
+    let shell = run(spawn).await;
+    assert_eq!(
+        shell.snapshot(Stream::Stdout).render(),
+        "not-a-tty\nno-controlling\nterm=dumb\nno-size\n"
+    );
+    assert!(!shell.has_terminal());
+    assert!(shell.terminal().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_written_to_the_terminal_is_read_by_the_command() {
+    let shell = ShellProcess::spawn(spec("read -r line; echo \"got:$line\"").with_tty())
+        .await
+        .expect("spawns");
+    wait_for_input_wait(&shell).await;
+    let terminal = shell.terminal().expect("a terminal");
+    assert!(terminal.echoes());
+    terminal.write_all(b"hello there\n").await.expect("written");
+    shell.wait().await;
+    let output = text(&shell).replace("\r\n", "\n");
+    // The terminal echoes the input, then the command answers.
+    assert_eq!(output, "hello there\ngot:hello there\n");
+    assert_eq!(shell.exit().expect("exited").code, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_off_is_seen_from_the_master() {
+    let shell = ShellProcess::spawn(spec("stty -echo; echo off; read -r x; echo done").with_tty())
+        .await
+        .expect("spawns");
+    wait_for_output(&shell, "off").await;
+    wait_for_input_wait(&shell).await;
+    let terminal = shell.terminal().expect("a terminal");
+    assert!(!terminal.echoes());
+    terminal.write_all(b"secret\n").await.expect("written");
+    shell.wait().await;
+    let output = text(&shell);
+    assert!(!output.contains("secret"), "{output}");
+    assert!(output.contains("done"), "{output}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_on_the_terminal_interrupts_the_foreground_group() {
+    let shell = ShellProcess::spawn(spec("echo started; while :; do sleep 0.1; done").with_tty())
+        .await
+        .expect("spawns");
+    wait_for_output(&shell, "started").await;
+    let terminal = shell.terminal().expect("a terminal");
+    assert_eq!(
+        terminal.foreground_group(),
+        Some(i32::try_from(shell.pid()).expect("a pid"))
+    );
+    terminal.write_all(b"\x03").await.expect("written");
+    tokio::time::timeout(Duration::from_secs(10), shell.wait())
+        .await
+        .expect("Ctrl-C ends it");
+    assert_eq!(shell.exit().expect("exited").signal, Some(libc::SIGINT));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_ends_a_tty_tree_and_its_background_jobs() {
+    let shell = ShellProcess::spawn(spec("sleep 300 & echo job $!; read -r x").with_tty())
+        .await
+        .expect("spawns");
+    wait_for_output(&shell, "job ").await;
+    let job = common::numbers_in(&text(&shell))
+        .first()
+        .copied()
+        .expect("a job pid");
+    wait_for_input_wait(&shell).await;
+    assert!(shell.terminate(Duration::from_millis(500)).await);
+    assert!(common::gone(job).await, "the job outlived its shell");
+    assert!(shell.terminal().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tty_commands_leave_no_descriptor_behind() {
+    let before = open_descriptors();
+    // Kept, as a manager keeps finished shells until they are read.
+    let mut finished = Vec::new();
+    for _ in 0..20 {
+        let shell = run(spec("echo hi").with_tty()).await;
+        assert!(text(&shell).contains("hi"));
+        finished.push(shell);
+    }
+    // Other tests of this binary run alongside: allow their few descriptors.
+    let after = open_descriptors();
+    assert!(after <= before + 8, "descriptors {before} -> {after}");
+}
+
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").expect("fds").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_tty_command_in_its_own_namespace_uses_its_terminal() {
+    let dir = tempfile::tempdir().expect("dir");
+    let confinement = Arc::new(
+        Confinement::prepare(&ConfinementSpec {
+            restrict_writes: true,
+            writable: vec![dir.path().to_path_buf()],
+            init: Some(env!("CARGO_BIN_EXE_shell-runtime-init").into()),
+            ..ConfinementSpec::default()
+        })
+        .expect("namespaces are available (root)"),
+    );
+    let mut spawn = spec(&format!(
+        "{PROBE}; echo \"pid $$\"; echo hi > /dev/tty && echo tty-writable; \
+         python3 -c 'import os; m, s = os.openpty(); print(\"openpty\", os.isatty(s))'; \
+         read -r line; echo \"got:$line\""
+    ))
+    .with_tty();
+    spawn.confinement = Some(confinement);
+    let shell = ShellProcess::spawn(spawn).await.expect("spawns");
+    wait_for_output(&shell, "openpty").await;
+    wait_for_input_wait(&shell).await;
+    shell
+        .terminal()
+        .expect("a terminal")
+        .write_all(b"inside\n")
+        .await
+        .expect("written");
+    tokio::time::timeout(Duration::from_secs(10), shell.wait())
+        .await
+        .expect("ends");
+    let output = text(&shell).replace("\r\n", "\n");
+    for line in [
+        "is-a-tty",
+        "controlling",
+        "40 120",
+        "pid 2",
+        "tty-writable",
+        "openpty True",
+        "got:inside",
+    ] {
+        assert!(output.contains(line), "no {line:?} in {output}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_prompt_waits_for_input_and_a_quiet_sleep_does_not() {
+    let quiet = Duration::from_millis(300);
+    let prompt = ShellProcess::spawn(spec("read -r -p 'name? ' x; echo \"hi $x\"").with_tty())
+        .await
+        .expect("spawns");
+    let sleeper = ShellProcess::spawn(spec("echo sleeping; sleep 30").with_tty())
+        .await
+        .expect("spawns");
+    wait_for_output(&prompt, "name? ").await;
+    wait_for_output(&sleeper, "sleeping").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !prompt.waits_for_input(quiet) {
+        assert!(Instant::now() < deadline, "the prompt never waited");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(prompt.quiet_for() >= quiet);
+    assert!(sleeper.quiet_for() >= quiet);
+    assert!(!sleeper.waits_for_input(quiet), "a sleep is no prompt");
+    // A pipe shell never waits for input, whatever it reads.
+    let piped = ShellProcess::spawn(spec("sleep 30")).await.expect("spawns");
+    tokio::time::sleep(quiet).await;
+    assert!(!piped.waits_for_input(quiet));
+    for shell in [&sleeper, &piped] {
+        shell.terminate(Duration::from_millis(200)).await;
+    }
+    prompt
+        .terminal()
+        .expect("a terminal")
+        .write_all(b"ann\r")
+        .await
+        .expect("written");
+    prompt.wait().await;
+    assert!(text(&prompt).contains("hi ann"));
+    assert!(!prompt.waits_for_input(Duration::ZERO));
+}

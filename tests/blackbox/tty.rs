@@ -1,0 +1,467 @@
+//! Interactive sessions through the MCP front door with rmcp's client:
+//! `Bash` with `tty: true`, the wait for input, `WriteStdin`, Ctrl-C,
+//! lines typed to a shell checked like commands, redaction, and nothing
+//! left running.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+
+use test_support::gone;
+
+type Client = RunningService<RoleClient, ()>;
+
+const SECRET: &str = "tok-0123456789-abcdef";
+
+async fn connect(dir: &std::path::Path, extra: &[&str]) -> Client {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"));
+    command
+        .arg("mcp")
+        .arg("--cwd")
+        .arg(dir)
+        .args(extra)
+        .env("MY_SERVICE_TOKEN", SECRET);
+    let transport = TokioChildProcess::new(command).expect("the server starts");
+    ().serve(transport).await.expect("initializes")
+}
+
+async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
+        .await
+        .expect("the call is answered")
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|block| block.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
+
+fn meta<'a>(result: &'a CallToolResult, key: &str) -> &'a Value {
+    &result.structured_content.as_ref().expect("metadata")[key]
+}
+
+/// Starts a foreground tty command expected to stop at a prompt; returns
+/// its answer and id.
+async fn until_prompt(client: &Client, command: &str) -> (String, String) {
+    let started = Instant::now();
+    let answer = call(client, "Bash", json!({ "command": command, "tty": true })).await;
+    let body = text(&answer);
+    assert_eq!(answer.is_error, Some(false), "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "slow answer: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(meta(&answer, "waiting_for_input"), true, "{body}");
+    assert_eq!(meta(&answer, "status"), "running");
+    let id = meta(&answer, "bash_id")
+        .as_str()
+        .expect("bash_id")
+        .to_owned();
+    assert!(
+        body.ends_with(&format!("Waiting for input: {id}")),
+        "{body}"
+    );
+    (body, id)
+}
+
+async fn type_in(client: &Client, id: &str, input: &str, keys: &[&str]) -> CallToolResult {
+    call(
+        client,
+        "WriteStdin",
+        json!({ "bash_id": id, "input": input, "keys": keys, "wait_ms": 5000 }),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_and_a_repl_answer_instead_of_hanging() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(names, ["Bash", "BashOutput", "KillShell", "WriteStdin"]);
+
+    // isatty under tty, not without; colours are cleaned away.
+    let probe =
+        "[ -t 0 ] && [ -t 1 ] && echo tty-yes || echo tty-no; printf '\\033[31mred\\033[0m\\n'";
+    let under = call(&client, "Bash", json!({ "command": probe, "tty": true })).await;
+    assert_eq!(text(&under), "tty-yes\nred\n");
+    assert_eq!(meta(&under, "waiting_for_input"), false);
+    let without = call(&client, "Bash", json!({ "command": probe })).await;
+    assert_eq!(text(&without), "tty-no\nred\n");
+
+    // `read -p`: the call answers at the prompt, WriteStdin answers it.
+    let (body, id) = until_prompt(&client, "read -r -p 'Name? ' n; echo \"hello $n\"").await;
+    assert!(body.starts_with("Name? \n\nWaiting for input: "), "{body}");
+    let read = call(&client, "BashOutput", json!({ "bash_id": id })).await;
+    assert!(
+        text(&read).starts_with("Status: running (waiting for input), Duration: "),
+        "{}",
+        text(&read)
+    );
+    assert_eq!(meta(&read, "waiting_for_input"), true);
+    let answered = type_in(&client, &id, "Ann\n", &[]).await;
+    let body = text(&answered);
+    assert!(
+        body.starts_with("Status: completed, Exit code: 0"),
+        "{body}"
+    );
+    assert!(body.contains("hello Ann"), "{body}");
+    let again = type_in(&client, &id, "more\n", &[]).await;
+    assert_eq!(again.is_error, Some(true));
+    assert!(text(&again).contains("not running"), "{}", text(&again));
+
+    // A python REPL: 6*7, then Ctrl-D ends it.
+    let (_, id) = until_prompt(&client, "python3 -q").await;
+    let answer = type_in(&client, &id, "print(6*7)\n", &[]).await;
+    let body = text(&answer);
+    assert!(body.contains("42"), "{body}");
+    assert!(
+        body.starts_with("Status: running (waiting for input)"),
+        "{body}"
+    );
+    let ended = type_in(&client, &id, "", &["Ctrl-D"]).await;
+    assert!(
+        text(&ended).starts_with("Status: completed"),
+        "{}",
+        text(&ended)
+    );
+
+    // Unknown key and unknown id.
+    let unknown = type_in(&client, &id, "", &["F13"]).await;
+    assert_eq!(unknown.is_error, Some(true));
+    assert!(text(&unknown).contains("Ctrl-C"), "{}", text(&unknown));
+    let missing = type_in(&client, "shell_00000000", "x", &[]).await;
+    assert!(text(&missing).contains("not found"), "{}", text(&missing));
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_ends_a_loop_with_and_without_a_terminal() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    for tty in [true, false] {
+        let started = call(
+            &client,
+            "Bash",
+            json!({ "command": "echo looping; while :; do sleep 0.1; done", "run_in_background": true, "tty": tty }),
+        )
+        .await;
+        let id = meta(&started, "bash_id").as_str().expect("id").to_owned();
+        if !tty {
+            let refused = type_in(&client, &id, "hello\n", &[]).await;
+            assert_eq!(refused.is_error, Some(true));
+            assert!(
+                text(&refused).contains("has no terminal"),
+                "{}",
+                text(&refused)
+            );
+        }
+        let answer = type_in(&client, &id, "", &["Ctrl-C"]).await;
+        let body = text(&answer);
+        assert_eq!(meta(&answer, "is_running"), false, "tty {tty}: {body}");
+        assert!(body.contains("SIGINT"), "tty {tty}: {body}");
+    }
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_typed_to_a_shell_is_checked_and_a_refused_one_is_not_typed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\nid = \"no-marker\"\ndecision = \"deny\"\nprogram = \"touch\"\nargs_prefix = [\"forbidden-marker\"]\nreason = \"a test marker\"\n",
+    )
+    .expect("policy");
+    let client = connect(dir.path(), &["--policy", policy.to_str().expect("utf-8")]).await;
+    // A shell reading lines: `read` is bash's own, so bash is in front.
+    let (_, id) = until_prompt(&client, "while IFS= read -r line; do eval \"$line\"; done").await;
+    let refused = type_in(&client, &id, "touch forbidden-marker\n", &[]).await;
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    assert!(text(&refused).contains("no-marker"), "{}", text(&refused));
+    let editing = type_in(&client, &id, "", &["Up"]).await;
+    assert_eq!(editing.is_error, Some(true));
+    // A partial line is kept by the server and checked whole at Enter.
+    let partial = type_in(&client, &id, "touch allowed-", &[]).await;
+    assert_eq!(partial.is_error, Some(false), "{}", text(&partial));
+    let ok = type_in(&client, &id, "marker; echo typed-ok", &["Enter"]).await;
+    assert!(text(&ok).contains("typed-ok"), "{}", text(&ok));
+    assert!(dir.path().join("allowed-marker").exists());
+    assert!(!dir.path().join("forbidden-marker").exists());
+    let all = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    assert_eq!(all.is_error, Some(false));
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tty_output_is_scrubbed_and_redacted_and_nothing_is_left_running() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let (body, id) = until_prompt(
+        &client,
+        &format!(
+            "echo \"env:[${{MY_SERVICE_TOKEN-}}]\"; echo 'printed:{SECRET}'; sleep 300 & echo \"job $!\"; read -r -s -p 'Password: ' p; echo \"len ${{#p}}\""
+        ),
+    )
+    .await;
+    assert!(body.contains("env:[]"), "{body}");
+    assert!(
+        body.contains("printed:[REDACTED:MY_SERVICE_TOKEN]"),
+        "{body}"
+    );
+    assert!(!body.contains(SECRET), "{body}");
+    let job: u32 = body
+        .lines()
+        .find_map(|line| line.strip_prefix("job "))
+        .and_then(|pid| pid.trim().parse().ok())
+        .expect("a job pid");
+    // Typed while echo is off: it never shows.
+    let answer = type_in(&client, &id, "hunter2\n", &[]).await;
+    assert!(text(&answer).contains("len 7"), "{}", text(&answer));
+    assert!(!text(&answer).contains("hunter2"), "{}", text(&answer));
+    assert!(gone(job).await, "the tty shell's job outlived it");
+
+    let job_of = |body: &str| -> u32 {
+        body.lines()
+            .find_map(|line| line.strip_prefix("job "))
+            .and_then(|pid| pid.trim().parse().ok())
+            .expect("a job pid")
+    };
+    let (body, id) = until_prompt(&client, "sleep 300 & echo \"job $!\"; read -r x").await;
+    let killed = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    assert_eq!(text(&killed), format!("Shell {id} terminated"));
+    assert!(gone(job_of(&body)).await, "KillShell left the job");
+    // Server exit ends a tty shell waiting for input, and its job.
+    let (body, _) = until_prompt(&client, "sleep 300 & echo \"job $!\"; read -r x").await;
+    client.cancel().await.expect("closes");
+    assert!(gone(job_of(&body)).await, "server exit left the job");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn less_and_vim_are_seen_on_the_screen_and_quit_with_keys() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lines: String = (1..=200).map(|n| format!("line {n} {SECRET}\n")).collect();
+    std::fs::write(dir.path().join("big.txt"), lines).expect("write");
+    let client = connect(dir.path(), &[]).await;
+
+    let (_, id) = until_prompt(&client, "less big.txt").await;
+    let screen = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true }),
+    )
+    .await;
+    let body = text(&screen);
+    assert!(
+        body.starts_with("Status: running (waiting for input)"),
+        "{body}"
+    );
+    assert!(
+        body.contains("\n\nline 1 [REDACTED:MY_SERVICE_TOKEN]\nline 2 "),
+        "{body}"
+    );
+    assert!(!body.contains("line 60 "), "one screen only: {body}");
+    assert!(!body.contains(SECRET), "{body}");
+    assert!(meta(&screen, "cursor_row").is_u64());
+    let filtered = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true, "filter": "x" }),
+    )
+    .await;
+    assert_eq!(filtered.is_error, Some(true));
+    // Down twice scrolls two lines (application cursor keys under less).
+    let _ = type_in(&client, &id, "", &["Down", "Down"]).await;
+    let scrolled = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true }),
+    )
+    .await;
+    assert!(
+        text(&scrolled).contains("\n\nline 3 [REDACTED"),
+        "{}",
+        text(&scrolled)
+    );
+    let quit = type_in(&client, &id, "q", &[]).await;
+    assert!(
+        text(&quit).starts_with("Status: completed"),
+        "{}",
+        text(&quit)
+    );
+
+    let (_, id) = until_prompt(&client, "vim -u NONE -N notes.txt").await;
+    let _ = type_in(&client, &id, "ihello from vim", &["Escape"]).await;
+    let screen = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true }),
+    )
+    .await;
+    assert!(
+        text(&screen).contains("\n\nhello from vim\n~"),
+        "{}",
+        text(&screen)
+    );
+    let saved = type_in(&client, &id, ":wq\n", &[]).await;
+    assert!(
+        text(&saved).starts_with("Status: completed"),
+        "{}",
+        text(&saved)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.txt")).expect("saved"),
+        "hello from vim\n"
+    );
+
+    // No terminal, no screen.
+    let plain = call(
+        &client,
+        "Bash",
+        json!({ "command": "sleep 30", "run_in_background": true }),
+    )
+    .await;
+    let plain_id = meta(&plain, "bash_id").as_str().expect("id").to_owned();
+    let refused = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": plain_id, "screen": true }),
+    )
+    .await;
+    assert!(
+        text(&refused).contains("has no terminal"),
+        "{}",
+        text(&refused)
+    );
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_an_interactive_bash_top_and_git_add_p_stop_at_their_prompts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+
+    let (_, id) = until_prompt(&client, "node -i").await;
+    let answer = type_in(&client, &id, "6*7\n", &[]).await;
+    assert!(text(&answer).contains("42"), "{}", text(&answer));
+    let _ = type_in(&client, &id, "", &["Ctrl-D"]).await;
+
+    let (_, id) = until_prompt(&client, "PS1='$ ' bash --norc --noprofile -i").await;
+    let answer = type_in(&client, &id, "echo hi-$((6*7))\n", &[]).await;
+    assert!(text(&answer).contains("hi-42"), "{}", text(&answer));
+    let answer = type_in(&client, &id, "exit\n", &[]).await;
+    assert!(
+        text(&answer).starts_with("Status: completed"),
+        "{}",
+        text(&answer)
+    );
+
+    let (_, id) = until_prompt(&client, "top -d 5").await;
+    let screen = call(
+        &client,
+        "BashOutput",
+        json!({ "bash_id": id, "screen": true }),
+    )
+    .await;
+    assert!(text(&screen).contains("PID"), "{}", text(&screen));
+    let answer = type_in(&client, &id, "q", &[]).await;
+    assert!(
+        text(&answer).starts_with("Status: completed"),
+        "{}",
+        text(&answer)
+    );
+
+    let setup = call(
+        &client,
+        "Bash",
+        json!({ "command": "git init -q repo && cd repo && git config user.email t@e && git config user.name t && echo a > f && git add f && git commit -qm one && echo b >> f && cd .. && echo set" }),
+    )
+    .await;
+    assert!(text(&setup).starts_with("set\n"), "{}", text(&setup));
+    let (body, id) = until_prompt(&client, "cd repo && git add -p").await;
+    assert!(body.contains("Stage this hunk"), "{body}");
+    let answer = type_in(&client, &id, "y\n", &[]).await;
+    assert!(
+        text(&answer).starts_with("Status: completed"),
+        "{}",
+        text(&answer)
+    );
+    let staged = call(
+        &client,
+        "Bash",
+        json!({ "command": "cd repo && git diff --cached --stat" }),
+    )
+    .await;
+    assert!(
+        text(&staged).contains("1 file changed"),
+        "{}",
+        text(&staged)
+    );
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_stdin_is_audited_with_key_names_and_hidden_input_stays_hidden() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("audit.jsonl");
+    let client = connect(dir.path(), &["--audit-log", log.to_str().expect("utf-8")]).await;
+    let (_, id) = until_prompt(
+        &client,
+        "read -r -s -p 'Password: ' p; echo; read -r -p 'Line: ' l; echo \"got $l\"",
+    )
+    .await;
+    let _ = type_in(&client, &id, "s3cret-pass\n", &[]).await;
+    let answer = type_in(&client, &id, "echo visible", &["Enter"]).await;
+    assert!(
+        text(&answer).contains("got echo visible"),
+        "{}",
+        text(&answer)
+    );
+    client.cancel().await.expect("closes");
+    let lines = std::fs::read_to_string(&log).expect("the log");
+    assert!(!lines.contains("s3cret-pass"), "{lines}");
+    let typed: Vec<Value> = lines
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("json"))
+        .filter(|line: &Value| line["tool"] == "WriteStdin")
+        .collect();
+    assert_eq!(typed.len(), 2, "{lines}");
+    assert_eq!(typed[0]["command"], "[hidden input]");
+    assert_eq!(typed[1]["command"], "echo visible[Enter]");
+    assert_eq!(typed[1]["decision"], "allow");
+    assert_eq!(typed[1]["bash_id"], id.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_shell_under_the_sandbox_prompts_and_answers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &["--sandbox", "workspace-write"]).await;
+    let (body, id) = until_prompt(
+        &client,
+        "echo \"pid $$\"; [ -t 0 ] && echo tty-yes; read -r -p 'Name? ' n; echo \"hello $n\"",
+    )
+    .await;
+    assert!(body.contains("pid 2\ntty-yes\nName? "), "{body}");
+    let answer = type_in(&client, &id, "Ann\n", &[]).await;
+    assert!(text(&answer).contains("hello Ann"), "{}", text(&answer));
+    assert!(
+        text(&answer).starts_with("Status: completed"),
+        "{}",
+        text(&answer)
+    );
+    client.cancel().await.expect("closes");
+}
