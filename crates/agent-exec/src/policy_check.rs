@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use exec_policy::{AnalysisContext, Analyzer, Decision, Policy, canonical_dir, is_within_roots};
+use exec_policy::{AnalysisContext, Analyzer, Decision, Policy};
 
 use crate::cli::CheckArgs;
 
@@ -45,22 +45,7 @@ fn decide(args: &CheckArgs) -> anyhow::Result<(Decision, serde_json::Value)> {
         Some(path) => Policy::load(path).context("--policy")?,
         None => Policy::default(),
     };
-    let cwd = match &args.cwd {
-        Some(cwd) => cwd.clone(),
-        None => std::env::current_dir().context("the current directory")?,
-    };
-    let cwd = canonical_dir(&cwd).context("--cwd")?;
-    let roots = if args.roots.is_empty() {
-        vec![cwd.clone()]
-    } else {
-        args.roots
-            .iter()
-            .map(|root| canonical_dir(root).context("--root"))
-            .collect::<anyhow::Result<Vec<_>>>()?
-    };
-    if !is_within_roots(&cwd, &roots) {
-        anyhow::bail!("--cwd `{}` is outside every --root", cwd.display());
-    }
+    let (cwd, _) = crate::setup::working_dir_and_roots(args.cwd.as_deref(), &args.roots)?;
     let mut config = policy.analyzer;
     // As the server does: the analysis protects the user's home.
     config.home = std::env::var("HOME").ok().filter(|home| !home.is_empty());

@@ -62,30 +62,7 @@ pub(crate) fn setup(
     coauthor: Option<&str>,
     secrets: Vec<(String, String)>,
 ) -> anyhow::Result<Setup> {
-    let cwd = match &args.cwd {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let cwd = canonical_dir(&cwd).context("--cwd")?;
-    let roots = if args.roots.is_empty() {
-        vec![cwd.clone()]
-    } else {
-        args.roots
-            .iter()
-            .map(|root| canonical_dir(root).context("--root"))
-            .collect::<anyhow::Result<Vec<_>>>()?
-    };
-    if !is_within_roots(&cwd, &roots) {
-        bail!(
-            "--cwd `{}` is outside every --root ({})",
-            cwd.display(),
-            roots
-                .iter()
-                .map(|root| root.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    let (cwd, roots) = working_dir_and_roots(args.cwd.as_deref(), &args.roots)?;
     if let Some(coauthor) = coauthor {
         check_coauthor(coauthor)?;
     }
@@ -296,6 +273,40 @@ fn remove_stale(base: &Path) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// The canonical working directory (`--cwd`, else the current one) and
+/// roots (`--root`, else the working directory), the first inside one of
+/// the others.
+pub(crate) fn working_dir_and_roots(
+    cwd: Option<&std::path::Path>,
+    roots: &[std::path::PathBuf],
+) -> anyhow::Result<(std::path::PathBuf, Vec<std::path::PathBuf>)> {
+    let cwd = match cwd {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let cwd = canonical_dir(&cwd).context("--cwd")?;
+    let roots = if roots.is_empty() {
+        vec![cwd.clone()]
+    } else {
+        roots
+            .iter()
+            .map(|root| canonical_dir(root).context("--root"))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    if !is_within_roots(&cwd, &roots) {
+        bail!(
+            "--cwd `{}` is outside every --root ({})",
+            cwd.display(),
+            roots
+                .iter()
+                .map(|root| root.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok((cwd, roots))
 }
 
 #[cfg(test)]
