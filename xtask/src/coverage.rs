@@ -1,14 +1,12 @@
-//! `cargo xtask coverage`: line coverage with cargo-tarpaulin (ptrace
-//! engine; docs/decisions/0004), a table per crate, and the floors the
-//! project holds itself to.
+//! `cargo xtask coverage`: line coverage with cargo-tarpaulin (LLVM
+//! source-based engine; docs/decisions/0012), a table per crate, and the
+//! floors the project holds itself to.
 //!
-//! Measured: every `src/` file of the workspace's crates (the library crates
-//! and the binary's request handling, through its in-process tests).
-//! Excluded: test code (`tests/`, `#[cfg(test)]` modules), benches and
-//! examples, nothing else. The black-box tests are not run here: they drive
-//! the built binary in a child process, which ptrace coverage does not see
-//! (`--follow-exec` segfaults on the multi-threaded server), so they would
-//! add time and no lines. The test phase runs them.
+//! Measured: every `src/` file of the workspace's crates, through every
+//! unit, integration and black-box test. The black-box tests drive the
+//! built binary in child processes; the instrumented binary writes its own
+//! profile, so what the server runs counts too. Excluded: test code
+//! (`tests/`, `#[cfg(test)]` modules), benches and examples, nothing else.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,9 +23,6 @@ const OVERALL_FLOOR: f64 = 90.0;
 const LIBRARY_FLOOR: f64 = 85.0;
 /// The library crates that each must reach [`LIBRARY_FLOOR`].
 const LIBRARY_CRATES: [&str; 4] = ["tool-core", "exec-policy", "shell-runtime", "exec-tools"];
-
-/// Test targets that run the binary out of process (see the module docs).
-const OUT_OF_PROCESS_TESTS: [&str; 1] = ["blackbox"];
 
 /// Runs tarpaulin (unless `report` names an existing report) and checks the floors.
 pub(crate) fn run(root: &Path, report: Option<&Path>) -> anyhow::Result<()> {
@@ -48,7 +43,7 @@ pub(crate) fn run(root: &Path, report: Option<&Path>) -> anyhow::Result<()> {
     }
 }
 
-/// Runs cargo-tarpaulin over the in-process tests; returns the JSON report's path.
+/// Runs cargo-tarpaulin over every test target; returns the JSON report's path.
 #[allow(
     clippy::disallowed_methods,
     reason = "xtask drives cargo, as a developer would"
@@ -64,7 +59,7 @@ fn measure(root: &Path) -> anyhow::Result<PathBuf> {
     command.current_dir(root).args([
         "tarpaulin",
         "--engine",
-        "ptrace",
+        "llvm",
         "--workspace",
         "--exclude",
         "xtask",
@@ -100,7 +95,7 @@ fn measure(root: &Path) -> anyhow::Result<PathBuf> {
         // repository, not the crates whose coverage is measured.
         .filter(|package| !["xtask", "test-support"].contains(&package.name.as_str()))
         .flat_map(|package| &package.targets)
-        .filter(|target| target.is_test() && !OUT_OF_PROCESS_TESTS.contains(&target.name.as_str()))
+        .filter(|target| target.is_test())
         .map(|target| target.name.clone())
         .collect();
     tests.sort();
