@@ -105,10 +105,42 @@ fn measure(root: &Path) -> anyhow::Result<PathBuf> {
     let status = command
         .status()
         .context("running cargo tarpaulin (cargo install --locked cargo-tarpaulin)")?;
+    // A process the tests start with a cleared environment writes its
+    // profile to its working directory (`default_*.profraw`): remove those.
+    let mut dirs: Vec<PathBuf> = metadata
+        .workspace_packages()
+        .iter()
+        .filter_map(|package| {
+            package
+                .manifest_path
+                .parent()
+                .map(|dir| dir.as_std_path().to_path_buf())
+        })
+        .collect();
+    dirs.push(root.to_path_buf());
+    for dir in dirs {
+        remove_profiles(&dir);
+    }
     if !status.success() {
         bail!("cargo tarpaulin failed: {status}");
     }
     Ok(out_dir.join("tarpaulin-report.json"))
+}
+
+/// Removes the `*.profraw` files directly in `dir`.
+fn remove_profiles(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path
+            .extension()
+            .is_some_and(|extension| extension == "profraw")
+        {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// Covered and coverable lines per crate.
@@ -280,5 +312,15 @@ mod tests {
                 .failures()
                 .contains(&"exec-tools is missing from the report".to_owned())
         );
+    }
+
+    #[test]
+    fn stray_profiles_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("default_1_0_2.profraw"), b"x").expect("write");
+        std::fs::write(dir.path().join("notes.txt"), b"x").expect("write");
+        super::remove_profiles(dir.path());
+        assert!(!dir.path().join("default_1_0_2.profraw").exists());
+        assert!(dir.path().join("notes.txt").exists());
     }
 }
