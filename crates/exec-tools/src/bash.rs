@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use exec_policy::{AnalysisContext, CommandFacts, Decision, Denial, GitCommit, is_within_roots};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use shell_runtime::{EndRequest, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream};
+use shell_runtime::{
+    EndRequest, ExitInfo, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream,
+};
 use tool_core::{Approval, ExecutionContext, ProgressUpdate, Tool, ToolCategory, ToolResult};
 
 use crate::approval::{
@@ -556,18 +558,7 @@ async fn run_foreground(
         notes.push(note);
     }
 
-    let prefix = match (request, exit) {
-        (Some(EndRequest::Timeout), _) => {
-            Some(format!("Command timed out after {}ms", timeout.as_millis()))
-        }
-        (Some(EndRequest::Interrupt | EndRequest::Kill), _) => {
-            Some(format!("Command interrupted after {duration_ms}ms"))
-        }
-        (None, Some(exit)) if exit.code != 0 => {
-            Some(format!("Command failed with exit code {}", exit.code))
-        }
-        _ => None,
-    };
+    let prefix = end_line(request, exit, Some(timeout), duration_ms);
     let Rendered {
         text,
         truncated,
@@ -695,18 +686,7 @@ async fn run_tty(
     let exit = shell.exit();
     let request = shell.end_request();
     let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
-    let prefix = match (request, exit) {
-        (Some(EndRequest::Timeout), _) => {
-            timeout.map(|limit| format!("Command timed out after {}ms", limit.as_millis()))
-        }
-        (Some(EndRequest::Interrupt | EndRequest::Kill), _) => {
-            Some(format!("Command interrupted after {duration_ms}ms"))
-        }
-        (None, Some(exit)) if exit.code != 0 => {
-            Some(format!("Command failed with exit code {}", exit.code))
-        }
-        _ => None,
-    };
+    let prefix = end_line(request, exit, timeout, duration_ms);
     let Rendered {
         text,
         truncated,
@@ -926,6 +906,29 @@ fn absorb_state(
         ));
     }
     notes
+}
+
+/// The line that opens a foreground answer when the command did not end
+/// well by itself: timed out (after `timeout`, when one was set),
+/// interrupted or killed, or failed with an exit code.
+fn end_line(
+    request: Option<EndRequest>,
+    exit: Option<ExitInfo>,
+    timeout: Option<Duration>,
+    duration_ms: u64,
+) -> Option<String> {
+    match (request, exit) {
+        (Some(EndRequest::Timeout), _) => {
+            timeout.map(|limit| format!("Command timed out after {}ms", limit.as_millis()))
+        }
+        (Some(EndRequest::Interrupt | EndRequest::Kill), _) => {
+            Some(format!("Command interrupted after {duration_ms}ms"))
+        }
+        (None, Some(exit)) if exit.code != 0 => {
+            Some(format!("Command failed with exit code {}", exit.code))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
