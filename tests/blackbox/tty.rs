@@ -465,3 +465,41 @@ async fn a_tty_shell_under_the_sandbox_prompts_and_answers() {
     );
     client.cancel().await.expect("closes");
 }
+
+/// A tty command whose answer is cut: the file it names holds the whole
+/// text cleaned (no escape sequences, the progress bar at its last
+/// drawing, no `\r`) and redacted, also where an escape sequence split a
+/// secret in two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_tty_answer_names_a_file_of_cleaned_redacted_text() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let (head, tail) = SECRET.split_at(8);
+    let command = format!(
+        "printf '\\033[1;32mgreen\\033[0m\\n'; \
+         for i in 20 40 60 80 100; do printf '\\rprogress %d%%' $i; sleep 0.01; done; echo; \
+         printf 'split:{head}\\033[0m{tail}\\n'; \
+         for i in $(seq 1 2000); do printf '\\033[33mrow %05d\\033[0m ..........\\n' $i; done; echo end"
+    );
+    let answer = call(&client, "Bash", json!({ "command": command, "tty": true })).await;
+    let body = text(&answer);
+    assert_eq!(answer.is_error, Some(false), "{body:.300}");
+    assert_eq!(meta(&answer, "truncated"), true, "{body:.300}");
+    let file = meta(&answer, "output_file")
+        .as_str()
+        .expect("output_file")
+        .to_owned();
+    assert!(body.contains(&file), "the cut line names the file");
+    assert!(!body.contains(SECRET), "{body:.300}");
+    let held = std::fs::read_to_string(&file).expect("the output file");
+    let rows: String = (1..=2000)
+        .map(|n| format!("row {n:05} ..........\n"))
+        .collect();
+    assert!(!held.contains('\u{1b}'), "{:?}", &held[..200]);
+    assert!(!held.contains('\r'), "{:?}", &held[..200]);
+    assert_eq!(
+        held,
+        format!("green\nprogress 100%\nsplit:[REDACTED:MY_SERVICE_TOKEN]\n{rows}end\n")
+    );
+    client.cancel().await.expect("closes");
+}
