@@ -503,3 +503,62 @@ async fn a_cut_tty_answer_names_a_file_of_cleaned_redacted_text() {
     );
     client.cancel().await.expect("closes");
 }
+
+/// A tty command that neither exits nor waits for input does not hold
+/// the call: without an explicit timeout it answers after
+/// `--background-after` (or the 120000 ms default) and goes on as a
+/// background shell; an explicit timeout still ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_command_that_never_reads_goes_on_in_the_background() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &["--background-after", "1500"]).await;
+    let started = Instant::now();
+    let answer = call(
+        &client,
+        "Bash",
+        json!({ "command": "echo serving; sleep 600", "tty": true }),
+    )
+    .await;
+    let body = text(&answer);
+    let took = started.elapsed();
+    assert_eq!(answer.is_error, Some(false), "{body}");
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_secs(15),
+        "{took:?}"
+    );
+    let id = meta(&answer, "bash_id")
+        .as_str()
+        .expect("bash_id")
+        .to_owned();
+    assert_eq!(meta(&answer, "status"), "running");
+    assert_eq!(meta(&answer, "waiting_for_input"), false);
+    assert_eq!(
+        body,
+        format!("serving\n[still running after 1500 ms: continues as background shell {id}]")
+    );
+    let read = call(&client, "BashOutput", json!({ "bash_id": id })).await;
+    assert!(
+        text(&read).starts_with("Status: running"),
+        "{}",
+        text(&read)
+    );
+    let killed = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    assert_eq!(text(&killed), format!("Shell {id} terminated"));
+    client.cancel().await.expect("closes");
+
+    // An explicit timeout ends it, as for any foreground command.
+    let client = connect(dir.path(), &[]).await;
+    let answer = call(
+        &client,
+        "Bash",
+        json!({ "command": "echo serving; sleep 600", "tty": true, "timeout": 1000 }),
+    )
+    .await;
+    assert_eq!(answer.is_error, Some(true), "{}", text(&answer));
+    assert!(
+        text(&answer).starts_with("Command timed out after 1000ms"),
+        "{}",
+        text(&answer)
+    );
+    client.cancel().await.expect("closes");
+}
