@@ -562,3 +562,101 @@ async fn a_tty_command_that_never_reads_goes_on_in_the_background() {
     );
     client.cancel().await.expect("closes");
 }
+
+/// Whether `path` (a program, or a directory it needs) is there. A
+/// missing one skips the test here with a message, and fails it under
+/// `CI=true`, where `.ci/run` installs it.
+fn present(path: &str, what: &str) -> bool {
+    let found = if path.starts_with('/') {
+        std::path::Path::new(path).exists()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(path).is_file()))
+    };
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{path} ({what}) is missing; .ci/run installs it"
+        );
+        eprintln!("skipped: {path} ({what}) is missing");
+    }
+    found
+}
+
+/// psql's password prompt (`-W` asks before connecting): the call stops
+/// at it, the password typed with echo off never shows, and the failed
+/// connection (nothing listens on the port) ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_asks_for_a_password_that_never_shows() {
+    if !present("psql", "the PostgreSQL client") {
+        return;
+    }
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let (body, id) = until_prompt(
+        &client,
+        &format!("psql -W -h 127.0.0.1 -p {port} -U tester -d nodb"),
+    )
+    .await;
+    assert!(
+        body.starts_with("Password: \n\nWaiting for input: "),
+        "{body}"
+    );
+    let answer = type_in(&client, &id, "pw-4f9c2e\n", &[]).await;
+    let body = text(&answer);
+    assert_eq!(meta(&answer, "is_running"), false, "{body}");
+    assert!(body.contains("Exit code: 2"), "{body}");
+    assert!(body.contains("Connection refused"), "{body}");
+    assert!(!body.contains("pw-4f9c2e"), "{body}");
+    client.cancel().await.expect("closes");
+}
+
+/// ssh's host-key question, from a real key exchange: the server is
+/// `sshd -i` run by ssh's `ProxyCommand` (no port, no daemon). The call
+/// stops at the question, `no` answers it, and ssh ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ssh_host_key_question_is_answered() {
+    if !present("ssh", "the OpenSSH client")
+        || !present("ssh-keygen", "the OpenSSH client")
+        || !present("/usr/sbin/sshd", "openssh-server")
+        || !present("/run/sshd", "sshd's privilege separation directory")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let setup = call(
+        &client,
+        "Bash",
+        json!({ "command": "ssh-keygen -q -t ed25519 -N '' -f hostkey && printf 'UsePAM no\\n' > sshd_config && echo ready" }),
+    )
+    .await;
+    assert_eq!(text(&setup), "ready\n");
+    let at = dir.path().display();
+    let (body, id) = until_prompt(
+        &client,
+        &format!(
+            "ssh -F /dev/null -o ProxyCommand='/usr/sbin/sshd -i -f {at}/sshd_config -h {at}/hostkey' \
+             -o UserKnownHostsFile={at}/known_hosts -o GlobalKnownHostsFile=/dev/null \
+             -o StrictHostKeyChecking=ask tester@x"
+        ),
+    )
+    .await;
+    assert!(body.contains("can't be established"), "{body}");
+    assert!(
+        body.contains("Are you sure you want to continue connecting (yes/no/[fingerprint])? "),
+        "{body}"
+    );
+    let answer = type_in(&client, &id, "no\n", &[]).await;
+    let body = text(&answer);
+    assert_eq!(meta(&answer, "is_running"), false, "{body}");
+    assert!(body.contains("Host key verification failed."), "{body}");
+    assert!(body.contains("Exit code: 255"), "{body}");
+    assert!(!dir.path().join("known_hosts").exists());
+    client.cancel().await.expect("closes");
+}
