@@ -566,6 +566,7 @@ async fn a_tty_command_that_never_reads_goes_on_in_the_background() {
 /// Whether `path` (a program, or a directory it needs) is there. A
 /// missing one skips the test here with a message, and fails it under
 /// `CI=true`, where `.ci/run` installs it.
+#[expect(clippy::print_stderr, reason = "a skipped test says why")]
 fn present(path: &str, what: &str) -> bool {
     let found = if path.starts_with('/') {
         std::path::Path::new(path).exists()
