@@ -465,3 +465,199 @@ async fn a_tty_shell_under_the_sandbox_prompts_and_answers() {
     );
     client.cancel().await.expect("closes");
 }
+
+/// A tty command whose answer is cut: the file it names holds the whole
+/// text cleaned (no escape sequences, the progress bar at its last
+/// drawing, no `\r`) and redacted, also where an escape sequence split a
+/// secret in two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_tty_answer_names_a_file_of_cleaned_redacted_text() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let (head, tail) = SECRET.split_at(8);
+    let command = format!(
+        "printf '\\033[1;32mgreen\\033[0m\\n'; \
+         for i in 20 40 60 80 100; do printf '\\rprogress %d%%' $i; sleep 0.01; done; echo; \
+         printf 'split:{head}\\033[0m{tail}\\n'; \
+         for i in $(seq 1 2000); do printf '\\033[33mrow %05d\\033[0m ..........\\n' $i; done; echo end"
+    );
+    let answer = call(&client, "Bash", json!({ "command": command, "tty": true })).await;
+    let body = text(&answer);
+    assert_eq!(answer.is_error, Some(false), "{body:.300}");
+    assert_eq!(meta(&answer, "truncated"), true, "{body:.300}");
+    let file = meta(&answer, "output_file")
+        .as_str()
+        .expect("output_file")
+        .to_owned();
+    assert!(body.contains(&file), "the cut line names the file");
+    assert!(!body.contains(SECRET), "{body:.300}");
+    let held = std::fs::read_to_string(&file).expect("the output file");
+    let rows: String = (1..=2000)
+        .map(|n| format!("row {n:05} ..........\n"))
+        .collect();
+    assert!(!held.contains('\u{1b}'), "{:?}", &held[..200]);
+    assert!(!held.contains('\r'), "{:?}", &held[..200]);
+    assert_eq!(
+        held,
+        format!("green\nprogress 100%\nsplit:[REDACTED:MY_SERVICE_TOKEN]\n{rows}end\n")
+    );
+    client.cancel().await.expect("closes");
+}
+
+/// A tty command that neither exits nor waits for input does not hold
+/// the call: without an explicit timeout it answers after
+/// `--background-after` (or the 120000 ms default) and goes on as a
+/// background shell; an explicit timeout still ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_command_that_never_reads_goes_on_in_the_background() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &["--background-after", "1500"]).await;
+    let started = Instant::now();
+    let answer = call(
+        &client,
+        "Bash",
+        json!({ "command": "echo serving; sleep 600", "tty": true }),
+    )
+    .await;
+    let body = text(&answer);
+    let took = started.elapsed();
+    assert_eq!(answer.is_error, Some(false), "{body}");
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_secs(15),
+        "{took:?}"
+    );
+    let id = meta(&answer, "bash_id")
+        .as_str()
+        .expect("bash_id")
+        .to_owned();
+    assert_eq!(meta(&answer, "status"), "running");
+    assert_eq!(meta(&answer, "waiting_for_input"), false);
+    assert_eq!(
+        body,
+        format!("serving\n[still running after 1500 ms: continues as background shell {id}]")
+    );
+    let read = call(&client, "BashOutput", json!({ "bash_id": id })).await;
+    assert!(
+        text(&read).starts_with("Status: running"),
+        "{}",
+        text(&read)
+    );
+    let killed = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    assert_eq!(text(&killed), format!("Shell {id} terminated"));
+    client.cancel().await.expect("closes");
+
+    // An explicit timeout ends it, as for any foreground command.
+    let client = connect(dir.path(), &[]).await;
+    let answer = call(
+        &client,
+        "Bash",
+        json!({ "command": "echo serving; sleep 600", "tty": true, "timeout": 1000 }),
+    )
+    .await;
+    assert_eq!(answer.is_error, Some(true), "{}", text(&answer));
+    assert!(
+        text(&answer).starts_with("Command timed out after 1000ms"),
+        "{}",
+        text(&answer)
+    );
+    client.cancel().await.expect("closes");
+}
+
+/// Whether `path` (a program, or a directory it needs) is there. A
+/// missing one skips the test here with a message, and fails it under
+/// `CI=true`, where `.ci/run` installs it.
+#[expect(clippy::print_stderr, reason = "a skipped test says why")]
+fn present(path: &str, what: &str) -> bool {
+    let found = if path.starts_with('/') {
+        std::path::Path::new(path).exists()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(path).is_file()))
+    };
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{path} ({what}) is missing; .ci/run installs it"
+        );
+        eprintln!("skipped: {path} ({what}) is missing");
+    }
+    found
+}
+
+/// psql's password prompt (`-W` asks before connecting): the call stops
+/// at it, the password typed with echo off never shows, and the failed
+/// connection (nothing listens on the port) ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_asks_for_a_password_that_never_shows() {
+    if !present("psql", "the PostgreSQL client") {
+        return;
+    }
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let (body, id) = until_prompt(
+        &client,
+        &format!("psql -W -h 127.0.0.1 -p {port} -U tester -d nodb"),
+    )
+    .await;
+    assert!(
+        body.starts_with("Password: \n\nWaiting for input: "),
+        "{body}"
+    );
+    let answer = type_in(&client, &id, "pw-4f9c2e\n", &[]).await;
+    let body = text(&answer);
+    assert_eq!(meta(&answer, "is_running"), false, "{body}");
+    assert!(body.contains("Exit code: 2"), "{body}");
+    assert!(body.contains("Connection refused"), "{body}");
+    assert!(!body.contains("pw-4f9c2e"), "{body}");
+    client.cancel().await.expect("closes");
+}
+
+/// ssh's host-key question, from a real key exchange: the server is
+/// `sshd -i` run by ssh's `ProxyCommand` (no port, no daemon). The call
+/// stops at the question, `no` answers it, and ssh ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ssh_host_key_question_is_answered() {
+    if !present("ssh", "the OpenSSH client")
+        || !present("ssh-keygen", "the OpenSSH client")
+        || !present("/usr/sbin/sshd", "openssh-server")
+        || !present("/run/sshd", "sshd's privilege separation directory")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let setup = call(
+        &client,
+        "Bash",
+        json!({ "command": "ssh-keygen -q -t ed25519 -N '' -f hostkey && printf 'UsePAM no\\n' > sshd_config && echo ready" }),
+    )
+    .await;
+    assert_eq!(text(&setup), "ready\n");
+    let at = dir.path().display();
+    let (body, id) = until_prompt(
+        &client,
+        &format!(
+            "ssh -F /dev/null -o ProxyCommand='/usr/sbin/sshd -i -f {at}/sshd_config -h {at}/hostkey' \
+             -o UserKnownHostsFile={at}/known_hosts -o GlobalKnownHostsFile=/dev/null \
+             -o StrictHostKeyChecking=ask tester@x"
+        ),
+    )
+    .await;
+    assert!(body.contains("can't be established"), "{body}");
+    assert!(
+        body.contains("Are you sure you want to continue connecting (yes/no/[fingerprint])? "),
+        "{body}"
+    );
+    let answer = type_in(&client, &id, "no\n", &[]).await;
+    let body = text(&answer);
+    assert_eq!(meta(&answer, "is_running"), false, "{body}");
+    assert!(body.contains("Host key verification failed."), "{body}");
+    assert!(body.contains("Exit code: 255"), "{body}");
+    assert!(!dir.path().join("known_hosts").exists());
+    client.cancel().await.expect("closes");
+}

@@ -77,7 +77,7 @@ const DESCRIPTION: &str = "Runs a bash command and returns its output (stdout, t
 - For servers, watchers and anything long, set `run_in_background: true`: the call returns a `bash_id` at once; read new output with BashOutput and stop it with KillShell. Background jobs (`cmd &`) left by a foreground command are ended when it returns.\n\
 - Output over 30000 characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
 - Commands run without a terminal: stdin is empty, editors fail and pagers print. For everything scriptable stay so (use `git --no-pager`, `-y` flags, here-docs and the like).\n\
-- `tty: true` is for what cannot be scripted: prompts (`read`, a password or host-key question, `git add -p`), REPLs (python3, node, psql), full-screen programs (less, vim, top). The command runs under a 120x40 terminal (stdout and stderr merged); when it waits for input the call answers with the output so far and `Waiting for input: shell_xxxxxxxx`, and it goes on as a background shell: type into it with WriteStdin, read its screen with BashOutput `screen: true`, end it with KillShell. Its `cd`/`export` do not carry over, and without an explicit `timeout` it runs until it exits or is killed.\n\
+- `tty: true` is for what cannot be scripted: prompts (`read`, a password or host-key question, `git add -p`), REPLs (python3, node, psql), full-screen programs (less, vim, top). The command runs under a 120x40 terminal (stdout and stderr merged); when it waits for input the call answers with the output so far and `Waiting for input: shell_xxxxxxxx`, and it goes on as a background shell: type into it with WriteStdin, read its screen with BashOutput `screen: true`, end it with KillShell. Its `cd`/`export` do not carry over, and without an explicit `timeout` it runs until it exits or is killed; one that neither exits nor waits for input (a server, a `sleep`) answers after 120000 ms at most with the output so far and `[still running after MS ms: continues as background shell shell_xxxxxxxx]`, and goes on in the background.\n\
 - Dangerous commands (recursive deletes of system or home directories, disk formatting, fork bombs) are refused.\n\
 - Commands whose effect is known only when they run (downloaded or decoded scripts piped into a shell, `rm -rf \"$VAR\"`) and those the policy file names may need the person's approval; the call waits for the answer, and a refusal says why.";
 
@@ -528,7 +528,8 @@ async fn run_foreground(
     };
     if let Waited::Backgrounded(id) = wait_reporting(exec, &shell, context, timeout).await {
         audit_when_ended(ended, Arc::clone(&shell), id.clone());
-        return backgrounded_answer(exec, &shell, &id, &stem);
+        let after = exec.config.background_after.unwrap_or_default();
+        return backgrounded_answer(exec, &shell, &id, &stem, after);
     }
     // The end line goes out before the answer.
     let audit_failed =
@@ -631,8 +632,10 @@ pub(crate) async fn input_wait(shell: &ShellProcess) {
 }
 
 /// A foreground command under a terminal: answers when it exits, or once it
-/// waits for input, as a background shell (`Waiting for input: ID`). No
-/// timeout unless one is given; its `cd`/`export` are not carried.
+/// waits for input, as a background shell (`Waiting for input: ID`), or,
+/// still running after `--background-after` (without one and without an
+/// explicit timeout, after the foreground default), as a background shell
+/// too. No timeout unless one is given; its `cd`/`export` are not carried.
 async fn run_tty(
     exec: &ExecEnvironment,
     context: &ExecutionContext,
@@ -661,12 +664,36 @@ async fn run_tty(
         }
     };
     let mut may_background = true;
+    // A command that neither exits nor waits for input (a server, a
+    // `sleep`) answers at the latest after `--background-after` or, with no
+    // timeout to end it, the foreground default, and goes on in the
+    // background: the call never hangs on it.
+    let hand_over_after = exec
+        .config
+        .background_after
+        .or(timeout.is_none().then_some(DEFAULT_TIMEOUT));
+    let hand_over = tokio::time::sleep(hand_over_after.unwrap_or(Duration::MAX / 4));
+    tokio::pin!(hand_over);
+    let mut may_hand_over = hand_over_after.is_some();
     loop {
         tokio::select! {
             _ = shell.wait() => break,
             () = context.cancellation().cancelled() => {
                 shell.interrupt(INTERRUPT_GRACE).await;
                 break;
+            }
+            () = &mut hand_over, if may_hand_over => {
+                may_hand_over = false;
+                // An ended shell is answered as usual (`wait` fires next);
+                // with 256 shells already tracked it stays in the foreground.
+                if shell.is_running()
+                    && let Ok(id) = exec.manager.adopt(&shell)
+                {
+                    audit_when_ended(ended, Arc::clone(&shell), id.clone());
+                    let after = hand_over_after.unwrap_or_default();
+                    return backgrounded_answer(exec, &shell, &id, &stem, after)
+                        .with_meta("waiting_for_input", false);
+                }
             }
             () = input_wait(&shell), if may_background => {
                 // With 256 shells already tracked it stays in the
@@ -823,8 +850,9 @@ async fn wait_reporting(
     }
 }
 
-/// The answer of a foreground command handed to the background: the output
-/// so far (read, so `BashOutput` goes on from there), then where it went.
+/// The answer of a foreground command handed to the background after
+/// `after`: the output so far (read, so `BashOutput` goes on from there),
+/// then where it went.
 /// Its spill files stay for `BashOutput`, and its `cd`/`export` do not carry
 /// over.
 fn backgrounded_answer(
@@ -832,6 +860,7 @@ fn backgrounded_answer(
     shell: &ShellProcess,
     id: &str,
     stem: &std::path::Path,
+    after: Duration,
 ) -> ToolResult {
     exec.keep_files(
         Some(id),
@@ -840,10 +869,7 @@ fn backgrounded_answer(
             &stem.with_extension("stderr"),
         ],
     );
-    let after = exec
-        .config
-        .background_after
-        .map_or(0, |after| after.as_millis());
+    let after = after.as_millis();
     let so_far = shell.read_unseen();
     let body = crate::render::Body::from_streams(&so_far.stdout, &so_far.stderr, |text| {
         crate::render::clean(exec, text)

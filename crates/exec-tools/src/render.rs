@@ -19,17 +19,24 @@ pub(crate) struct Rendered {
     pub(crate) output_file: Option<PathBuf>,
 }
 
-/// Applies the configured clean-ups (progress redraws, ANSI codes).
+/// Applies the configured clean-ups (progress redraws, ANSI codes). Text
+/// they changed is redacted again: a secret drawn in pieces
+/// (`SEC\e[0mRET`) is whole only once the sequences are gone.
 pub(crate) fn clean(env: &ExecEnvironment, text: &str) -> String {
-    let text = if env.config.collapse_progress {
+    let collapsed = if env.config.collapse_progress {
         collapse_carriage_returns(text)
     } else {
         text.to_owned()
     };
-    if env.config.strip_ansi {
-        strip_ansi(&text)
+    let cleaned = if env.config.strip_ansi {
+        strip_ansi(&collapsed)
     } else {
-        text
+        collapsed
+    };
+    if cleaned == text {
+        cleaned
+    } else {
+        env.redact(&cleaned)
     }
 }
 
@@ -343,6 +350,24 @@ fn remove_spills(exec: &ExecEnvironment, shell: &ShellProcess) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_split_by_an_escape_sequence_is_redacted_once_cleaned() {
+        let dir = std::env::temp_dir();
+        let env = ExecEnvironment::new(crate::environment::ExecConfig::from_policy(
+            &exec_policy::Policy::default(),
+            vec![dir.clone()],
+            dir,
+            vec![(
+                "MY_SERVICE_TOKEN".to_owned(),
+                "tok-0123456789-abcdef".to_owned(),
+            )],
+        ));
+        assert_eq!(
+            clean(&env, "k=tok-0123\u{1b}[0m456789-abcdef\r\n"),
+            "k=[REDACTED:MY_SERVICE_TOKEN]\n"
+        );
+    }
 
     fn plain(text: &str) -> Body {
         Body::from_slice(

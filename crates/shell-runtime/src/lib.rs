@@ -30,6 +30,7 @@ mod spawn;
 mod spec;
 mod status;
 mod sys;
+mod terminal_text;
 mod tree;
 #[cfg(target_os = "linux")]
 mod tty_wait;

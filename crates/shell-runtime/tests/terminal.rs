@@ -257,3 +257,73 @@ async fn a_quiet_prompt_waits_for_input_and_a_quiet_sleep_does_not() {
     assert!(text(&prompt).contains("hi ann"));
     assert!(!prompt.waits_for_input(Duration::ZERO));
 }
+
+/// The output file of a tty shell holds the text a person would read:
+/// no escape sequences, redraws collapsed, and a secret drawn in pieces
+/// (`SEC\e[0mRET`) redacted once whole, whether the file is made while
+/// the command runs (large output) or after it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_output_file_holds_cleaned_redacted_text() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Large output makes the file while the command runs (memory keeps
+    // 1.25 MiB); small output makes it once asked, after the end.
+    for (name, filler) in [("small", 0), ("large", 2_000_000)] {
+        let path = dir.path().join(format!("{name}.txt"));
+        // The secret is cut by a sequence and by a pause between writes.
+        let command = format!(
+            "head -c {filler} /dev/zero | tr '\\0' x; \
+             printf '\\033[1;31mred\\033[0m key=sk-ab\\033[0m'; sleep 0.05; printf 'cdefgh\\n'; \
+             for i in 1 2 3; do printf '\\r%s%%' $((i*33)); sleep 0.02; done; printf '\\r100%%\\n'; \
+             printf '\\033]0;title\\007end\\n'"
+        );
+        let mut tty = spec(&command).with_tty();
+        tty.replacements = Some(Arc::new(shell_runtime::Redactions::new(
+            [("sk-abcdefgh".into(), "[REDACTED:KEY]".into())],
+            Vec::new(),
+        )));
+        tty.stdout_spill = Some(shell_runtime::SpillFile {
+            path: path.clone(),
+            cap_bytes: 1 << 30,
+            budget: None,
+        });
+        let shell = run(tty).await;
+        let report = shell
+            .ensure_spill_file(Stream::Stdout)
+            .expect("a spill was asked for");
+        let file = std::fs::read_to_string(&path).expect("the output file");
+        let filler = "x".repeat(filler);
+        let expected = format!("{filler}red key=[REDACTED:KEY]\n100%\nend\n");
+        assert!(
+            file == expected,
+            "{name}: {} bytes, ending {:?}",
+            file.len(),
+            &file[file.len().saturating_sub(200)..]
+        );
+        assert_eq!(report.written, file.len() as u64, "{name}");
+        assert!(report.is_whole(), "{name}");
+    }
+}
+
+/// A file capped below the cleaned text holds its start, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_output_file_counts_its_cap_in_cleaned_bytes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("capped.txt");
+    let mut tty =
+        spec("for i in $(seq 1 2000); do printf '\\033[32m%05d\\033[0m\\n' $i; done").with_tty();
+    tty.stdout_spill = Some(shell_runtime::SpillFile {
+        path: path.clone(),
+        cap_bytes: 6000,
+        budget: None,
+    });
+    let shell = run(tty).await;
+    let report = shell
+        .ensure_spill_file(Stream::Stdout)
+        .expect("a spill was asked for");
+    let file = std::fs::read_to_string(&path).expect("the output file");
+    assert_eq!(file.len(), 6000);
+    assert_eq!(report.written, 6000);
+    assert_eq!(report.shortfall, Some(shell_runtime::SpillShortfall::Cap));
+    assert!(file.starts_with("00001\n00002\n"));
+    assert!(!file.contains('\u{1b}'));
+}

@@ -16,6 +16,7 @@ use crate::decode::Utf8Decoder;
 use crate::pool::{Account, Holder, MemoryPool, Tally};
 use crate::redact::StreamReplacer;
 use crate::spec::SpillFile;
+use crate::terminal_text::TerminalText;
 
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -85,6 +86,16 @@ pub(super) struct Spill {
     /// The stream has ended: a file made now is written whole and closed
     /// at once, so a finished shell holds no descriptor.
     stream_ended: bool,
+    /// For a terminal's stream: the file gets its text cleaned, then
+    /// redacted again (a secret drawn in pieces, `SEC\e[0mRET`, is whole
+    /// only once the sequences are gone).
+    terminal: Option<TerminalFile>,
+}
+
+/// How a terminal's text reaches its file: cleaned, then redacted.
+struct TerminalFile {
+    cleaner: TerminalText,
+    replacer: StreamReplacer,
 }
 
 /// The longest start of `text` of at most `bytes` bytes that ends on a
@@ -98,8 +109,14 @@ fn cut_at_char(text: &str, bytes: u64) -> &str {
 }
 
 impl Spill {
-    fn new(file: &SpillFile) -> Self {
+    /// A spill file for `file`; `terminal` (the stream's redactions) when
+    /// the stream is a terminal's, whose file holds cleaned text.
+    fn new(file: &SpillFile, terminal: Option<StreamReplacer>) -> Self {
         Self {
+            terminal: terminal.map(|replacer| TerminalFile {
+                cleaner: TerminalText::new(),
+                replacer,
+            }),
             file: file.clone(),
             opened: false,
             writer: None,
@@ -117,8 +134,53 @@ impl Spill {
             Ok(file) => self.writer = Some(file),
             Err(error) => self.fail(&error),
         }
-        self.write(&so_far.before_gap);
-        self.write(&so_far.after_gap);
+        self.feed(&so_far.before_gap);
+        self.feed(&so_far.after_gap);
+        if self.stream_ended {
+            self.end_text();
+        }
+    }
+
+    /// Hands the stream's next text to the file: as is, or for a terminal
+    /// cleaned and redacted (what a cleaner or a replacer holds back comes
+    /// with a later piece or at the end).
+    fn feed(&mut self, text: &str) {
+        if self.writer.is_none() {
+            return;
+        }
+        let Some(terminal) = self.terminal.as_mut() else {
+            self.write(text);
+            return;
+        };
+        let mut cleaned = String::new();
+        terminal.cleaner.push(text, &mut cleaned);
+        let mut redacted = String::new();
+        terminal.replacer.push(&cleaned, &mut redacted);
+        self.write(&redacted);
+    }
+
+    /// The stream ended: what a terminal's cleaner and replacer held back
+    /// goes to the file.
+    fn end_text(&mut self) {
+        let Some(terminal) = self.terminal.as_mut() else {
+            return;
+        };
+        let mut cleaned = String::new();
+        terminal.cleaner.finish(&mut cleaned);
+        let mut redacted = String::new();
+        terminal.replacer.push(&cleaned, &mut redacted);
+        terminal.replacer.finish(&mut redacted);
+        if self.writer.is_some() {
+            self.write(&redacted);
+        }
+    }
+
+    /// The stream ended: the rest of the text is written and the file
+    /// closed; a file made later is written whole and closed at once.
+    fn end_stream(&mut self) {
+        self.end_text();
+        self.finish();
+        self.stream_ended = true;
     }
 
     fn write(&mut self, text: &str) {
@@ -221,9 +283,13 @@ pub(super) struct Capture {
 
 impl Capture {
     /// A capture counted in `account` (its shell's) for as long as it lives.
+    /// `terminal` holds the stream's redactions when it is a terminal's:
+    /// its spill file then gets cleaned text (escape sequences removed,
+    /// redraws collapsed), redacted once more.
     pub(super) fn new(
         limits: BufferLimits,
         spill: Option<&SpillFile>,
+        terminal: Option<StreamReplacer>,
         account: &Account,
     ) -> Arc<Self> {
         let pool = account.pool();
@@ -234,7 +300,7 @@ impl Capture {
                 pool.clone(),
                 Arc::clone(&tally),
             )),
-            spill: Mutex::new(spill.map(Spill::new)),
+            spill: Mutex::new(spill.map(|file| Spill::new(file, terminal))),
             pool,
             tally,
         });
@@ -266,7 +332,7 @@ impl Capture {
                 spill.open(&buffer.snapshot());
             }
             if spill.opened {
-                spill.write(text);
+                spill.feed(text);
             }
         }
         buffer.push_reserved(text, &mut reserved);
@@ -394,8 +460,7 @@ pub(super) async fn read_stream(
     replacer.push_to(&text, |piece| capture.push(piece));
     replacer.finish_to(|piece| capture.push(piece));
     if let Some(spill) = capture.spill().as_mut() {
-        spill.finish();
-        spill.stream_ended = true;
+        spill.end_stream();
     }
     shell.notify_output();
 }

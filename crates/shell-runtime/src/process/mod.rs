@@ -141,8 +141,14 @@ impl ShellProcess {
             command: spec.command.clone(),
             started_at,
             started_wall,
-            stdout: Capture::new(spec.limits, spec.stdout_spill.as_ref(), &memory),
-            stderr: Capture::new(spec.limits, spec.stderr_spill.as_ref(), &memory),
+            stdout: Capture::new(
+                spec.limits,
+                spec.stdout_spill.as_ref(),
+                spec.tty
+                    .then(|| StreamReplacer::new(spec.replacements.clone())),
+                &memory,
+            ),
+            stderr: Capture::new(spec.limits, spec.stderr_spill.as_ref(), None, &memory),
             memory,
             unseen: Mutex::new(ReadCursor::default()),
             run_state: Mutex::new(RunState {
