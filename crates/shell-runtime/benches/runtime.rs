@@ -92,7 +92,7 @@ fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
         max_open_files: Some(4096),
         no_core_dumps: true,
         max_processes: Some(1024),
-        init: Some(env!("CARGO_BIN_EXE_shell-runtime-init").into()),
+        isolate_processes: true,
     }) {
         Ok(confinement) => std::sync::Arc::new(confinement),
         Err(error) => {
