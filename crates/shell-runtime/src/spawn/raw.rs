@@ -61,7 +61,7 @@ unsafe fn syscall4(number: libc::c_long, a: usize, b: usize, c: usize, d: usize)
         std::arch::asm!(
             "svc 0",
             in("x8") number,
-            inlateout("x0") a as isize => result,
+            inlateout("x0") a.cast_signed() => result,
             in("x1") b,
             in("x2") c,
             in("x3") d,

@@ -11,6 +11,12 @@
 //! so it must not allocate, lock, or unwind. Everything it needs (paths,
 //! argv, envp, descriptors, the capability sets it keeps) is prepared by the
 //! parent beforehand.
+//!
+//! With a PID namespace (the sandbox) the child is the namespace's init
+//! instead (docs/decisions/0013): cloned without `CLONE_VFORK` onto an
+//! [`InitStack`], it starts the shell with a `CLONE_VM | CLONE_VFORK` clone
+//! of its own and stays, in our memory, as `init.rs`'s loop; the parent
+//! waits for the end of the report pipe rather than being suspended.
 
 #![allow(
     unsafe_code,
