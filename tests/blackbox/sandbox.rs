@@ -304,3 +304,118 @@ fn as_a_normal_user_the_sandbox_runs_or_says_why() {
         other => panic!("exit {other:?}: {text}{errors}"),
     }
 }
+
+/// Runs `command` under `--sandbox workspace-write` with a secret in the
+/// server's environment, within a minute (a hang fails the test).
+fn run_with_secret(dir: &std::path::Path, command: &str) -> (i32, String, String) {
+    let output = std::process::Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["run", "--sandbox", "workspace-write", "--cwd"])
+        .arg(dir)
+        .args(["--", command])
+        .env("AGENT_EXEC_TEST_SECRET", SECRET)
+        .output()
+        .expect("timeout runs");
+    (
+        output.status.code().unwrap_or(-1),
+        stdout(&output),
+        crate::stderr(&output),
+    )
+}
+
+/// Reads every readable mapping of PID 1 through `/proc/1/mem` (where
+/// `/proc/1/maps` reads) and counts the secret's occurrences.
+const SCAN: &str = "import re\n\
+found = 0\n\
+try:\n\
+\x20   maps = open('/proc/1/maps').read().splitlines()\n\
+\x20   mem = open('/proc/1/mem', 'rb', 0)\n\
+except OSError:\n\
+\x20   maps = []\n\
+for line in maps:\n\
+\x20   start, end = (int(x, 16) for x in line.split()[0].split('-'))\n\
+\x20   if 'r' not in line.split()[1]:\n\
+\x20       continue\n\
+\x20   try:\n\
+\x20       mem.seek(start)\n\
+\x20       found += mem.read(end - start).count(b's3cret-0f-the-server')\n\
+\x20   except (OSError, OverflowError, ValueError):\n\
+\x20       pass\n\
+print('secret-found', found)\n";
+
+/// A value that only the server's environment holds.
+const SECRET: &str = "s3cret-0f-the-server-7d1e";
+
+/// PID 1 of a sandboxed command's namespace is ours (the init): nothing of
+/// its memory, environment or mappings reads from inside, by `/proc` or by
+/// a debugger.
+#[test]
+fn the_namespace_init_is_out_of_the_commands_reach() {
+    let root = tempfile::tempdir().expect("root");
+    std::fs::write(root.path().join("scan.py"), SCAN).expect("script");
+    let script = "for f in mem environ maps; do \
+                    if cat /proc/1/$f > /dev/null 2>&1; then echo read-$f; else echo refused-$f; fi; \
+                  done; \
+                  cat /proc/1/environ 2>/dev/null | grep -ac s3cret-0f; \
+                  addr=$( (head -1 /proc/1/maps 2>/dev/null || head -1 /proc/self/maps) | cut -d- -f1); \
+                  if dd if=/proc/1/mem of=/dev/null bs=4096 count=1 iflag=skip_bytes skip=$((0x$addr)) 2>/dev/null; \
+                    then echo read-mem-at; else echo refused-mem-at; fi; \
+                  python3 scan.py";
+    let (code, text, errors) = run_with_secret(root.path(), script);
+    assert_eq!(code, 0, "{text}{errors}");
+    assert!(text.ends_with("\nsecret-found 0\n"), "{text}{errors}");
+    assert_eq!(
+        text, "refused-mem\nrefused-environ\nrefused-maps\n0\nrefused-mem-at\nsecret-found 0\n",
+        "{errors}"
+    );
+    for (tool, attach) in [
+        (
+            "gdb",
+            "gdb -p 1 -batch -ex 'info registers' < /dev/null 2>&1; echo exit=$?",
+        ),
+        (
+            "strace",
+            "timeout 5 strace -p 1 -e trace=none 2>&1; echo exit=$?",
+        ),
+    ] {
+        if !std::path::Path::new("/usr/bin").join(tool).exists() {
+            // `.ci/run`'s sandbox phase installs both.
+            assert!(
+                std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none(),
+                "the sandbox self-test cannot skip this: no /usr/bin/{tool}"
+            );
+            continue;
+        }
+        let (_, text, errors) = run_with_secret(root.path(), attach);
+        assert!(
+            text.contains("Operation not permitted") && !text.contains("exit=124"),
+            "{tool}: {text}{errors}"
+        );
+        assert!(!text.contains(SECRET), "{tool}: {text}");
+    }
+}
+
+/// Stopping or killing PID 1 from inside does nothing: the command goes on
+/// in its namespace, ends with its own status, and the server returns.
+#[test]
+fn signals_to_the_namespace_init_from_inside_are_ignored() {
+    let root = tempfile::tempdir().expect("root");
+    // (From a file: the policy refuses `kill -STOP 1` as a command line.)
+    std::fs::write(
+        root.path().join("stop.sh"),
+        "kill -STOP 1; kill -KILL 1; sleep 0.3; echo alive $$; \
+         ls /proc | grep -cE '^[0-9]+$'; exit 7\n",
+    )
+    .expect("script");
+    let (code, text, errors) = run_with_secret(root.path(), "sh stop.sh");
+    assert_eq!(code, 7, "{text}{errors}");
+    // (After the line that says the command failed with 7.)
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|line| !line.starts_with("alive "))
+        .collect();
+    assert!(!lines.is_empty(), "{text}{errors}");
+    let count: u32 = lines.get(1).and_then(|n| n.parse().ok()).expect("a count");
+    assert!((2..=5).contains(&count), "{text}");
+}

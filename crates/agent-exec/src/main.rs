@@ -27,9 +27,6 @@ use crate::cli::{Cli, Command, CommonArgs};
 const EXIT_REFUSED: u8 = 2;
 
 fn main() -> ExitCode {
-    // As PID 1 of a sandboxed command's namespace, this process is only
-    // that command's init, and never returns from here.
-    exec_tools::run_if_init();
     // Before anything else, in both images (see `reexec.rs`).
     let undumpable = reexec::forbid_memory_access();
     if janitor::run_if_asked() {

@@ -97,20 +97,12 @@ pub enum AskFallback {
 /// applies to every command; `None` when the sandbox is off. Fails when
 /// the kernel cannot enforce what was asked.
 ///
-/// In either sandbox mode each command runs in a PID namespace of its own
-/// whose PID 1 is this very program (`std::env::current_exe`), acting as
-/// the namespace's init: on glibc it does so by itself; elsewhere it calls
-/// [`run_if_init`](crate::run_if_init) first thing in `main` (the start-up
-/// check fails otherwise).
+/// In either sandbox mode each command runs in a PID namespace of its own,
+/// under a small init of shell-runtime's as its PID 1.
 pub fn prepare_sandbox(spec: &SandboxSpec) -> Result<Option<Arc<Confinement>>, ConfineError> {
     if spec.is_off() {
         return Ok(None);
     }
-    let init = if spec.mode == SandboxMode::Off {
-        None
-    } else {
-        Some(std::env::current_exe()?)
-    };
     let confinement = ConfinementSpec {
         restrict_writes: spec.mode != SandboxMode::Off,
         writable: spec.writable.clone(),
@@ -119,7 +111,7 @@ pub fn prepare_sandbox(spec: &SandboxSpec) -> Result<Option<Arc<Confinement>>, C
         max_open_files: Some(spec.limits.max_open_files),
         no_core_dumps: spec.limits.no_core_dumps,
         max_processes: Some(spec.limits.max_processes),
-        init,
+        isolate_processes: spec.mode != SandboxMode::Off,
     };
     Confinement::prepare(&confinement).map(|prepared| Some(Arc::new(prepared)))
 }

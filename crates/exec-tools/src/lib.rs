@@ -52,9 +52,6 @@ pub use environment::{
     MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
-/// The sandbox's namespace init: a program whose commands run sandboxed
-/// calls it first thing in `main` (see [`prepare_sandbox`]).
-pub use shell_runtime::run_if_init;
 pub use write_stdin::{WriteStdinParams, WriteStdinTool};
 
 /// Quoting for shell text; public only for the fuzz targets.

@@ -80,7 +80,7 @@ fn spawn_and_wait(runtime: &tokio::runtime::Runtime, rounds: usize) {
 }
 
 /// Spawn-and-wait of `true` with and without the sandbox (a PID and mount
-/// namespace with its init, Landlock for a temp dir, the socket filter,
+/// namespace with its in-memory init, Landlock for a temp dir, the socket filter,
 /// rlimits, and the pids cgroup where one can be made), alternating.
 fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -92,7 +92,7 @@ fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
         max_open_files: Some(4096),
         no_core_dumps: true,
         max_processes: Some(1024),
-        init: Some(env!("CARGO_BIN_EXE_shell-runtime-init").into()),
+        isolate_processes: true,
     }) {
         Ok(confinement) => std::sync::Arc::new(confinement),
         Err(error) => {
@@ -146,7 +146,7 @@ fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
         &Figure::new(
             "spawn-sandboxed",
             format!(
-                "the same under the sandbox (a PID and mount namespace with its init, Landlock, seccomp, rlimits, {cgroup} a pids cgroup)"
+                "the same under the sandbox (a PID and mount namespace with its in-memory init, Landlock, seccomp, rlimits, {cgroup} a pids cgroup)"
             ),
         )
         .timing(on50, on99)

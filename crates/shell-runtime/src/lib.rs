@@ -47,7 +47,6 @@ pub use redact::{
     BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
 };
 pub use spawn::confine::{ConfineError, Confinement};
-pub use spawn::init::{INIT_NAME, run_if_init};
 #[cfg(unix)]
 pub use spawn::janitor::{Janitor, run_janitor, start_janitor};
 #[cfg(target_os = "linux")]

@@ -115,7 +115,7 @@ pub struct SpawnSpec {
     /// running when the shell exits, such as build daemons (matched on
     /// `/proc/PID/exe`, never on a name the process sets); they are ended by
     /// [`ShellManager::shutdown`](crate::ShellManager::shutdown). No effect
-    /// under a confinement with [`ConfinementSpec::init`]: everything in a
+    /// under a confinement with [`ConfinementSpec::isolate_processes`]: everything in a
     /// command's PID namespace ends with its shell.
     pub keep_running: Vec<String>,
     /// What is redacted from the output before it is kept or spilled
@@ -158,13 +158,11 @@ pub struct ConfinementSpec {
     pub max_processes: Option<u64>,
     /// Run each command in a PID and mount namespace of its own (with a
     /// fresh `/proc`) and a capability set cut to what ordinary commands
-    /// need, with this program as the namespace's PID 1: any program that
-    /// links this crate acts as the init when started as one (on glibc,
-    /// before its `main`; elsewhere it calls [`run_if_init`](crate::run_if_init)
-    /// first thing in `main`), so the program itself
-    /// (`std::env::current_exe`) will do, as will the `shell-runtime-init`
-    /// binary of this package. `None`: commands share the host's processes.
-    pub init: Option<PathBuf>,
+    /// need, under a small init of ours as the namespace's PID 1 (it runs
+    /// in this process's memory, and makes this process undumpable).
+    /// Linux on `x86_64` and `aarch64`. `false`: commands share the host's
+    /// processes.
+    pub isolate_processes: bool,
 }
 
 impl SpawnSpec {

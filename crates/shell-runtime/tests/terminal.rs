@@ -183,7 +183,7 @@ async fn a_sandboxed_tty_command_in_its_own_namespace_uses_its_terminal() {
         Confinement::prepare(&ConfinementSpec {
             restrict_writes: true,
             writable: vec![dir.path().to_path_buf()],
-            init: Some(env!("CARGO_BIN_EXE_shell-runtime-init").into()),
+            isolate_processes: true,
             ..ConfinementSpec::default()
         })
         .expect("namespaces are available (root)"),

@@ -37,8 +37,7 @@ pub enum ConfineError {
     /// seccomp filters are unavailable, or this architecture is not supported.
     #[error("cannot install the sandbox's seccomp filter: {0}")]
     NoSeccomp(String),
-    /// No PID and mount namespace can be made for a command, or the init
-    /// program does not answer as one.
+    /// No PID and mount namespace can be made for a command.
     #[error("cannot give commands a PID namespace of their own: {0}")]
     NoNamespace(String),
     /// Another kernel refusal.
@@ -87,7 +86,7 @@ pub struct Confinement {
     seccomp: Vec<Vec<libc::sock_filter>>,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     cgroup: Option<Cgroup>,
-    /// The namespace's PID 1 and how the child enters the namespaces.
+    /// How the child enters a PID and mount namespace of its own.
     namespace: Option<Namespace>,
     /// Set when a process cap was asked for but no cgroup could be made.
     pub missing_process_cap: Option<String>,
@@ -96,8 +95,6 @@ pub struct Confinement {
 /// What a command's own PID and mount namespace needs, prepared once.
 #[derive(Debug)]
 struct Namespace {
-    /// The init program's path.
-    init: CString,
     /// `Some` when we are not root: the child makes a user namespace too
     /// and maps only our own ids (`uid_map`, `gid_map` lines).
     user: Option<(CString, CString)>,
@@ -163,7 +160,10 @@ impl Confinement {
                 Err(reason) => (None, Some(reason)),
             },
         };
-        let namespace = spec.init.as_deref().map(Namespace::prepare).transpose()?;
+        let namespace = spec
+            .isolate_processes
+            .then(Namespace::prepare)
+            .transpose()?;
         let confinement = Self {
             landlock,
             seccomp,
@@ -215,10 +215,7 @@ impl Confinement {
                 .cgroup
                 .as_ref()
                 .map_or(std::ptr::null(), |cgroup| cgroup.procs.as_ptr()),
-            init: self
-                .namespace
-                .as_ref()
-                .map_or(std::ptr::null(), |namespace| namespace.init.as_ptr()),
+            namespace: self.namespace.is_some(),
             maps: self
                 .namespace
                 .as_ref()
@@ -229,14 +226,24 @@ impl Confinement {
 }
 
 impl Namespace {
-    fn prepare(init: &Path) -> Result<Self, ConfineError> {
-        // Referenced, so the linker keeps the constructor that lets any
-        // program linking this crate act as the init.
-        #[cfg(target_env = "gnu")]
-        std::hint::black_box(&super::init::RUN_AS_INIT);
-        let no_namespace = |reason: String| ConfineError::NoNamespace(reason);
-        let init = CString::new(init.as_os_str().as_bytes())
-            .map_err(|_| no_namespace(format!("NUL in the init path `{}`", init.display())))?;
+    fn prepare() -> Result<Self, ConfineError> {
+        if !super::raw::SUPPORTED {
+            return Err(ConfineError::NoNamespace(format!(
+                "the namespace's init is not built for {}",
+                std::env::consts::ARCH
+            )));
+        }
+        // The commands' inits share our memory: not dumpable, nothing of
+        // it reads through `/proc/PID/mem`, `environ` or `maps` but with
+        // CAP_SYS_PTRACE, which no command holds (a second wall beside
+        // Landlock's; agent-exec does so at start-up already).
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } != 0 {
+            return Err(ConfineError::NoNamespace(format!(
+                "cannot make this process undumpable: {}",
+                io::Error::last_os_error()
+            )));
+        }
         // SAFETY: geteuid and getegid have no preconditions.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         let user = if uid == 0 {
@@ -245,14 +252,13 @@ impl Namespace {
             let line = |id: u32| CString::new(format!("{id} {id} 1")).unwrap_or_default();
             Some((line(uid), line(gid)))
         };
-        Ok(Self { init, user })
+        Ok(Self { user })
     }
 }
 
-/// Starts the init in probe mode under the whole confinement and checks
-/// that it answers as PID 1 of a namespace of its own.
+/// Starts an init in probe mode (no shell) under the whole confinement
+/// and checks that it could enter its namespaces and apply the rest.
 fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), ConfineError> {
-    let init = namespace.init.to_string_lossy().into_owned();
     let why_not = |reason: String| {
         let hint = if namespace.user.is_some() {
             "; as a normal user this needs unprivileged user namespaces \
@@ -268,16 +274,15 @@ fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), Confine
     let child =
         super::vfork::spawn(c"", &[], &[], c"/", None, Some(&plan), None).map_err(|error| {
             why_not(format!(
-                "starting `{init}` in new namespaces failed: {error}"
+                "starting a process in new namespaces failed: {error}"
             ))
         })?;
     let status = super::vfork::wait_blocking(&child);
     if status == Some(0) {
         Ok(())
     } else {
-        Err(ConfineError::NoNamespace(format!(
-            "`{init}` did not answer as the namespace's init: it must call \
-             shell_runtime::run_if_init() first thing in main"
+        Err(why_not(format!(
+            "the namespace's init reported {status:?}, not 0"
         )))
     }
 }
@@ -291,8 +296,8 @@ pub(crate) struct ChildConfinement {
     rlimits: *const (libc::__rlimit_resource_t, u64),
     rlimit_count: usize,
     cgroup_procs: *const libc::c_char,
-    /// The init program, or null: no namespace of its own.
-    init: *const libc::c_char,
+    /// The command gets a PID and mount namespace of its own.
+    namespace: bool,
     /// `uid_map` and `gid_map` lines when a user namespace is made too.
     maps: Option<(*const libc::c_char, *const libc::c_char)>,
 }
@@ -343,16 +348,9 @@ impl ChildConfinement {
         true
     }
 
-    /// The init program, when the command gets namespaces of its own.
-    pub(crate) fn init(&self) -> Option<&std::ffi::CStr> {
-        // SAFETY: `init` is null or a C string in the parent's
-        // `Confinement`, which outlives this plan.
-        (!self.init.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(self.init) })
-    }
-
     /// The clone flags for the namespaces.
     pub(crate) fn clone_flags(&self) -> c_int {
-        if self.init.is_null() {
+        if !self.namespace {
             0
         } else if self.maps.is_some() {
             libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWUSER
@@ -406,7 +404,7 @@ impl ChildConfinement {
     /// # Safety
     /// Call only in the spawned child.
     pub(crate) unsafe fn mount_proc(&self) -> bool {
-        if self.init.is_null() {
+        if !self.namespace {
             return true;
         }
         let none = std::ptr::null::<libc::c_char>();

@@ -46,11 +46,14 @@ mod filter {
         ))
     }
 }
-pub(crate) mod init;
+#[cfg(target_os = "linux")]
+mod init;
 #[cfg(unix)]
 pub(crate) mod janitor;
 #[cfg(target_os = "linux")]
 pub(crate) mod pty;
+#[cfg(target_os = "linux")]
+mod raw;
 #[cfg(target_os = "linux")]
 mod vfork;
 
@@ -281,12 +284,16 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
     };
     let pidfd = vfork::watch_pidfd(child.pidfd)?;
     let status = child.status;
+    // Unmapped once the exit below has reaped the init (or, dropped
+    // earlier, after ending it).
+    let stack = child.stack;
     Ok(Spawned {
         pid: child.pid,
         stdout,
         stderr,
         exit: Box::pin(async move {
             let exit = wait_pidfd(pidfd).await?;
+            drop(stack);
             // The namespace's init reports how the shell ended: the init
             // itself cannot die of the shell's signal.
             Ok(status

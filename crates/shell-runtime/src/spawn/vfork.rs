@@ -11,6 +11,12 @@
 //! so it must not allocate, lock, or unwind. Everything it needs (paths,
 //! argv, envp, descriptors, the capability sets it keeps) is prepared by the
 //! parent beforehand.
+//!
+//! With a PID namespace (the sandbox) the child is the namespace's init
+//! instead (docs/decisions/0013): cloned without `CLONE_VFORK` onto an
+//! [`InitStack`], it starts the shell with a `CLONE_VM | CLONE_VFORK` clone
+//! of its own and stays, in our memory, as `init.rs`'s loop; the parent
+//! waits for the end of the report pipe rather than being suspended.
 
 #![allow(
     unsafe_code,
@@ -22,7 +28,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::confine::{ChildConfinement, SANDBOX_CAPABILITIES};
-use super::init::INIT_NAME;
+use super::init::{self, INIT_SIGNALS};
+use super::raw;
 
 /// A started child: its pid, a pidfd to wait on, and its output pipes.
 pub(crate) struct RawChild {
@@ -33,6 +40,134 @@ pub(crate) struct RawChild {
     pub(crate) output: Option<(OwnedFd, OwnedFd)>,
     /// Where the namespace's init reports the shell's wait status.
     pub(crate) status: Option<OwnedFd>,
+    /// The stack the namespace's init runs on: unmapped only once the
+    /// init has ended (see [`InitStack`]).
+    pub(crate) stack: Option<InitStack>,
+}
+
+/// The memory the namespace's init runs on, for as long as it runs: an
+/// anonymous mapping with a guard page at its low end (the init's stack in
+/// the upper half, the shell's until its exec in the lower). It is
+/// unmapped on drop only once the init can no longer run: after it was
+/// reaped or seen exited; if it still runs then, it is killed (which ends
+/// its namespace) and waited for first.
+pub(crate) struct InitStack {
+    base: *mut c_void,
+    len: usize,
+    /// The init's pidfd (a duplicate of the caller's), to learn whether it
+    /// runs; `None` while no init was started.
+    pidfd: Option<OwnedFd>,
+}
+
+// SAFETY: the mapping is owned by this value alone (the init that runs on
+// it never frees it), so it may be dropped on any thread.
+unsafe impl Send for InitStack {}
+
+/// Each half of the init's stack: ample for a child that makes a handful
+/// of system calls and keeps a few words of state.
+const HALF_STACK: usize = 64 * 1024;
+
+impl InitStack {
+    /// Maps the two halves and the guard page below them.
+    fn map() -> io::Result<Self> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|page| page.is_power_of_two())
+            .unwrap_or(4096);
+        let len = 2 * HALF_STACK + page;
+        // SAFETY: a new private anonymous mapping; no address is imposed.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let stack = Self {
+            base,
+            len,
+            pidfd: None,
+        };
+        // SAFETY: the lowest page of the mapping just made.
+        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    /// The aligned top of the init's half (the stack grows down).
+    fn init_top(&self) -> usize {
+        (self.base as usize + self.len) & !15
+    }
+
+    /// The aligned top of the shell's half.
+    fn shell_top(&self) -> usize {
+        (self.base as usize + self.len - HALF_STACK) & !15
+    }
+
+    /// Whether the init may still run on this memory: not yet exited.
+    fn init_may_run(&self) -> bool {
+        let Some(pidfd) = &self.pidfd else {
+            return false;
+        };
+        // SAFETY: a zeroed siginfo_t is a valid buffer; the pidfd is ours.
+        // WNOWAIT leaves an exited init to its owner to reap.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let result = libc::waitid(
+                libc::P_PIDFD,
+                pidfd.as_raw_fd().unsigned_abs(),
+                &raw mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            );
+            // ECHILD: reaped already. Otherwise a pid says it has exited.
+            result == 0 && info.si_pid() == 0
+        }
+    }
+}
+
+impl Drop for InitStack {
+    fn drop(&mut self) {
+        if let Some(pidfd) = self.pidfd.as_ref().filter(|_| self.init_may_run()) {
+            // Dropped before the init ended (its owner gave up on it): end
+            // it, and with it its namespace, before its stack goes.
+            // SAFETY: a pidfd of ours; SIGKILL with no siginfo.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    pidfd.as_raw_fd(),
+                    libc::SIGKILL,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0u32,
+                );
+            }
+            loop {
+                // SAFETY: as in `init_may_run`, blocking this time.
+                let result = unsafe {
+                    let mut info: libc::siginfo_t = std::mem::zeroed();
+                    libc::waitid(
+                        libc::P_PIDFD,
+                        pidfd.as_raw_fd().unsigned_abs(),
+                        &raw mut info,
+                        libc::WEXITED | libc::WNOWAIT,
+                    )
+                };
+                if result == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    break;
+                }
+            }
+        }
+        // SAFETY: the mapping made in `map`, of `len` bytes; the init that
+        // ran on it has ended (above), and nothing else refers to it.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
 }
 
 /// `CAP_SYS_PTRACE` (linux/capability.h): attaching to and reading the
@@ -173,7 +308,9 @@ impl CapDrop {
 }
 
 /// What the child reads. Lives on the parent's stack, which the child can
-/// see (`CLONE_VM`) and which stays valid while the parent is suspended.
+/// see (`CLONE_VM`) and which stays valid while the parent is suspended
+/// (without namespaces) or blocked reading the report pipe (with them:
+/// until the shell has exec'd and the init has closed that pipe).
 struct ChildPlan {
     program: *const libc::c_char,
     argv: *const *const libc::c_char,
@@ -186,13 +323,12 @@ struct ChildPlan {
     /// stdin, stdout and stderr are a terminal's slave, to be made the
     /// controlling terminal of the shell's new session.
     tty: bool,
-    /// The init's status pipe (-1 without namespaces).
+    /// The init's status pipe (-1 without namespaces: the child is the
+    /// shell and execs `program`).
     status: RawFd,
-    /// With namespaces, the shell the child starts before it execs the
-    /// init (null for the start-up probe), its argv, and the top of the
-    /// stack its own clone child runs on.
-    shell_program: *const libc::c_char,
-    shell_argv: *const *const libc::c_char,
+    /// With namespaces, the start-up probe: the init starts no shell.
+    probe: bool,
+    /// With namespaces, the top of the stack the shell's clone runs on.
     shell_stack: usize,
     parent: libc::pid_t,
     capabilities: CapDrop,
@@ -243,45 +379,36 @@ pub(crate) fn spawn(
         None => Some((pipe()?, pipe()?)),
     };
     let (report_read, report_write) = pipe()?;
-    let init = confinement.and_then(ChildConfinement::init);
     let namespace_flags = confinement.map_or(0, ChildConfinement::clone_flags);
-    let status_pipe = init.map(|_| pipe()).transpose()?;
-    // With namespaces the child (PID 1) starts the shell (PID 2), then
-    // execs the init, which learns the shell's pid from its argv. An empty
-    // program is the start-up probe: no shell, pid 0.
-    let shell_program = match init {
-        Some(_) if !program.is_empty() => program.as_ptr(),
-        _ => std::ptr::null(),
-    };
-    let (exec_program, init_argv) = match (init, &status_pipe) {
-        (Some(init), Some((_, status_write))) => {
-            let shell_pid = if shell_program.is_null() { c"0" } else { c"2" };
-            let init_argv = vec![
-                CString::new(INIT_NAME).unwrap_or_default(),
-                CString::new(status_write.as_raw_fd().to_string()).unwrap_or_default(),
-                shell_pid.to_owned(),
-            ];
-            (init, Some(init_argv))
-        }
-        _ => (program, None),
-    };
-    let argv_ptrs = null_pointers(init_argv.as_deref().unwrap_or(argv));
-    let shell_argv_ptrs = null_pointers(argv);
+    let namespaces = namespace_flags != 0;
+    let status_pipe = namespaces.then(pipe).transpose()?;
+    let argv_ptrs = null_pointers(argv);
     let envp_ptrs = null_pointers(envp);
-    // 64 KiB is ample for a child that makes a handful of syscalls; with
-    // namespaces the shell's own clone child runs on a second 64 KiB below.
-    let half = 64 * 1024;
-    let mut stack = vec![0u8; if init.is_some() { 2 * half } else { half }];
+    // Without namespaces the child runs on a buffer of ours until its exec
+    // (we are suspended meanwhile); with them, on a mapping that lives as
+    // long as the init (a placeholder pidfd until the clone gives one).
+    let mut buffer = if namespaces {
+        Vec::new()
+    } else {
+        vec![0u8; HALF_STACK]
+    };
+    let mut stack = if namespaces {
+        Some(InitStack::map()?)
+    } else {
+        None
+    };
     // The stack grows down: pass its top, aligned to 16 bytes.
-    let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
-    let shell_stack = (stack.as_mut_ptr() as usize + half) & !15;
-    let dropped = if init.is_some() {
+    let top = stack.as_ref().map_or_else(
+        || (buffer.as_mut_ptr() as usize + buffer.len()) & !15,
+        InitStack::init_top,
+    );
+    let dropped = if namespaces {
         !SANDBOX_CAPABILITIES
     } else {
         1 << CAP_SYS_PTRACE
     };
     let plan = ChildPlan {
-        program: exec_program.as_ptr(),
+        program: program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
         cwd: cwd.as_ptr(),
@@ -297,9 +424,8 @@ pub(crate) fn spawn(
         status: status_pipe
             .as_ref()
             .map_or(-1, |(_, write)| write.as_raw_fd()),
-        shell_program,
-        shell_argv: shell_argv_ptrs.as_ptr(),
-        shell_stack,
+        probe: program.is_empty(),
+        shell_stack: stack.as_ref().map_or(0, InitStack::shell_top),
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         capabilities: CapDrop::prepare(dropped, namespace_flags & libc::CLONE_NEWUSER != 0),
@@ -309,7 +435,11 @@ pub(crate) fn spawn(
     let mut pidfd: c_int = -1;
 
     // Signals stay blocked from clone to exec, so no handler of ours runs
-    // in the child on the shared memory; the child unblocks after resetting them.
+    // in the child on the shared memory; the child unblocks after
+    // resetting them. With namespaces they stay blocked here until the
+    // report pipe has been read: that read then cannot fail with EINTR,
+    // the one errno we would look at while the init (on our thread
+    // pointer, hence our errno) may still be writing it.
     let mut all: libc::sigset_t = unsafe_zeroed_sigset();
     let mut previous: libc::sigset_t = unsafe_zeroed_sigset();
     // SAFETY: both sets are valid, initialised sigset_t values.
@@ -317,30 +447,35 @@ pub(crate) fn spawn(
         libc::sigfillset(&raw mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, &raw mut previous);
     }
+    // Without namespaces the child is the shell and we are suspended
+    // until its exec (CLONE_VFORK). With them the child is the init, which
+    // lives as long as the command: we go on at once, and wait for the end
+    // of the report pipe instead (the init closes it once the shell has
+    // exec'd).
+    let vfork = if namespaces { 0 } else { libc::CLONE_VFORK };
     // SAFETY: `child_main` only makes raw syscalls on `plan`, which outlives
-    // the child's use of it (CLONE_VFORK suspends us until exec or exit);
-    // `top` is the aligned top of `stack`, alive across the call; `pidfd`
-    // is a valid int for CLONE_PIDFD to fill.
+    // the child's use of it (without namespaces, CLONE_VFORK suspends us
+    // until exec or exit; with them, we read the report pipe to its end
+    // below before `plan` goes, and the init stops reading `plan` before it
+    // closes that pipe); `top` is the aligned top of `buffer` or of the
+    // init's mapping, which outlives the child; `pidfd` is a valid int for
+    // CLONE_PIDFD to fill.
     let pid = unsafe {
         libc::clone(
             child_main,
             top as *mut c_void,
-            libc::CLONE_VM
-                | libc::CLONE_VFORK
-                | libc::CLONE_PIDFD
-                | namespace_flags
-                | libc::SIGCHLD,
+            libc::CLONE_VM | vfork | libc::CLONE_PIDFD | namespace_flags | libc::SIGCHLD,
             (&raw const plan).cast_mut().cast::<c_void>(),
             &raw mut pidfd,
         )
     };
-    let clone_error = io::Error::last_os_error();
-    // SAFETY: `previous` holds the mask saved above.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const previous, std::ptr::null_mut());
-    }
-    drop(stack);
     if pid < 0 {
+        // No child: errno is ours alone.
+        let clone_error = io::Error::last_os_error();
+        // SAFETY: `previous` holds the mask saved above.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &raw const previous, std::ptr::null_mut());
+        }
         return Err(clone_error);
     }
     // SAFETY: CLONE_PIDFD filled `pidfd` with a new descriptor we own.
@@ -355,20 +490,46 @@ pub(crate) fn spawn(
     });
     drop((stdin, report_write));
 
-    // The child wrote its errno here if it could not exec.
+    // The child (or the shell) wrote its errno here if it could not exec.
+    // From the clone to here nothing reads errno: the init may write it.
     let mut errno = [0u8; 4];
     let read = read_full(&report_read, &mut errno);
-    if read == errno.len() {
-        // It has exited (or is about to): collect it so it is no zombie.
+    let failed = read == errno.len();
+    if failed {
+        // It has exited (or is about to; with namespaces once it has
+        // reaped the shell): collect it so it is no zombie, and so that
+        // its stack can go.
         // SAFETY: `pid` is our child; a null status pointer is allowed.
+        // Signals are blocked: no EINTR.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    }
+    // SAFETY: `previous` holds the mask saved above.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const previous, std::ptr::null_mut());
+    }
+    drop(buffer);
+    if failed {
         return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
     }
+    let copy = stack.is_some().then(|| pidfd.try_clone());
+    let pidfd = match (&mut stack, copy) {
+        (Some(stack), Some(Ok(copy))) => {
+            stack.pidfd = Some(copy);
+            pidfd
+        }
+        (Some(stack), Some(Err(error))) => {
+            // Dropping the stack then ends the init first.
+            stack.pidfd = Some(pidfd);
+            return Err(error);
+        }
+        _ => pidfd,
+    };
     Ok(RawChild {
         pid,
         pidfd,
         output,
         status,
+        stack,
     })
 }
 
@@ -501,7 +662,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // Without namespaces this process is the shell: its new session takes
     // the terminal now. With them, the shell does after its own `setsid`.
     // SAFETY: as in `take_terminal`.
-    if plan.tty && plan.shell_program.is_null() && !unsafe { take_terminal() } {
+    if plan.tty && plan.status < 0 && !unsafe { take_terminal() } {
         // SAFETY: as above.
         unsafe { fail(plan) };
     }
@@ -528,8 +689,9 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // SAFETY: `mask` is a valid sigset_t on our stack.
     unsafe { libc::sigemptyset(&raw mut mask) };
     if plan.status >= 0 {
-        // The init's signals stay blocked through its exec: what arrives
-        // meanwhile (the shell's SIGCHLD, a SIGTERM) waits for it.
+        // The init's signals stay blocked for good: it waits for them
+        // with `rt_sigtimedwait` (what arrives meanwhile, the shell's
+        // SIGCHLD or a SIGTERM, waits pending).
         for signal in INIT_SIGNALS {
             // SAFETY: `mask` is initialised; `signal` is a valid number.
             unsafe { libc::sigaddset(&raw mut mask, signal) };
@@ -537,21 +699,36 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     }
     // SAFETY: `mask` is initialised; a null old-set pointer is allowed.
     unsafe { libc::sigprocmask(libc::SIG_SETMASK, &raw const mask, std::ptr::null_mut()) };
-    // Landlock and seccomp last: after them, only execve remains.
-    if let Some(confinement) = confinement {
-        // SAFETY: we are the spawned child; its pointers are the parent's, still valid.
-        if !unsafe { confinement.restrict() } {
-            // SAFETY: as above.
-            unsafe { fail(plan) };
+    if plan.status < 0 || plan.probe {
+        // Landlock and seccomp last: after them, only execve remains. With
+        // namespaces the shell applies them to itself, so the init stays
+        // outside the shell's Landlock domain, which then refuses the
+        // command every ptrace-mode access to it (`/proc/1/mem`,
+        // `environ`, `maps`); the probe applies them here, to check they
+        // hold in the namespaces.
+        if let Some(confinement) = confinement {
+            // SAFETY: we are the spawned child; its pointers are the parent's, still valid.
+            if !unsafe { confinement.restrict() } {
+                // SAFETY: as above.
+                unsafe { fail(plan) };
+            }
         }
     }
-    if !plan.shell_program.is_null() {
+    if plan.status < 0 {
+        // SAFETY: program, argv and envp are C strings and null-terminated
+        // pointer arrays the parent keeps alive until we exec.
+        unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
+        // SAFETY: as above.
+        unsafe { fail(plan) }
+    }
+    let mut shell = 0;
+    if !plan.probe {
         // The shell: a child of ours sharing the memory until it execs,
         // under everything above; we go on once it has (CLONE_VFORK).
         // SAFETY: `shell_main` makes raw syscalls on `plan`, alive while the
-        // parent is suspended; `shell_stack` is the aligned top of the
-        // lower half of the parent's stack buffer, which we do not use.
-        let shell = unsafe {
+        // parent reads the report pipe; `shell_stack` is the aligned top of
+        // the lower half of the init's mapping, which we do not use.
+        shell = unsafe {
             libc::clone(
                 shell_main,
                 plan.shell_stack as *mut c_void,
@@ -559,31 +736,32 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 std::ptr::from_ref(plan).cast_mut().cast::<c_void>(),
             )
         };
-        // The first process after PID 1 of a new namespace is 2; the init
-        // is told so.
+        // The first process after PID 1 of a new namespace is 2.
         if shell != 2 {
             // SAFETY: as above.
             unsafe { fail(plan) };
         }
     }
-    if plan.status >= 0 {
-        // The init inherits the status pipe (our descriptor table is our
-        // own: the parent's copy stays close-on-exec).
-        // SAFETY: fcntl on a descriptor the parent keeps open.
-        if unsafe { libc::fcntl(plan.status, libc::F_SETFD, 0) } != 0 {
-            // SAFETY: as above.
-            unsafe { fail(plan) };
-        }
+    // From here the parent may run beside us as soon as the report pipe
+    // closes: raw system calls only (`raw.rs`: no errno), on copies in
+    // our own stack; `plan` is not read again after the close.
+    let status = plan.status;
+    let (report, below, above) = (
+        plan.report,
+        u32::try_from(status).unwrap_or(0),
+        u32::try_from(status).unwrap_or(u32::MAX - 1),
+    );
+    // Every descriptor but 0, 1, 2 and the status pipe goes, the report
+    // pipe with them: the command's init holds none of the server's
+    // descriptors (copied by the clone, closed by no exec) for the
+    // command's lifetime. Without close_range (before Linux 5.9), at
+    // least the report pipe.
+    let closed = below <= 3 || raw::close_range(3, below - 1) == 0;
+    if !(closed && raw::close_range(above + 1, u32::MAX) == 0) {
+        raw::close(report);
     }
-    // SAFETY: program, argv and envp are C strings and null-terminated
-    // pointer arrays the parent keeps alive until we exec.
-    unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
-    // SAFETY: as above.
-    unsafe { fail(plan) }
+    init::run(status, shell)
 }
-
-/// The signals the namespace's init waits for.
-const INIT_SIGNALS: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
 
 /// The shell of a namespace, started by its PID 1: a session of its own,
 /// no blocked signals, `execve`. On failure it reports errno as the child
@@ -606,8 +784,17 @@ extern "C" fn shell_main(arg: *mut c_void) -> c_int {
         // SAFETY: as in `child_main`.
         unsafe { fail(plan) };
     }
+    // SAFETY: `confinement` is null or the parent's, alive while we run.
+    if let Some(confinement) = unsafe { plan.confinement.as_ref() } {
+        // Landlock and seccomp for the shell alone (see `child_main`).
+        // SAFETY: we are the spawned shell; its pointers are still valid.
+        if !unsafe { confinement.restrict() } {
+            // SAFETY: as in `child_main`.
+            unsafe { fail(plan) };
+        }
+    }
     // SAFETY: C strings and null-terminated arrays the parent keeps alive.
-    unsafe { libc::execve(plan.shell_program, plan.shell_argv, plan.envp) };
+    unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
     // SAFETY: as above.
     unsafe { fail(plan) }
 }
