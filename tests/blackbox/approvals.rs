@@ -13,9 +13,10 @@ use rmcp::model::{
     ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
-use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt as _};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::{Value, json};
+
+use crate::rmcp_support::{call, mcp_command, serve, text};
 
 /// What the person does when asked.
 #[derive(Clone, Copy)]
@@ -139,35 +140,13 @@ async fn connect(
 ) -> RunningService<RoleClient, Client> {
     let policy = dir.join("policy.toml");
     std::fs::write(&policy, POLICY).expect("write policy");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"));
-    command
-        .arg("mcp")
-        .arg("--cwd")
-        .arg(dir)
-        .arg("--policy")
-        .arg(&policy)
-        .args(extra);
-    let transport = TokioChildProcess::new(command).expect("the server starts");
-    client.clone().serve(transport).await.expect("initializes")
+    let mut command = mcp_command(dir);
+    command.arg("--policy").arg(&policy).args(extra);
+    serve(client.clone(), command).await.0
 }
 
 async fn bash(client: &RunningService<RoleClient, Client>, command: &str) -> CallToolResult {
-    let Value::Object(arguments) = json!({ "command": command }) else {
-        unreachable!("an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new("Bash").with_arguments(arguments))
-        .await
-        .expect("answered")
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .first()
-        .and_then(|block| block.as_text())
-        .map(|text| text.text.clone())
-        .unwrap_or_default()
+    call(client, "Bash", json!({ "command": command })).await
 }
 
 fn meta(result: &CallToolResult, key: &str) -> Value {

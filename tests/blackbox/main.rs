@@ -20,6 +20,7 @@ mod log;
 mod mcp;
 mod policy_check;
 mod rmcp_client;
+mod rmcp_support;
 mod run;
 mod sandbox;
 mod schema;

@@ -6,15 +6,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam, Request,
-    ServerResult,
+    CallToolRequestParams, ClientRequest, ProgressNotificationParam, Request, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
-use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
-use serde_json::{Value, json};
+use rmcp::{ClientHandler, RoleClient};
+use serde_json::json;
 
 use test_support::{gone, read_pid};
+
+use crate::rmcp_support::{arguments, call, mcp_command, serve, text};
 
 #[derive(Clone, Default)]
 struct Client {
@@ -32,40 +32,9 @@ impl ClientHandler for Client {
 }
 
 async fn connect(dir: &std::path::Path) -> (RunningService<RoleClient, Client>, Client, u32) {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"));
-    command.arg("mcp").arg("--cwd").arg(dir);
-    let transport = TokioChildProcess::new(command).expect("the server starts");
-    let pid = transport.id().expect("a pid");
     let client = Client::default();
-    let running = client.clone().serve(transport).await.expect("initializes");
+    let (running, pid) = serve(client.clone(), mcp_command(dir)).await;
     (running, client, pid)
-}
-
-fn arguments(value: Value) -> serde_json::Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => panic!("arguments are an object"),
-    }
-}
-
-async fn call(
-    client: &RunningService<RoleClient, Client>,
-    tool: &'static str,
-    args: Value,
-) -> CallToolResult {
-    client
-        .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments(args)))
-        .await
-        .expect("the call is answered")
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .first()
-        .and_then(|block| block.as_text())
-        .map(|text| text.text.clone())
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,11 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::RoleClient;
+use rmcp::model::CallToolResult;
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
+
+use crate::rmcp_support::{call, mcp_command, serve, text};
 
 use test_support::gone;
 
@@ -18,34 +19,9 @@ type Client = RunningService<RoleClient, ()>;
 const SECRET: &str = "tok-0123456789-abcdef";
 
 async fn connect(dir: &std::path::Path, extra: &[&str]) -> Client {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"));
-    command
-        .arg("mcp")
-        .arg("--cwd")
-        .arg(dir)
-        .args(extra)
-        .env("MY_SERVICE_TOKEN", SECRET);
-    let transport = TokioChildProcess::new(command).expect("the server starts");
-    ().serve(transport).await.expect("initializes")
-}
-
-async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResult {
-    let Value::Object(args) = args else {
-        panic!("arguments are an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
-        .await
-        .expect("the call is answered")
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .first()
-        .and_then(|block| block.as_text())
-        .map(|text| text.text.clone())
-        .unwrap_or_default()
+    let mut command = mcp_command(dir);
+    command.args(extra).env("MY_SERVICE_TOKEN", SECRET);
+    serve((), command).await.0
 }
 
 fn meta<'a>(result: &'a CallToolResult, key: &str) -> &'a Value {

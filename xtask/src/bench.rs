@@ -110,6 +110,22 @@ const SUITES: &[Suite] = &[
         expected_full: &[],
     },
     Suite {
+        title: "Interactive sessions (agent-exec)",
+        package: "agent-exec",
+        bench: "tty",
+        about: "The same raw JSON-RPC client on the server's stdio. The echo is timed from sending `WriteStdin {input: \"line\\n\", wait_ms: 0}` to a tty `cat` (sent again at once if the answer is \"not waiting for input\", counted in the row) until the line has been in the answers twice (the terminal's echo, then `cat`'s copy), polling `BashOutput` without a wait; `WriteStdin`'s own wait for input after 200 ms of quiet is not used, since it would add at least 200 ms to every line. Its baseline is the same line written to `cat` on a bare pseudo-terminal the benchmark opens (`posix_openpt`), read back twice, alternating line by line. `Bash true` with 64 idle tty `bash -i` at a prompt (each screen read once) alternates in rounds with `Bash true` with none, on the same server (open 64, time, KillShell all, time again); fds are counted once all are killed, leaving out the 4 to 8 cgroups the spawn pool keeps open; memory per shell is the server's RSS delta with the 64 open, over 64.",
+        layout: Layout::Targets,
+        expected: &[
+            "pty-bare-echo",
+            "mcp-write-stdin-echo",
+            "tty-bash-none",
+            "tty-bash-64",
+            "tty-fds-after",
+            "memory-per-idle-tty-shell",
+        ],
+        expected_full: &[],
+    },
+    Suite {
         title: "Scaling (exec-tools)",
         package: "exec-tools",
         bench: "scaling",
@@ -140,6 +156,11 @@ const SERIES: &[(&str, &str)] = &[
     ("spawn-sandboxed", "the same, sandboxed"),
     ("mcp-bare", "bare bash -c true (MCP run baseline)"),
     ("mcp-round-trip", "MCP tools/call Bash true"),
+    ("pty-bare-echo", "bare pty: line to cat and back"),
+    (
+        "mcp-write-stdin-echo",
+        "MCP WriteStdin line to tty cat, echoed",
+    ),
 ];
 
 pub(crate) fn run(root: &Path, quick: bool) -> anyhow::Result<()> {
@@ -991,6 +1012,36 @@ mod tests {
             let error = read_figures(&SUITE, &lines(&figures), true).unwrap_err();
             assert_eq!(error.to_string(), message);
         }
+    }
+
+    #[test]
+    fn the_tty_suite_reads_its_benchmark_output() {
+        let suite = SUITES
+            .iter()
+            .find(|suite| suite.bench == "tty")
+            .expect("the tty suite");
+        // A quick run's output, as `cargo bench -p agent-exec --bench tty` prints it.
+        let stdout = r#"{"id":"pty-bare-echo","name":"bare pseudo-terminal: a line written to `cat` until its copy reads back","median_ns":24277,"p99_ns":68521}
+{"id":"mcp-write-stdin-echo","name":"MCP `WriteStdin`","median_ns":2158176,"p99_ns":6494777,"baseline":"pty-bare-echo","ratio":88.9,"targets":[{"metric":"p99","op":"<","limit":50.0,"unit":"ms"}]}
+{"id":"tty-bash-none","name":"`Bash true`, none open","median_ns":2898305,"p99_ns":11990930}
+{"id":"tty-bash-64","name":"`Bash true`, 64 open","median_ns":2722083,"p99_ns":12002928,"baseline":"tty-bash-none","ratio":0.94,"targets":[{"metric":"ratio","op":"<=","limit":1.1,"unit":"x"}]}
+{"id":"tty-fds-after","name":"fds after","value":{"value":0.0,"unit":"fds"},"targets":[{"metric":"value","op":"<=","limit":0.0,"unit":"fds"},{"metric":"value","op":">=","limit":0.0,"unit":"fds"}]}
+{"id":"memory-per-idle-tty-shell","name":"RSS per idle tty shell","value":{"value":167.625,"unit":"KiB"}}
+"#;
+        let figures = read_figures(suite, stdout, false).expect("the figures");
+        assert_eq!(
+            missed_targets(&figures).expect("checked"),
+            Vec::<String>::new()
+        );
+        let rendered = table(suite.layout, &figures);
+        assert!(
+            rendered.contains("| MCP `WriteStdin` | 2.2ms | 6.5ms | 88.90x | p99 < 50 ms |"),
+            "{rendered}"
+        );
+        assert!(
+            rendered.contains("| fds after | 0 fds | | | <= 0 fds and >= 0 fds |"),
+            "{rendered}"
+        );
     }
 
     #[test]

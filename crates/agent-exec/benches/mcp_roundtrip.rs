@@ -19,109 +19,16 @@
     reason = "a benchmark starts the binary and its baseline directly, and may stop on a broken setup"
 )]
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 use test_support::bench::{Figure, Metric, Op, Unit, emit, save_samples};
 use test_support::percentile;
 
-use serde_json::{Value, json};
-
-struct Server {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
-
-impl Server {
-    fn start(dir: &std::path::Path) -> Self {
-        let mut child = server_command(dir).spawn().expect("server starts");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut server = Self {
-            child,
-            stdin,
-            stdout,
-            next_id: 1,
-        };
-        server.request(
-            "initialize",
-            &json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}),
-        );
-        writeln!(
-            server.stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        )
-        .unwrap();
-        server
-    }
-
-    fn request(&mut self, method: &str, params: &Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        writeln!(
-            self.stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-        )
-        .unwrap();
-        self.stdin.flush().unwrap();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "server closed stdout"
-            );
-            let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-
-    fn call(&mut self, arguments: &Value) -> Value {
-        self.request(
-            "tools/call",
-            &json!({"name": arguments["tool"], "arguments": arguments["args"]}),
-        )
-    }
-
-    fn peak_rss_mib(&self) -> f64 {
-        test_support::status_kib(&self.child.id().to_string(), "VmHWM") as f64 / 1024.0
-    }
-
-    fn rss_mib(&self) -> f64 {
-        test_support::status_kib(&self.child.id().to_string(), "VmRSS") as f64 / 1024.0
-    }
-
-    fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
-            .unwrap()
-            .count()
-    }
-
-    fn stop(mut self) {
-        drop(self.stdin);
-        self.child.wait().unwrap();
-    }
-}
-
-fn server_command(dir: &std::path::Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-exec"));
-    command
-        .args(["mcp", "--cwd"])
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    command
-}
-
-fn bash(command: &str) -> Value {
-    json!({"tool": "Bash", "args": {"command": command}})
-}
+use serde_json::json;
+use support::{Server, background, bash, server_command, structured};
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
@@ -219,14 +126,6 @@ fn main() {
     soak(dir.path(), quick);
     idle_shells(dir.path());
     startup(dir.path(), quick);
-}
-
-fn background(command: &str) -> Value {
-    json!({"tool": "Bash", "args": {"command": command, "run_in_background": true}})
-}
-
-fn structured(answer: &Value) -> &Value {
-    &answer["result"]["structuredContent"]
 }
 
 /// One round of six mixed calls: foreground success and failure, a
