@@ -327,3 +327,31 @@ async fn a_tty_output_file_counts_its_cap_in_cleaned_bytes() {
     assert!(file.starts_with("00001\n00002\n"));
     assert!(!file.contains('\u{1b}'));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_hangs_up_an_interactive_shell_that_ignores_sigterm() {
+    // Interactive bash ignores SIGTERM; without the hangup it would last
+    // the whole grace and end by SIGKILL.
+    let shell = ShellProcess::spawn(spec("exec bash --norc --noprofile -i").with_tty())
+        .await
+        .expect("spawns");
+    wait_for_input_wait(&shell).await;
+    assert!(shell.terminate(Duration::from_secs(30)).await);
+    assert_eq!(shell.exit().expect("exited").signal, Some(libc::SIGHUP));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_of_a_tty_command_that_ends_on_sigterm_reads_as_sigterm() {
+    let shell = ShellProcess::spawn(spec("exec sleep 300").with_tty())
+        .await
+        .expect("spawns");
+    // Started: the group is in front of its terminal.
+    let terminal = shell.terminal().expect("a terminal");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while terminal.foreground_group().is_none() {
+        assert!(Instant::now() < deadline, "no foreground group");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(shell.terminate(Duration::from_secs(30)).await);
+    assert_eq!(shell.exit().expect("exited").signal, Some(libc::SIGTERM));
+}

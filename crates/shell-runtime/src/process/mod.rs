@@ -27,6 +27,8 @@ use supervise::{AbandonGuard, supervise};
 
 /// How long the SIGKILL phase may take before a shell is given up on.
 const KILL_WAIT: Duration = Duration::from_secs(5);
+/// How long a tty shell has to end on SIGTERM before it also gets SIGHUP.
+const HANGUP_AFTER: Duration = Duration::from_millis(100);
 
 /// Which of the two streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -479,6 +481,14 @@ impl ShellProcess {
         // A stopped process acts on SIGTERM only once continued.
         if first == Signal::SIGTERM {
             self.tree.signal_all(Signal::SIGCONT);
+            // An interactive shell (`bash -i`, `zsh`) ignores SIGTERM but
+            // ends on SIGHUP, as when its terminal closes. Sent only after a
+            // moment, so a command that ends on SIGTERM still reads as
+            // killed by it (exit 143).
+            if self.has_terminal && !self.wait_exited(grace.min(HANGUP_AFTER)).await {
+                self.tree.signal_all(Signal::SIGHUP);
+                self.tree.signal_all(Signal::SIGCONT);
+            }
         }
         if first == Signal::SIGINT && !self.wait_exited(grace).await {
             self.tree.signal_all(Signal::SIGTERM);
