@@ -241,7 +241,8 @@ async fn cancellation_interrupts_and_ends_the_tree() {
     let context = world.context.clone().with_cancellation(token.clone());
     let marker = world.root().join("pids");
     let command = format!(
-        "sleep 1000 & echo $! > {file}; trap 'echo got INT; exit 130' INT; wait",
+        // The trap before the marker: the test interrupts once the marker is written.
+        "trap 'echo got INT; exit 130' INT; sleep 1000 & echo $! > {file}; wait",
         file = marker.display()
     );
     let call = tokio::spawn({
