@@ -378,6 +378,13 @@ pub(crate) struct Framed<R, W> {
     /// without bound.
     answering: Option<JoinHandle<()>>,
     closed: CancellationToken,
+    /// Run (on a blocking thread) before any message but `initialize`
+    /// reaches rmcp: start-up work the `initialize` answer need not wait
+    /// for, but every call must (the janitor).
+    gate: Option<fn()>,
+    /// A message read while the gate runs, delivered once it is done (kept
+    /// here so `receive` stays cancellation safe).
+    held: Option<(RxJsonRpcMessage<RoleServer>, JoinHandle<()>)>,
 }
 
 impl<R, W> Framed<R, W>
@@ -404,8 +411,36 @@ where
             in_flight: Arc::default(),
             answering: None,
             closed: closed.clone(),
+            gate: None,
+            held: None,
         };
         (framed, closed)
+    }
+
+    /// Runs `gate` once, before the first message after `initialize` is
+    /// delivered: the `initialize` answer does not wait for it, calls do.
+    pub(crate) fn with_gate(mut self, gate: fn()) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// The gate, taken, when `message` must wait for it: the first
+    /// message that is not `initialize`.
+    fn gate_for(&mut self, message: &RxJsonRpcMessage<RoleServer>) -> Option<fn()> {
+        let initialize = matches!(
+            message,
+            JsonRpcMessage::Request(request)
+                if matches!(request.request, ClientRequest::InitializeRequest(_))
+        );
+        if initialize { None } else { self.gate.take() }
+    }
+
+    /// The held message once its gate has run; `None` when none is held.
+    async fn release_held(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let (_, waiting) = self.held.as_mut()?;
+        // A gate that panicked has nothing left to wait for.
+        let _ = waiting.await;
+        self.held.take().map(|(message, _)| message)
     }
 
     fn classify(&self, line: &[u8]) -> Outcome {
@@ -540,6 +575,9 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            if let Some(message) = self.release_held().await {
+                return Some(message);
+            }
             if let Some(answering) = self.answering.as_mut() {
                 // A write task that panicked has nothing left to wait for.
                 let _ = answering.await;
@@ -547,7 +585,14 @@ where
             }
             match self.lines.next().await {
                 Frame::Line(line) => match self.classify(&line) {
-                    Outcome::Deliver(message) => return Some(message),
+                    Outcome::Deliver(message) => {
+                        let Some(gate) = self.gate_for(&message) else {
+                            return Some(message);
+                        };
+                        // Held in `self`: `receive` may be dropped while
+                        // the gate runs.
+                        self.held = Some((message, tokio::task::spawn_blocking(gate)));
+                    }
                     Outcome::Answer(answer) => self.answer(answer),
                     Outcome::Skip => {}
                 },

@@ -351,16 +351,17 @@ struct KeptFile {
     owner: Option<String>,
 }
 
-/// exec-policy's token formats, compiled for shell-runtime.
+/// exec-policy's token formats for shell-runtime, each compiled the first
+/// time output holds one of its prefixes (not at start-up).
 #[expect(
     clippy::expect_used,
-    reason = "the formats are constants, and a test compiles every one of them"
+    reason = "the formats are constants with prefixes, and exec-policy's tests compile every one of them"
 )]
 fn token_patterns() -> Vec<TokenPattern> {
     exec_policy::TOKEN_FORMATS
         .iter()
         .map(|format| {
-            TokenPattern::new(&TokenSpec {
+            TokenPattern::lazy(&TokenSpec {
                 label: format.id,
                 prefixes: format.prefixes,
                 regex: format.regex,
@@ -368,7 +369,7 @@ fn token_patterns() -> Vec<TokenPattern> {
                 standalone: format.standalone,
                 needs_digit: format.needs_digit,
             })
-            .expect("a token format compiles")
+            .expect("a token format has prefixes")
         })
         .collect()
 }
