@@ -23,6 +23,7 @@ mod rmcp_client;
 mod run;
 mod sandbox;
 mod schema;
+mod stale;
 mod tty;
 
 use std::process::{Command, Output};
