@@ -870,6 +870,40 @@ mod tests {
         assert!(closed.is_cancelled());
     }
 
+    static GATE_RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    fn slow_gate() {
+        std::thread::sleep(Duration::from_millis(300));
+        GATE_RAN.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// `initialize` goes through at once; the next message waits for the
+    /// gate (the janitor in the binary), and is not lost when `receive` is
+    /// dropped while the gate runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn messages_after_initialize_wait_for_the_gate() {
+        let (framed, _closed, mut client, _lines) = transport();
+        let mut framed = framed.with_gate(slow_gate);
+        let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+        let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        client
+            .write_all(format!("{initialize}\n{ping}\n").as_bytes())
+            .await
+            .expect("write");
+        let first = framed.receive().await.expect("initialize");
+        assert!(matches!(first, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(0)));
+        assert!(
+            !GATE_RAN.load(std::sync::atomic::Ordering::SeqCst),
+            "initialize waited"
+        );
+        // Dropped while the gate runs: the ping is held, not lost.
+        let early = tokio::time::timeout(Duration::from_millis(50), framed.receive()).await;
+        assert!(early.is_err(), "delivered before the gate ran");
+        let next = framed.receive().await.expect("the ping");
+        assert!(GATE_RAN.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(matches!(next, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(1)));
+    }
+
     #[tokio::test]
     async fn an_id_in_flight_is_refused_until_its_answer_is_sent() {
         let (mut framed, _closed, mut client, mut lines) = transport();
