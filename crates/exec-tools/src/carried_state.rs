@@ -427,7 +427,7 @@ const BUILTINS_AND_KEYWORDS: &[&str] = &[
 /// words (letters, digits, ` _./,:@%+-`: no assignment, expansion,
 /// quoting, redirection, list, pipe or glob) whose program is no builtin
 /// or keyword but [`STATELESS_BUILTINS`], with no function in the
-/// environment (`BASH_FUNC_*`) it could name. Such a command cannot touch
+/// environment (`BASH_FUNC_*`, or a `BASH_ENV` start-up file) it could name. Such a command cannot touch
 /// the shell's directory or variables, so it runs without the wrapper and
 /// its state file: the state it ends with is the one it started with (the
 /// wrapper's file write and read cost about 0.2 ms of a `true` round trip).
@@ -442,7 +442,9 @@ pub(crate) fn may_change_state(command: &str, env: &Vars) -> bool {
     if BUILTINS_AND_KEYWORDS.contains(&program) && !STATELESS_BUILTINS.contains(&program) {
         return true;
     }
-    env.keys().any(|name| name.starts_with("BASH_FUNC_"))
+    // Functions exported to it, or defined by a start-up file it reads.
+    env.keys()
+        .any(|name| name.starts_with("BASH_FUNC_") || name == "BASH_ENV")
 }
 
 /// The script that runs `command` and saves the shell's state when it
@@ -533,6 +535,10 @@ mod tests {
             .into_iter()
             .collect();
         assert!(may_change_state("ls", &with_function));
+        let with_start_up: Vars = [("BASH_ENV".to_owned(), OsString::from("/x/functions.sh"))]
+            .into_iter()
+            .collect();
+        assert!(may_change_state("ls", &with_start_up));
     }
 
     fn os(value: &str) -> OsString {
