@@ -378,6 +378,13 @@ pub(crate) struct Framed<R, W> {
     /// without bound.
     answering: Option<JoinHandle<()>>,
     closed: CancellationToken,
+    /// Run (on a blocking thread) before any message but `initialize`
+    /// reaches rmcp: start-up work the `initialize` answer need not wait
+    /// for, but every call must (the janitor).
+    gate: Option<fn()>,
+    /// A message read while the gate runs, delivered once it is done (kept
+    /// here so `receive` stays cancellation safe).
+    held: Option<(RxJsonRpcMessage<RoleServer>, JoinHandle<()>)>,
 }
 
 impl<R, W> Framed<R, W>
@@ -404,8 +411,36 @@ where
             in_flight: Arc::default(),
             answering: None,
             closed: closed.clone(),
+            gate: None,
+            held: None,
         };
         (framed, closed)
+    }
+
+    /// Runs `gate` once, before the first message after `initialize` is
+    /// delivered: the `initialize` answer does not wait for it, calls do.
+    pub(crate) fn with_gate(mut self, gate: fn()) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// The gate, taken, when `message` must wait for it: the first
+    /// message that is not `initialize`.
+    fn gate_for(&mut self, message: &RxJsonRpcMessage<RoleServer>) -> Option<fn()> {
+        let initialize = matches!(
+            message,
+            JsonRpcMessage::Request(request)
+                if matches!(request.request, ClientRequest::InitializeRequest(_))
+        );
+        if initialize { None } else { self.gate.take() }
+    }
+
+    /// The held message once its gate has run; `None` when none is held.
+    async fn release_held(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let (_, waiting) = self.held.as_mut()?;
+        // A gate that panicked has nothing left to wait for.
+        let _ = waiting.await;
+        self.held.take().map(|(message, _)| message)
     }
 
     fn classify(&self, line: &[u8]) -> Outcome {
@@ -540,6 +575,9 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            if let Some(message) = self.release_held().await {
+                return Some(message);
+            }
             if let Some(answering) = self.answering.as_mut() {
                 // A write task that panicked has nothing left to wait for.
                 let _ = answering.await;
@@ -547,7 +585,14 @@ where
             }
             match self.lines.next().await {
                 Frame::Line(line) => match self.classify(&line) {
-                    Outcome::Deliver(message) => return Some(message),
+                    Outcome::Deliver(message) => {
+                        let Some(gate) = self.gate_for(&message) else {
+                            return Some(message);
+                        };
+                        // Held in `self`: `receive` may be dropped while
+                        // the gate runs.
+                        self.held = Some((message, tokio::task::spawn_blocking(gate)));
+                    }
                     Outcome::Answer(answer) => self.answer(answer),
                     Outcome::Skip => {}
                 },
@@ -823,6 +868,40 @@ mod tests {
         client.shutdown().await.expect("closed");
         assert!(framed.receive().await.is_none());
         assert!(closed.is_cancelled());
+    }
+
+    static GATE_RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    fn slow_gate() {
+        std::thread::sleep(Duration::from_millis(300));
+        GATE_RAN.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// `initialize` goes through at once; the next message waits for the
+    /// gate (the janitor in the binary), and is not lost when `receive` is
+    /// dropped while the gate runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn messages_after_initialize_wait_for_the_gate() {
+        let (framed, _closed, mut client, _lines) = transport();
+        let mut framed = framed.with_gate(slow_gate);
+        let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+        let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        client
+            .write_all(format!("{initialize}\n{ping}\n").as_bytes())
+            .await
+            .expect("write");
+        let first = framed.receive().await.expect("initialize");
+        assert!(matches!(first, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(0)));
+        assert!(
+            !GATE_RAN.load(std::sync::atomic::Ordering::SeqCst),
+            "initialize waited"
+        );
+        // Dropped while the gate runs: the ping is held, not lost.
+        let early = tokio::time::timeout(Duration::from_millis(50), framed.receive()).await;
+        assert!(early.is_err(), "delivered before the gate ran");
+        let next = framed.receive().await.expect("the ping");
+        assert!(GATE_RAN.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(matches!(next, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(1)));
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The hidden first argument that makes the binary a janitor.
 const JANITOR_ARG: &str = "__agent-exec-janitor";
@@ -46,32 +47,61 @@ fn remove_temp_dirs(base: &Path, pid: &str) {
     }
 }
 
-/// Starts this server's janitor, once, after the server has re-executed
-/// itself (an `execve` closes the pipe, which the janitor would take for
-/// the server's end). It lives until the process exits.
+/// This server's janitor, once started.
+static JANITOR: OnceLock<Option<shell_runtime::Janitor>> = OnceLock::new();
+
+/// Whether [`start`] was called: [`wait`] waits only then.
+static ASKED: AtomicBool = AtomicBool::new(false);
+
+/// Starts this server's janitor, once, on a thread of its own, after the
+/// server has re-executed itself (an `execve` closes the pipe, which the
+/// janitor would take for the server's end). Starting it (the server's
+/// cgroup, a fork and an exec) took a few milliseconds of the path to the
+/// `initialize` answer; nothing runs before [`wait`] returns. It lives
+/// until the process exits.
 pub(crate) fn start() {
-    static JANITOR: OnceLock<Option<shell_runtime::Janitor>> = OnceLock::new();
-    JANITOR.get_or_init(|| {
-        let program = match std::env::current_exe() {
-            Ok(program) => program,
-            Err(error) => {
-                tracing::warn!(%error, "no janitor: cannot find the server's own binary");
-                return None;
-            }
-        };
-        let cgroups = shell_runtime::command_cgroups_dir().unwrap_or_default();
-        let args = [
-            OsString::from(JANITOR_ARG),
-            OsString::from(std::process::id().to_string()),
-            cgroups.into_os_string(),
-            std::env::temp_dir().into_os_string(),
-        ];
-        match shell_runtime::start_janitor(&program, &args) {
-            Ok(janitor) => Some(janitor),
-            Err(error) => {
-                tracing::warn!(%error, "no janitor: a server killed with SIGKILL leaves its cgroups behind");
-                None
-            }
+    ASKED.store(true, Ordering::SeqCst);
+    let started = std::thread::Builder::new()
+        .name("janitor-start".to_owned())
+        .spawn(|| {
+            JANITOR.get_or_init(start_now);
+        });
+    if started.is_err() {
+        JANITOR.get_or_init(start_now);
+    }
+}
+
+/// Returns once the janitor [`start`] began is running (or failed to
+/// start, which was logged): before the first command. Does nothing when
+/// none was asked for (the in-process tests).
+pub(crate) fn wait() {
+    if ASKED.load(Ordering::SeqCst) {
+        // Blocks while the starting thread initialises it, or starts it
+        // here if that thread has not begun.
+        JANITOR.get_or_init(start_now);
+    }
+}
+
+fn start_now() -> Option<shell_runtime::Janitor> {
+    let program = match std::env::current_exe() {
+        Ok(program) => program,
+        Err(error) => {
+            tracing::warn!(%error, "no janitor: cannot find the server's own binary");
+            return None;
         }
-    });
+    };
+    let cgroups = shell_runtime::command_cgroups_dir().unwrap_or_default();
+    let args = [
+        OsString::from(JANITOR_ARG),
+        OsString::from(std::process::id().to_string()),
+        cgroups.into_os_string(),
+        std::env::temp_dir().into_os_string(),
+    ];
+    match shell_runtime::start_janitor(&program, &args) {
+        Ok(janitor) => Some(janitor),
+        Err(error) => {
+            tracing::warn!(%error, "no janitor: a server killed with SIGKILL leaves its cgroups behind");
+            None
+        }
+    }
 }

@@ -121,6 +121,9 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
         }
         Command::Run(args) => {
             let (setup, env, executor) = prepare(&args.common, None, None, hide_secrets)?;
+            setup::remove_stale_in_background();
+            // The command runs only with the janitor watching.
+            janitor::wait();
             let context = ExecutionContext::new(setup.cwd.clone()).with_dry_run(setup.dry_run);
             let runtime = runtime()?;
             let code = runtime.block_on(async {

@@ -79,6 +79,8 @@ where
     // Before the handshake, so a signal during it is ours too.
     let mut signals = Signals::new()?;
     let (transport, input_closed) = Framed::new(input, output);
+    // Calls wait for the janitor; the `initialize` answer does not.
+    let transport = transport.with_gate(crate::janitor::wait);
     let running = tokio::select! {
         running = bridge.serve(transport) => {
             running.context("MCP initialization failed")?
@@ -88,6 +90,9 @@ where
             return Ok(stop);
         }
     };
+    // The `initialize` answer is out: what is left of dead servers goes
+    // now, off the path to it.
+    crate::setup::remove_stale_in_background();
     let cancel = running.cancellation_token();
     let mut waiting = std::pin::pin!(running.waiting());
     let mut finished = false;

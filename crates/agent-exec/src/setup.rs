@@ -211,17 +211,21 @@ fn check_coauthor(coauthor: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Makes `agent-exec-<pid>-<n>` under the system temp dir (mode 0700), and
-/// removes those left by servers that are no longer running on a thread of
-/// its own: start-up does not wait for a crowded temp dir.
-fn make_temp_dir() -> anyhow::Result<TempDir> {
+/// Removes the temp directories left by servers that are no longer
+/// running, on a thread of its own: `mcp` calls it once the `initialize`
+/// answer is out, `run` as it starts, so neither waits for a crowded temp
+/// dir. Only directories of dead servers are removed, never this one's,
+/// so the clean-up may run alongside everything else.
+pub(crate) fn remove_stale_in_background() {
     let base = std::env::temp_dir();
-    let stale_base = base.clone();
-    // Only directories of dead servers are removed, never this one's, so
-    // the clean-up may run alongside everything else.
     let _ = std::thread::Builder::new()
         .name("remove-stale".to_owned())
-        .spawn(move || remove_stale(&stale_base));
+        .spawn(move || remove_stale(&base));
+}
+
+/// Makes `agent-exec-<pid>-<n>` under the system temp dir (mode 0700).
+fn make_temp_dir() -> anyhow::Result<TempDir> {
+    let base = std::env::temp_dir();
     let pid = std::process::id();
     for attempt in 0..100u32 {
         let path = base.join(format!("{TEMP_PREFIX}{pid}-{attempt}"));

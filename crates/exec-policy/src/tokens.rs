@@ -225,21 +225,35 @@ struct Compiled {
     body: Regex,
 }
 
-fn compiled() -> &'static [Compiled] {
-    static COMPILED: OnceLock<Vec<Compiled>> = OnceLock::new();
-    COMPILED.get_or_init(|| {
-        // A format that does not compile is left out; the tests compile each.
-        TOKEN_FORMATS
-            .iter()
-            .filter_map(|format| {
-                Some(Compiled {
-                    format,
-                    regex: Regex::new(&format!(r"\A(?:{})", format.regex)).ok()?,
-                    body: Regex::new(&format!(r"\A(?:{})\z", format.body)).ok()?,
-                })
+/// One slot per format, compiled the first time one of its prefixes is
+/// found: start-up scans every environment value for tokens, and most
+/// values hold no prefix at all, so most formats are never compiled there
+/// (compiling them all took about 2 ms of every start).
+fn slots() -> &'static [OnceLock<Option<Compiled>>] {
+    static SLOTS: OnceLock<Vec<OnceLock<Option<Compiled>>>> = OnceLock::new();
+    SLOTS.get_or_init(|| TOKEN_FORMATS.iter().map(|_| OnceLock::new()).collect())
+}
+
+/// The format at `index` compiled; `None` for one that does not compile
+/// (left out; the tests compile each).
+fn compiled_at(index: usize) -> Option<&'static Compiled> {
+    let format = TOKEN_FORMATS.get(index)?;
+    slots()
+        .get(index)?
+        .get_or_init(|| {
+            Some(Compiled {
+                format,
+                regex: Regex::new(&format!(r"\A(?:{})", format.regex)).ok()?,
+                body: Regex::new(&format!(r"\A(?:{})\z", format.body)).ok()?,
             })
-            .collect()
-    })
+        })
+        .as_ref()
+}
+
+/// Every format compiled (the tests).
+#[cfg(test)]
+fn compiled() -> Vec<&'static Compiled> {
+    (0..TOKEN_FORMATS.len()).filter_map(compiled_at).collect()
 }
 
 impl Compiled {
@@ -285,12 +299,15 @@ impl Compiled {
 /// The first token in `text` in any of [`TOKEN_FORMATS`], if there is one.
 pub fn find_token(text: &str) -> Option<TokenMatch> {
     let mut best: Option<TokenMatch> = None;
-    for compiled in compiled() {
-        for prefix in compiled.format.prefixes {
+    for (index, format) in TOKEN_FORMATS.iter().enumerate() {
+        for prefix in format.prefixes {
             for (at, _) in text.match_indices(prefix) {
                 if best.is_some_and(|best| best.start <= at) {
                     break;
                 }
+                let Some(compiled) = compiled_at(index) else {
+                    break;
+                };
                 if let Some(found) = compiled.match_at(text, at, prefix) {
                     best = Some(found);
                     break;

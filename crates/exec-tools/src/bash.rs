@@ -17,7 +17,7 @@ use crate::approval::{
     Asked, Waiting, approval_key, approval_message, declined, wait_for_approval,
 };
 use crate::audit::{AuditEntry, AuditError, AuditLog};
-use crate::carried_state::{CarriedStateSlot, StateFiles, Vars, wrap_command};
+use crate::carried_state::{CarriedStateSlot, StateFiles, Vars, may_change_state, wrap_command};
 use crate::environment::{
     AskFallback, DEFAULT_TIMEOUT, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
 };
@@ -507,7 +507,14 @@ async fn run_foreground(
 ) -> ToolResult {
     let stem = exec.next_path("bash");
     let state_files = StateFiles::new(&exec.state_path(&stem));
-    let mut spec = base_spec(exec, wrap_command(command, &state_files), cwd, &vars);
+    // A command that cannot change the state runs as it is.
+    let stateful = may_change_state(command, &vars);
+    let script = if stateful {
+        wrap_command(command, &state_files)
+    } else {
+        command.to_owned()
+    };
+    let mut spec = base_spec(exec, script, cwd, &vars);
     spec.command = command.to_owned();
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout_spill);
@@ -546,7 +553,7 @@ async fn run_foreground(
             shell.ended_jobs()
         ));
     }
-    if request.is_none() {
+    if request.is_none() && stateful {
         notes.extend(absorb_state(exec, carried, &state_files, &vars));
     }
     state_files.remove();

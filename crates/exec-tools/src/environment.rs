@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -185,6 +185,9 @@ pub struct ExecEnvironment {
     pub(crate) shell_program: PathBuf,
     /// Output files kept for the model, oldest first.
     files: Mutex<VecDeque<KeptFile>>,
+    /// The ledger's length at which `keep_files` next drops the entries of
+    /// untracked shells whose files were never made.
+    sweep_at: AtomicUsize,
     /// The bytes all output files may hold together.
     budget: SpillBudget,
     counter: AtomicU64,
@@ -224,6 +227,7 @@ impl ExecEnvironment {
             shell_program: find_program("bash", config.env.vars.get("PATH").map(String::as_str)),
             config,
             files: Mutex::new(VecDeque::new()),
+            sweep_at: AtomicUsize::new(0),
             budget: SpillBudget::new(output_budget),
 
             counter: AtomicU64::new(0),
@@ -300,6 +304,8 @@ impl ExecEnvironment {
         /// Entries kept at most, files or not: a long-running server's ledger
         /// stays small.
         const MAX_ENTRIES: usize = 4096;
+        /// Entries below which the ledger is not swept.
+        const SWEEP_FLOOR: usize = 512;
         let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
         files.extend(paths.iter().map(|path| KeptFile {
             path: path.to_path_buf(),
@@ -311,6 +317,18 @@ impl ExecEnvironment {
                 .as_deref()
                 .is_none_or(|id| self.manager.get(id).is_none())
         };
+        if files.len() >= self.sweep_at.load(Ordering::Relaxed) {
+            // A background shell's spill paths are recorded when it starts,
+            // but its files are made only once its output outgrows memory:
+            // most never are. Entries of shells no longer tracked that have
+            // no file hold nothing to remove or give back; without this
+            // sweep the ledger grew to MAX_ENTRIES of them (about 1 MiB of
+            // a soak's RSS). Amortised: the next sweep waits until the
+            // ledger has doubled.
+            files.retain(|kept| !removable(kept) || kept.path.exists());
+            self.sweep_at
+                .store((files.len() * 2).max(SWEEP_FLOOR), Ordering::Relaxed);
+        }
         while self.budget.used() + headroom > self.budget.limit() || files.len() > MAX_ENTRIES {
             let newest = files.len().saturating_sub(paths.len());
             let Some(index) = files.iter().take(newest).position(removable) else {
@@ -343,16 +361,17 @@ struct KeptFile {
     owner: Option<String>,
 }
 
-/// exec-policy's token formats, compiled for shell-runtime.
+/// exec-policy's token formats for shell-runtime, each compiled the first
+/// time output holds one of its prefixes (not at start-up).
 #[expect(
     clippy::expect_used,
-    reason = "the formats are constants, and a test compiles every one of them"
+    reason = "the formats are constants with prefixes, and exec-policy's tests compile every one of them"
 )]
 fn token_patterns() -> Vec<TokenPattern> {
     exec_policy::TOKEN_FORMATS
         .iter()
         .map(|format| {
-            TokenPattern::new(&TokenSpec {
+            TokenPattern::lazy(&TokenSpec {
                 label: format.id,
                 prefixes: format.prefixes,
                 regex: format.regex,
@@ -360,7 +379,7 @@ fn token_patterns() -> Vec<TokenPattern> {
                 standalone: format.standalone,
                 needs_digit: format.needs_digit,
             })
-            .expect("a token format compiles")
+            .expect("a token format has prefixes")
         })
         .collect()
 }
@@ -480,6 +499,35 @@ mod tests {
             prop_assert!(redacted != token);
             prop_assert_eq!(out, format!("{head} {redacted} {tail}"));
         }
+    }
+
+    /// Background shells record their spill paths when they start; most
+    /// never make the files. Once those shells are no longer tracked their
+    /// entries go, so the ledger does not grow to its 4096-entry cap.
+    #[test]
+    fn the_ledger_drops_untracked_shells_entries_without_files() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = ExecConfig::new(vec![dir.path().to_path_buf()], dir.path().to_path_buf());
+        let env = ExecEnvironment::new(config);
+        let kept = dir.path().join("kept");
+        std::fs::write(&kept, "x").expect("write");
+        env.keep_files(Some("shell_gone"), &[&kept]);
+        for n in 0..3_000 {
+            let stem = dir.path().join(format!("background-{n}"));
+            env.keep_files(
+                Some("shell_gone"),
+                &[
+                    &stem.with_extension("stdout"),
+                    &stem.with_extension("stderr"),
+                ],
+            );
+        }
+        let files = env.files.lock().expect("ledger");
+        assert!(files.len() <= 1_024, "{} entries", files.len());
+        assert!(
+            files.iter().any(|entry| entry.path == kept),
+            "a file that exists stays"
+        );
     }
 
     #[test]

@@ -176,6 +176,8 @@ struct Fresh {
 enum Work {
     Refill(PathBuf),
     Retire(PathBuf, Kind),
+    /// The cgroups of servers that are gone, under this hierarchy dir.
+    RemoveStale(PathBuf),
 }
 
 /// The parent a command cgroup was made in: its lane of the pool.
@@ -286,7 +288,6 @@ fn pool() -> Option<&'static Pool> {
 
 fn start_pool() -> Result<Pool, String> {
     let (base, kind) = hierarchy().ok_or("no pids (v1) or unified (v2) cgroup hierarchy")?;
-    remove_stale(&base);
     let parent = base.join(format!("{PARENT_PREFIX}{}", std::process::id()));
     std::fs::create_dir_all(parent.join(KEEP))
         .map_err(|error| format!("cannot create `{}`: {error}", parent.display()))?;
@@ -313,6 +314,8 @@ fn start_pool() -> Result<Pool, String> {
         .spawn(move || pool_thread(&jobs))
         .map_err(|error| format!("cannot start the cgroup thread: {error}"))?;
     let _ = pool.work.send(Work::Refill(pool.parent.clone()));
+    // Off the start-up path: what dead servers left can wait.
+    let _ = pool.work.send(Work::RemoveStale(base));
     Ok(pool)
 }
 
@@ -321,6 +324,7 @@ fn pool_thread(jobs: &mpsc::Receiver<Work>) {
         let Some(pool) = pool() else { return };
         match job {
             Work::Refill(lane) => pool.refill(&lane),
+            Work::RemoveStale(base) => remove_stale(&base),
             Work::Retire(dir, kind) => {
                 if read_pids(&dir)
                     .into_iter()

@@ -51,35 +51,37 @@ pub struct TokenSpec<'a> {
     pub needs_digit: bool,
 }
 
-/// A compiled token format.
+/// A token format, compiled on first use: most streams never hold most
+/// formats' prefixes, and compiling every format took a millisecond or two
+/// of every server start.
 #[derive(Debug, Clone)]
 pub struct TokenPattern {
+    label: String,
     replacement: String,
     prefixes: Vec<String>,
+    /// `\A(?:regex)` and the class of `body`, as given.
+    regex_source: String,
+    body_source: String,
+    compiled: std::sync::OnceLock<Option<Compiled>>,
+    standalone: bool,
+    needs_digit: bool,
+}
+
+/// What a [`TokenPattern`] compiles to.
+#[derive(Debug, Clone)]
+struct Compiled {
     /// `\A(?:regex)`: matched at a prefix.
     regex: regex::Regex,
     grouped: bool,
     /// Which bytes continue a token (bytes of non-ASCII characters all
     /// count as the class says of U+FFFD).
     body: Box<[bool; 256]>,
-    standalone: bool,
-    needs_digit: bool,
 }
 
-impl TokenPattern {
-    /// Compiles `spec`.
-    pub fn new(spec: &TokenSpec<'_>) -> Result<Self, BadTokenPattern> {
-        let bad = |message: String| BadTokenPattern {
-            label: spec.label.to_owned(),
-            message,
-        };
-        if spec.prefixes.is_empty() || spec.prefixes.iter().any(|prefix| prefix.is_empty()) {
-            return Err(bad("every format needs non-empty prefixes".to_owned()));
-        }
-        let regex = regex::Regex::new(&format!(r"\A(?:{})", spec.regex))
-            .map_err(|error| bad(error.to_string()))?;
-        let class = regex::Regex::new(&format!(r"\A(?:{})\z", spec.body))
-            .map_err(|error| bad(error.to_string()))?;
+impl Compiled {
+    fn new(regex: &str, body_class: &str) -> Result<Self, regex::Error> {
+        let regex = regex::Regex::new(&format!(r"\A(?:{regex})"))?;
+        let class = regex::Regex::new(&format!(r"\A(?:{body_class})\z"))?;
         let mut body = Box::new([false; 256]);
         let mut buffer = [0u8; 4];
         for (byte, slot) in body.iter_mut().enumerate() {
@@ -90,22 +92,68 @@ impl TokenPattern {
             *slot = class.is_match(probe.encode_utf8(&mut buffer));
         }
         Ok(Self {
+            grouped: regex.captures_len() > 1,
+            regex,
+            body,
+        })
+    }
+}
+
+impl TokenPattern {
+    /// Compiles `spec` now, refusing one that does not compile.
+    pub fn new(spec: &TokenSpec<'_>) -> Result<Self, BadTokenPattern> {
+        let pattern = Self::lazy(spec)?;
+        let compiled = Compiled::new(spec.regex, spec.body).map_err(|error| BadTokenPattern {
+            label: spec.label.to_owned(),
+            message: error.to_string(),
+        })?;
+        let _ = pattern.compiled.set(Some(compiled));
+        Ok(pattern)
+    }
+
+    /// `spec` compiled the first time one of its prefixes is met: for
+    /// formats known to compile (constants a test compiles). One that
+    /// does not compile then matches nothing, with a warning.
+    pub fn lazy(spec: &TokenSpec<'_>) -> Result<Self, BadTokenPattern> {
+        if spec.prefixes.is_empty() || spec.prefixes.iter().any(|prefix| prefix.is_empty()) {
+            return Err(BadTokenPattern {
+                label: spec.label.to_owned(),
+                message: "every format needs non-empty prefixes".to_owned(),
+            });
+        }
+        Ok(Self {
+            label: spec.label.to_owned(),
             replacement: format!("[REDACTED:{}]", spec.label),
             prefixes: spec
                 .prefixes
                 .iter()
                 .map(|&prefix| prefix.to_owned())
                 .collect(),
-            grouped: regex.captures_len() > 1,
-            regex,
-            body,
+            regex_source: spec.regex.to_owned(),
+            body_source: spec.body.to_owned(),
+            compiled: std::sync::OnceLock::new(),
             standalone: spec.standalone,
             needs_digit: spec.needs_digit,
         })
     }
 
+    fn compiled(&self) -> Option<&Compiled> {
+        self.compiled
+            .get_or_init(|| {
+                Compiled::new(&self.regex_source, &self.body_source)
+                    .map_err(|error| {
+                        tracing::warn!(label = %self.label, %error, "a token format does not compile; it matches nothing");
+                    })
+                    .ok()
+            })
+            .as_ref()
+    }
+
     fn continues(&self, byte: Option<u8>) -> bool {
-        byte.is_some_and(|byte| self.body[usize::from(byte)])
+        byte.is_some_and(|byte| {
+            self.compiled()
+                .is_some_and(|compiled| compiled.body[usize::from(byte)])
+        })
     }
 
     /// What the candidate at `at` (where `prefix_len` bytes of a prefix
@@ -118,6 +166,9 @@ impl TokenPattern {
         before: Option<u8>,
         at_end: bool,
     ) -> Candidate<'_> {
+        let Some(compiled) = self.compiled() else {
+            return Candidate::Nothing;
+        };
         if self.standalone && self.continues(before) {
             return Candidate::Nothing;
         }
@@ -126,7 +177,7 @@ impl TokenPattern {
         let run_end = body_start
             + bytes[body_start..]
                 .iter()
-                .take_while(|byte| self.body[usize::from(**byte)])
+                .take_while(|byte| compiled.body[usize::from(**byte)])
                 .count();
         if run_end == bytes.len() && !at_end && run_end - at < MAX_HELD {
             return Candidate::Open;
@@ -137,14 +188,15 @@ impl TokenPattern {
                 .any(u8::is_ascii_digit)
         };
         let haystack = &text[at..];
-        let found = if self.grouped {
-            self.regex.captures(haystack).and_then(|captures| {
+        let found = if compiled.grouped {
+            compiled.regex.captures(haystack).and_then(|captures| {
                 let whole = captures.get(0)?;
                 let secret = captures.get(1).unwrap_or(whole);
                 Some((whole.end(), secret.start(), secret.end()))
             })
         } else {
-            self.regex
+            compiled
+                .regex
                 .find(haystack)
                 .map(|whole| (whole.end(), whole.start(), whole.end()))
         };
@@ -159,7 +211,7 @@ impl TokenPattern {
                 };
             }
         }
-        let redrawn = !self.grouped
+        let redrawn = !compiled.grouped
             && bytes.get(run_end) == Some(&b'\r')
             && run_end - body_start >= MIN_REDRAWN
             && (!self.needs_digit || has_digit(run_end));
@@ -432,8 +484,9 @@ impl Redactions {
                 Some(text.as_bytes()[at - 1])
             };
             let token = self.patterns.iter().any(|pattern| {
-                (!pattern.standalone || !pattern.continues(previous))
-                    && pattern.prefixes.iter().any(|prefix| begins(prefix))
+                // The prefix first: `continues` compiles the pattern.
+                pattern.prefixes.iter().any(|prefix| begins(prefix))
+                    && (!pattern.standalone || !pattern.continues(previous))
             });
             if token {
                 return at;
