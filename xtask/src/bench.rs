@@ -89,11 +89,12 @@ const SUITES: &[Suite] = &[
         title: "MCP server (agent-exec)",
         package: "agent-exec",
         bench: "mcp_roundtrip",
-        about: "A raw JSON-RPC client on the server's stdio; round trips alternate with a bare `bash -c true`; peak RSS is the server's `VmHWM`. The soak is rounds of six calls (foreground success and failure, a background shell read to its end, one killed), measured after 140 rounds; the idle shells each print 3 MB and sleep, unread, on a server of their own; start-up is spawn to the `initialize` answer, alternating with a bare `bash -c true`.",
+        about: "A raw JSON-RPC client on the server's stdio; round trips alternate with a bare `bash -c true` (`true` runs without the wrapper that carries `cd`/`export`; `cd .` runs in it); peak RSS is the server's `VmHWM`. The soak is rounds of six calls (foreground success and failure, a background shell read to its end, one killed), measured after 140 rounds; the idle shells each print 3 MB and sleep, unread, on a server of their own; start-up is spawn to the `initialize` answer, alternating with a bare `bash -c true`.",
         layout: Layout::Targets,
         expected: &[
             "mcp-bare",
             "mcp-round-trip",
+            "mcp-round-trip-wrapped",
             "ask-refused",
             "rss-foreground",
             "rss-background",

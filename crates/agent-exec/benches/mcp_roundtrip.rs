@@ -39,6 +39,7 @@ fn main() {
 
     let mut bare = Vec::new();
     let mut mcp = Vec::new();
+    let mut wrapped = Vec::new();
     for _ in 0..20 {
         server.call(&bash("true"));
     }
@@ -56,6 +57,12 @@ fn main() {
         let answer = server.call(&bash("true"));
         mcp.push(t.elapsed());
         assert_eq!(answer["result"]["isError"], false);
+        // `cd .` may change the carried state: it runs inside the wrapper
+        // that saves `$PWD` and the exports, which `true` skips.
+        let t = Instant::now();
+        let answer = server.call(&bash("cd ."));
+        wrapped.push(t.elapsed());
+        assert_eq!(answer["result"]["isError"], false);
     }
     save_samples("mcp-bare", &bare);
     save_samples("mcp-round-trip", &mcp);
@@ -70,6 +77,18 @@ fn main() {
         .timing(mcp50, mcp99)
         .against("mcp-bare", mcp50.as_secs_f64() / bare50.as_secs_f64())
         .target(Metric::Ratio, Op::AtMost, 1.5, Unit::Times),
+    );
+    save_samples("mcp-round-trip-wrapped", &wrapped);
+    let (wrapped50, wrapped99) = (percentile(&mut wrapped, 50), percentile(&mut wrapped, 99));
+    emit(
+        &Figure::new(
+            "mcp-round-trip-wrapped",
+            format!(
+                "the same for `cd .`, which runs in the wrapper that carries `cd`/`export`, {calls} calls"
+            ),
+        )
+        .timing(wrapped50, wrapped99)
+        .against("mcp-bare", wrapped50.as_secs_f64() / bare50.as_secs_f64()),
     );
 
     // An `ask` command with no client that can ask: refused by the
