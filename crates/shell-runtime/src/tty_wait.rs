@@ -61,6 +61,17 @@ pub fn group_reader(pgid: i32, terminal: TerminalDevice) -> Option<i32> {
         .find(|&pid| waits_for_input(pid, terminal))
 }
 
+/// How many read calls process `pid` has made (`syscr` of `/proc/PID/io`):
+/// once it is larger than before some input was typed, a reader blocked
+/// again has taken that input. `None` once the process is gone (or the
+/// kernel refuses access).
+pub fn read_calls(pid: i32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("syscr:"))
+        .and_then(|count| count.trim().parse().ok())
+}
+
 /// Whether a thread of process `pid` is blocked reading `terminal`.
 pub fn waits_for_input(pid: i32, terminal: TerminalDevice) -> bool {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
