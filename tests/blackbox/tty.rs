@@ -812,3 +812,22 @@ async fn fifty_lines_reach_cat_and_a_python_repl_line_by_line_in_good_time() {
     assert!(repl < Duration::from_secs(10), "{repl:?}");
     client.cancel().await.expect("closes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_nobody_reads_within_wait_ms_are_not_typed_and_counted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let (_, id) = until_prompt(&client, "head -n1; sleep 30").await;
+    let answer = call(
+        &client,
+        "WriteStdin",
+        json!({ "bash_id": id, "input": "x\ny\nz", "wait_ms": 1500 }),
+    )
+    .await;
+    let body = text(&answer);
+    assert_eq!(answer.is_error, Some(false), "{body}");
+    assert!(body.contains("[2 line(s) not typed"), "{body}");
+    assert_eq!(meta(&answer, "lines_not_typed"), 2, "{body}");
+    let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    client.cancel().await.expect("closes");
+}

@@ -194,7 +194,8 @@ impl Tool for WriteStdinTool {
 \n\
 - `input` is typed as is (\"\\n\" is Enter); `keys` are named keys typed after it: Enter, Tab, Escape, Backspace, Up, Down, Left, Right, Ctrl-C, Ctrl-D, Ctrl-Z, Ctrl-L.\n\
 - Waits up to `wait_ms` (default 1000) for the program to exit or to wait for input again; the status line then reads `Status: running (waiting for input)`.\n\
-- A line typed to a shell (bash, sh, dash, zsh) is checked like a Bash command when Enter comes, and a refused line is not typed; line-editing and history keys are refused while a shell is in front. Input to other programs is not checked.\n\
+- A line typed to a shell (bash, sh, dash, zsh) is checked like a Bash command when Enter comes (echo on or off), and a refused line is not typed; line-editing and history keys are refused while a shell is in front. Input to other programs is not checked.\n\
+- To a program reading lines (not a REPL with line editing), lines go one at a time, each once the previous one was read; lines not read within `wait_ms` are not typed (the answer says how many), and text after the last Enter is held until its Enter.\n\
 - Input typed while the terminal hides it (a password prompt) never appears in answers or logs.\n\
 - To a shell without a terminal only `keys: [\"Ctrl-C\"]` can be sent (SIGINT to its process group)."
             .to_owned()
@@ -747,7 +748,65 @@ fn with_audit(answer: ToolResult, written: Result<(), crate::audit::AuditError>)
 
 #[cfg(test)]
 mod tests {
-    use super::{Typed, parse_keys, shown};
+    use std::collections::VecDeque;
+
+    use super::{Typed, lines_in, merge, next_line, parse_keys, shown};
+
+    fn pending(items: &[Typed]) -> VecDeque<Typed> {
+        items.iter().cloned().collect()
+    }
+
+    #[test]
+    fn a_line_ends_at_the_first_byte_that_ends_a_read() {
+        let ends = b"\n\r\x04\x03";
+        let mut rest = pending(&[Typed::Text("x\rtouch marker\n".into())]);
+        assert_eq!(
+            next_line(&mut rest, ends),
+            (vec![Typed::Text("x\r".into())], true)
+        );
+        assert_eq!(
+            next_line(&mut rest, ends),
+            (vec![Typed::Text("touch marker\n".into())], true)
+        );
+        assert!(rest.is_empty());
+        let mut rest = pending(&[Typed::Text("a\x03b".into())]);
+        assert_eq!(
+            next_line(&mut rest, ends),
+            (vec![Typed::Text("a\x03".into())], true)
+        );
+        assert_eq!(
+            next_line(&mut rest, ends),
+            (vec![Typed::Text("b".into())], false)
+        );
+    }
+
+    #[test]
+    fn keys_that_end_a_read_end_the_line_and_others_do_not() {
+        let ends = b"\n\r\x04";
+        let mut typed = vec![Typed::Text("pass".into())];
+        typed.extend(parse_keys(&["Tab".into(), "Enter".into(), "Ctrl-D".into()]).expect("known"));
+        let mut rest = pending(&typed);
+        let (line, complete) = next_line(&mut rest, ends);
+        assert!(complete);
+        assert_eq!(shown(&line), "pass[Tab][Enter]");
+        assert_eq!(shown(&next_line(&mut rest, ends).0), "[Ctrl-D]");
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn what_is_left_is_counted_in_lines() {
+        assert_eq!(lines_in(&[Typed::Text("a\nb\nc".into())]), 3);
+        assert_eq!(lines_in(&[Typed::Text("a\r\n".into())]), 2);
+        assert_eq!(lines_in(&[]), 0);
+    }
+
+    #[test]
+    fn a_call_reports_ask_once_a_line_asked() {
+        assert_eq!(merge(None, Some("allow")), Some("allow"));
+        assert_eq!(merge(Some("allow"), Some("ask")), Some("ask"));
+        assert_eq!(merge(Some("ask"), Some("allow")), Some("ask"));
+        assert_eq!(merge(None, None), None);
+    }
 
     #[test]
     fn unknown_keys_fail_naming_the_known_ones() {
