@@ -290,6 +290,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn read_calls_count_up_and_end_with_the_process() {
+        let pid = i32::try_from(std::process::id()).expect("pid fits");
+        let before = read_calls(pid).expect("our own counts");
+        let _ = fs::read_to_string("/proc/self/stat").expect("readable");
+        assert!(read_calls(pid).expect("our own counts") > before);
+        assert_eq!(read_calls(i32::MAX), None);
+    }
+
+    #[test]
     fn blocked_calls_parse_from_proc_text() {
         let read = format!(
             "{} 0x3 0x7ffc 0x1 0x0 0x0 0x0 0x7ff0 0x7ff8",
