@@ -294,10 +294,15 @@ impl Tool for WriteStdinTool {
                 // not (`stty -echo; exec sh` must not open a way round).
                 let rest: Vec<Typed> = pending.drain(..).collect();
                 let cwd = in_front.and_then(|(_, cwd)| cwd);
+                // The call's input, or, after lines that went to another
+                // program, the part the shell reads (a held line was logged
+                // by the call that typed it).
                 let logged = if hidden {
                     HIDDEN.to_owned()
-                } else {
+                } else if audited {
                     env.redact(&shown(&rest))
+                } else {
+                    env.redact(&shown(&typed))
                 };
                 match self
                     .check_lines(context, &id, &rest, cwd.as_deref(), hidden)
