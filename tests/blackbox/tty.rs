@@ -831,3 +831,24 @@ async fn lines_nobody_reads_within_wait_ms_are_not_typed_and_counted() {
     let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
     client.cancel().await.expect("closes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_line_that_would_ask_is_refused_without_showing_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\nid = \"ask-marker\"\ndecision = \"ask\"\nprogram = \"touch\"\nargs_prefix = [\"secret-word\"]\nreason = \"a test marker\"\n",
+    )
+    .expect("policy");
+    let client = connect(dir.path(), &["--policy", policy.to_str().expect("utf-8")]).await;
+    let (_, id) = until_prompt(&client, "stty -echo; exec sh").await;
+    let refused = type_in(&client, &id, "touch secret-word\n", &[]).await;
+    let body = text(&refused);
+    assert_eq!(refused.is_error, Some(true), "{body}");
+    assert!(body.contains("ask-marker"), "{body}");
+    assert!(!body.contains("secret-word"), "{body}");
+    let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    assert!(!dir.path().join("secret-word").exists());
+    client.cancel().await.expect("closes");
+}
