@@ -637,3 +637,218 @@ async fn an_ssh_host_key_question_is_answered() {
     assert!(!dir.path().join("known_hosts").exists());
     client.cancel().await.expect("closes");
 }
+
+/// A server whose policy refuses `touch forbidden-marker` (a harmless
+/// stand-in for a dangerous line), with an audit log.
+async fn marker_server(dir: &std::path::Path) -> (Client, std::path::PathBuf) {
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\nid = \"no-marker\"\ndecision = \"deny\"\nprogram = \"touch\"\nargs_prefix = [\"forbidden-marker\"]\nreason = \"a test marker\"\n",
+    )
+    .expect("policy");
+    let log = dir.join("audit.jsonl");
+    let client = connect(
+        dir,
+        &[
+            "--policy",
+            policy.to_str().expect("utf-8"),
+            "--audit-log",
+            log.to_str().expect("utf-8"),
+        ],
+    )
+    .await;
+    (client, log)
+}
+
+/// Waits (up to 10 s) for `path` to exist.
+async fn appears(path: &std::path::Path) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if path.exists() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_reading_with_echo_off_is_checked_and_the_line_never_shows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (client, log) = marker_server(dir.path()).await;
+    let shells = [
+        "stty -echo; exec sh",
+        "stty -echo; exec bash --norc --noediting -i",
+        "stty -echo; exec bash -s 2>/dev/null",
+        "stty -echo; exec bash --noediting -s",
+        "stty -echo; exec dash -i",
+    ];
+    for (n, command) in shells.iter().enumerate() {
+        let (_, id) = until_prompt(&client, command).await;
+        let refused = type_in(&client, &id, "touch forbidden-marker\n", &[]).await;
+        let body = text(&refused);
+        assert_eq!(refused.is_error, Some(true), "{command}: {body}");
+        assert!(body.contains("no-marker"), "{command}: {body}");
+        assert!(!body.contains("forbidden"), "{command}: {body}");
+        let allowed = format!("touch allowed-marker-{n}\n");
+        let ok = type_in(&client, &id, &allowed, &[]).await;
+        assert_eq!(ok.is_error, Some(false), "{command}: {}", text(&ok));
+        assert!(!text(&ok).contains("allowed-marker"), "{}", text(&ok));
+        assert!(
+            appears(&dir.path().join(format!("allowed-marker-{n}"))).await,
+            "{command}"
+        );
+        let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    }
+    assert!(!dir.path().join("forbidden-marker").exists());
+    client.cancel().await.expect("closes");
+    let lines = std::fs::read_to_string(&log).expect("the log");
+    assert!(!lines.contains("marker"), "{lines}");
+    assert!(lines.contains("[hidden input]"), "{lines}");
+}
+
+/// After a program that reads one line, a shell reads the terminal.
+const THEN_A_SHELL: &str = "; while IFS= read -r line; do eval \"$line\"; done";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_typed_ahead_of_a_one_line_reader_are_checked_by_the_shell_after_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (client, _log) = marker_server(dir.path()).await;
+    let readers = [
+        ("head -n1", "x\ntouch forbidden-marker\n"),
+        ("dd bs=1 count=2 2>/dev/null", "x\ntouch forbidden-marker\n"),
+        ("python3 -c 'input()'", "x\rtouch forbidden-marker\r"),
+        ("head -n1 >/dev/null", "x\r\ntouch forbidden-marker\n"),
+        (
+            "printf '\\033[?2004h'; head -n1",
+            "x\ntouch forbidden-marker;#\n",
+        ),
+    ];
+    for (n, (reader, input)) in readers.iter().enumerate() {
+        let (_, id) = until_prompt(&client, &format!("{reader}{THEN_A_SHELL}")).await;
+        let refused = type_in(&client, &id, input, &[]).await;
+        assert_eq!(refused.is_error, Some(true), "{reader}: {}", text(&refused));
+        assert!(text(&refused).contains("no-marker"), "{}", text(&refused));
+        // The look-alike: a harmless line after the reader's goes through.
+        let ok = type_in(&client, &id, &format!("touch allowed-{n}\n"), &[]).await;
+        assert_eq!(ok.is_error, Some(false), "{reader}: {}", text(&ok));
+        assert!(
+            appears(&dir.path().join(format!("allowed-{n}"))).await,
+            "{reader}"
+        );
+        let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    }
+    // An interactive bash with `head -n1` in front.
+    let (_, id) = until_prompt(&client, "exec bash --norc -i").await;
+    let head = type_in(&client, &id, "head -n1\n", &[]).await;
+    assert_eq!(head.is_error, Some(false), "{}", text(&head));
+    let refused = type_in(&client, &id, "x\ntouch forbidden-marker\n", &[]).await;
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    let _ = type_in(&client, &id, "head -n1\n", &[]).await;
+    let ok = type_in(&client, &id, "y\ntouch allowed-i\n", &[]).await;
+    assert_eq!(ok.is_error, Some(false), "{}", text(&ok));
+    assert!(appears(&dir.path().join("allowed-i")).await);
+    let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!dir.path().join("forbidden-marker").exists());
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_line_to_a_reader_that_ends_before_enter_is_held_and_checked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (client, _log) = marker_server(dir.path()).await;
+    let (_, id) = until_prompt(
+        &client,
+        &format!("python3 -c 'import signal; signal.alarm(1); input()'{THEN_A_SHELL}"),
+    )
+    .await;
+    let partial = type_in(&client, &id, "touch forbidden-marker", &[]).await;
+    assert_eq!(partial.is_error, Some(false), "{}", text(&partial));
+    // python ends on its alarm without the line; the shell reads next.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let refused = type_in(&client, &id, "\n", &[]).await;
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    assert!(text(&refused).contains("no-marker"), "{}", text(&refused));
+    let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!dir.path().join("forbidden-marker").exists());
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_lines_reach_cat_and_a_python_repl_line_by_line_in_good_time() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let lines: String = (0..50).map(|n| format!("line-{n}\n")).collect();
+    let (_, id) = until_prompt(&client, "cat > fifty.txt").await;
+    let started = Instant::now();
+    let answer = call(
+        &client,
+        "WriteStdin",
+        json!({ "bash_id": id, "input": lines, "wait_ms": 20000 }),
+    )
+    .await;
+    let cat = started.elapsed();
+    assert_eq!(answer.is_error, Some(false), "{}", text(&answer));
+    let _ = type_in(&client, &id, "", &["Ctrl-D"]).await;
+    assert!(appears(&dir.path().join("fifty.txt")).await);
+    let written = std::fs::read_to_string(dir.path().join("fifty.txt")).expect("file");
+    assert_eq!(written, lines);
+    let (_, id) = until_prompt(&client, "python3 -q").await;
+    let python: String = (0..50).map(|n| format!("x{n} = {n}\n")).collect();
+    let started = Instant::now();
+    let answer = call(
+        &client,
+        "WriteStdin",
+        json!({ "bash_id": id, "input": format!("{python}print(x49 * 2)\n"), "wait_ms": 20000 }),
+    )
+    .await;
+    let repl = started.elapsed();
+    assert!(text(&answer).contains("98"), "{}", text(&answer));
+    eprintln!("50 lines: cat {cat:?}, python REPL {repl:?}");
+    assert!(cat < Duration::from_secs(10), "{cat:?}");
+    assert!(repl < Duration::from_secs(10), "{repl:?}");
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_nobody_reads_within_wait_ms_are_not_typed_and_counted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client = connect(dir.path(), &[]).await;
+    let (_, id) = until_prompt(&client, "head -n1; sleep 30").await;
+    let answer = call(
+        &client,
+        "WriteStdin",
+        json!({ "bash_id": id, "input": "x\ny\nz", "wait_ms": 1500 }),
+    )
+    .await;
+    let body = text(&answer);
+    assert_eq!(answer.is_error, Some(false), "{body}");
+    assert!(body.contains("[2 line(s) not typed"), "{body}");
+    assert_eq!(meta(&answer, "lines_not_typed"), 2, "{body}");
+    let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    client.cancel().await.expect("closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_line_that_would_ask_is_refused_without_showing_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\nid = \"ask-marker\"\ndecision = \"ask\"\nprogram = \"touch\"\nargs_prefix = [\"secret-word\"]\nreason = \"a test marker\"\n",
+    )
+    .expect("policy");
+    let client = connect(dir.path(), &["--policy", policy.to_str().expect("utf-8")]).await;
+    let (_, id) = until_prompt(&client, "stty -echo; exec sh").await;
+    let refused = type_in(&client, &id, "touch secret-word\n", &[]).await;
+    let body = text(&refused);
+    assert_eq!(refused.is_error, Some(true), "{body}");
+    assert!(body.contains("ask-marker"), "{body}");
+    assert!(!body.contains("secret-word"), "{body}");
+    let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    assert!(!dir.path().join("secret-word").exists());
+    client.cancel().await.expect("closes");
+}

@@ -3,7 +3,7 @@
 //! checked like a `Bash` command before they are written; input to any
 //! other program is written as is (the sandbox is the boundary there).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -194,7 +194,8 @@ impl Tool for WriteStdinTool {
 \n\
 - `input` is typed as is (\"\\n\" is Enter); `keys` are named keys typed after it: Enter, Tab, Escape, Backspace, Up, Down, Left, Right, Ctrl-C, Ctrl-D, Ctrl-Z, Ctrl-L.\n\
 - Waits up to `wait_ms` (default 1000) for the program to exit or to wait for input again; the status line then reads `Status: running (waiting for input)`.\n\
-- A line typed to a shell (bash, sh, dash, zsh) is checked like a Bash command when Enter comes, and a refused line is not typed; line-editing and history keys are refused while a shell is in front. Input to other programs is not checked.\n\
+- A line typed to a shell (bash, sh, dash, zsh) is checked like a Bash command when Enter comes (echo on or off), and a refused line is not typed; line-editing and history keys are refused while a shell is in front. Input to other programs is not checked.\n\
+- To a program reading lines (not a REPL with line editing), lines go one at a time, each once the previous one was read; lines not read within `wait_ms` are not typed (the answer says how many), and text after the last Enter is held until its Enter.\n\
 - Input typed while the terminal hides it (a password prompt) never appears in answers or logs.\n\
 - To a shell without a terminal only `keys: [\"Ctrl-C\"]` can be sent (SIGINT to its process group)."
             .to_owned()
@@ -244,52 +245,100 @@ impl Tool for WriteStdinTool {
         };
 
         let started = Instant::now();
-        // Anything but a signal key waits for the program in front to read
-        // the terminal: typed ahead, it would reach whoever reads next.
-        if !only_signals(&typed) && !typed.is_empty() {
-            while !shell.waits_for_input(Duration::ZERO) {
-                if !shell.is_running() || started.elapsed() >= wait {
-                    let answer = ToolResult::fail(format!(
-                        "Shell {id} is not waiting for input: nothing was typed (the program in front does not read the terminal; keys [\"Ctrl-C\"] interrupts it)"
-                    ));
-                    return answer
-                        .with_meta("bash_id", id)
-                        .with_meta("waiting_for_input", false);
-                }
-                tokio::time::sleep(POLL).await;
-            }
+        // What is still to type: a line held from an earlier call (kept
+        // until its Enter), then this call's input.
+        let mut pending: VecDeque<Typed> = VecDeque::new();
+        let held = self.partial_line(&id);
+        if !held.is_empty() {
+            pending.push_back(Typed::Text(held));
         }
-        let hidden = terminal.hides_input();
-        // The program in front is the one reading the terminal (with
-        // `bash -c python3`, python, not the bash of the same group).
-        let in_front = shell
-            .input_reader()
-            .or_else(|| terminal.foreground_group())
-            .map(program_of);
-        let shell_in_front = in_front
-            .as_ref()
-            .and_then(|(exe, _)| exe.as_deref())
-            .is_some_and(|exe| SHELLS.contains(&exe));
-
-        let mut bytes = Vec::new();
-        let mut decision = None;
-        if shell_in_front && !hidden {
-            let cwd = in_front.and_then(|(_, cwd)| cwd);
-            match self.check_lines(context, &id, &typed, cwd.as_deref()).await {
-                Ok((checked, name)) => {
-                    bytes = checked;
-                    decision = name;
+        pending.extend(typed.iter().cloned());
+        let mut audited = false;
+        let mut not_typed = 0;
+        while !pending.is_empty() {
+            // Anything but a signal key waits for a program to read the
+            // terminal: typed ahead, it would reach whoever reads next.
+            if !only_signals(pending.make_contiguous()) {
+                let mut reading = shell.waits_for_input(Duration::ZERO);
+                while !reading && shell.is_running() && started.elapsed() < wait {
+                    tokio::time::sleep(POLL).await;
+                    reading = shell.waits_for_input(Duration::ZERO);
                 }
-                Err((answer, name)) => {
-                    let written = self.audit(&id, env.redact(&shown(&typed)), name, "blocked");
-                    return with_audit(answer.with_meta("bash_id", id), written);
+                if !reading {
+                    if !audited {
+                        let answer = ToolResult::fail(format!(
+                            "Shell {id} is not waiting for input: nothing was typed (the program in front does not read the terminal; keys [\"Ctrl-C\"] interrupts it)"
+                        ));
+                        return answer
+                            .with_meta("bash_id", id)
+                            .with_meta("waiting_for_input", false);
+                    }
+                    not_typed = lines_in(pending.make_contiguous());
+                    self.hold(&id, String::new());
+                    break;
                 }
             }
-        } else {
+            let hidden = terminal.hides_input();
+            // The program in front is the one reading the terminal (with
+            // `bash -c python3`, python, not the bash of the same group).
+            let reader = shell.input_reader();
+            let in_front = reader
+                .or_else(|| terminal.foreground_group())
+                .map(program_of);
+            let shell_in_front = in_front
+                .as_ref()
+                .and_then(|(exe, _)| exe.as_deref())
+                .is_some_and(|exe| SHELLS.contains(&exe));
+            if shell_in_front {
+                // A shell reads the rest: every line is checked, echo or
+                // not (`stty -echo; exec sh` must not open a way round).
+                let rest: Vec<Typed> = pending.drain(..).collect();
+                let cwd = in_front.and_then(|(_, cwd)| cwd);
+                // The call's input, or, after lines that went to another
+                // program, the part the shell reads (a held line was logged
+                // by the call that typed it).
+                let logged = if hidden {
+                    HIDDEN.to_owned()
+                } else if audited {
+                    env.redact(&shown(&rest))
+                } else {
+                    env.redact(&shown(&typed))
+                };
+                match self
+                    .check_lines(context, &id, &rest, cwd.as_deref(), hidden)
+                    .await
+                {
+                    Ok((bytes, name)) => {
+                        if let Err(answer) = self.audit_before_typing(&id, logged, name) {
+                            return answer;
+                        }
+                        if let Err(answer) = type_bytes(&terminal, &id, &bytes).await {
+                            return answer;
+                        }
+                    }
+                    Err((answer, name)) => {
+                        let written = self.audit(&id, logged, name, "blocked");
+                        return with_audit(answer.with_meta("bash_id", id), written);
+                    }
+                }
+                break;
+            }
             let screen = shell.screen();
             let application_cursor = screen.as_ref().is_some_and(|s| s.application_cursor);
             let paste = screen.as_ref().is_some_and(|s| s.bracketed_paste);
-            for item in &typed {
+            // In raw mode (readline, an editor) input goes at once, as a
+            // paste where the program asked for one; in canonical mode one
+            // line at a time, and never as a paste (a program reading lines
+            // that turned bracketed paste on must not get several at once).
+            let canonical = terminal.canonical();
+            let paste = paste && !canonical;
+            let (unit, complete) = if canonical {
+                next_line(&mut pending, &terminal.read_ends())
+            } else {
+                (pending.drain(..).collect(), true)
+            };
+            let mut bytes = Vec::new();
+            for item in &unit {
                 match item {
                     Typed::Text(text) => type_text(&mut bytes, text, paste),
                     Typed::Key(name, key) => {
@@ -297,24 +346,63 @@ impl Tool for WriteStdinTool {
                     }
                 }
             }
-        }
-        let logged = if hidden {
-            "[hidden input]".to_owned()
-        } else {
-            env.redact(&shown(&typed))
-        };
-        let written = self.audit(&id, logged, decision, "written");
-        if let Err(error) = &written {
-            return ToolResult::fail(format!(
-                "Nothing was typed: the audit log cannot be written: {}",
-                crate::error_chain(error)
-            ))
-            .with_meta("audit_error", true);
-        }
-        if !bytes.is_empty()
-            && let Err(error) = terminal.write_all(&bytes).await
-        {
-            return ToolResult::fail(format!("Cannot type into shell {id}: {error}"));
+            if !complete {
+                // A partial line to a program reading lines: held until its
+                // Enter, for if that program ends first the next reader (a
+                // shell) would take it as the start of its own line.
+                self.hold(&id, String::from_utf8_lossy(&bytes).into_owned());
+                break;
+            }
+            self.hold(&id, String::new());
+            if !audited {
+                let logged = if hidden {
+                    HIDDEN.to_owned()
+                } else {
+                    env.redact(&shown(&typed))
+                };
+                if let Err(answer) = self.audit_before_typing(&id, logged, None) {
+                    return answer;
+                }
+                audited = true;
+            }
+            let before = reader.and_then(|pid| Some((pid, shell_runtime::read_calls(pid)?)));
+            if let Err(answer) = type_bytes(&terminal, &id, &bytes).await {
+                return answer;
+            }
+            if pending.is_empty() {
+                break;
+            }
+            // One line at a time: the next one is decided once this one is
+            // taken (the reader reads again, or another program reads).
+            let mut pause = Duration::from_millis(1);
+            let taken = loop {
+                if !shell.is_running() {
+                    break false;
+                }
+                if shell.waits_for_input(Duration::ZERO) {
+                    let now = shell.input_reader();
+                    let advanced = match (before, now) {
+                        (Some((pid, calls)), Some(reader)) if pid == reader => {
+                            shell_runtime::read_calls(pid).is_some_and(|count| count > calls)
+                        }
+                        _ => true,
+                    };
+                    if advanced {
+                        break true;
+                    }
+                }
+                if started.elapsed() >= wait {
+                    break false;
+                }
+                // Most readers take a line within a millisecond or two:
+                // look again soon, then back off to the usual poll.
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(POLL);
+            };
+            if !taken {
+                not_typed = lines_in(pending.make_contiguous());
+                break;
+            }
         }
         drop(terminal);
         let typed_at = Instant::now();
@@ -335,7 +423,14 @@ impl Tool for WriteStdinTool {
             }
             let _ = shell.wait_timeout(left.min(POLL)).await;
         }
-        read_answer(env, &id, &shell, None, waiting)
+        let mut answer = read_answer(env, &id, &shell, None, waiting);
+        if not_typed > 0 {
+            answer.output.push_str(&format!(
+                "\n[{not_typed} line(s) not typed: the program did not read the terminal again within wait_ms; type them again once it waits for input]"
+            ));
+            answer = answer.with_meta("lines_not_typed", not_typed);
+        }
+        answer
     }
 }
 
@@ -350,8 +445,10 @@ impl WriteStdinTool {
         id: &str,
         typed: &[Typed],
         cwd: Option<&std::path::Path>,
+        hidden: bool,
     ) -> Result<(Vec<u8>, Option<&'static str>), (ToolResult, Option<&'static str>)> {
-        let mut line = self.partial_line(id);
+        // The held line, if any, is the start of `typed`.
+        let mut line = String::new();
         let mut bytes = Vec::new();
         let mut decision = None;
         let mut items: Vec<(char, Option<&'static str>)> = Vec::new();
@@ -375,10 +472,8 @@ impl WriteStdinTool {
         for (c, key) in items {
             match c {
                 '\r' | '\n' => {
-                    let name = self.check_line(context, &line, cwd).await?;
-                    decision = decision
-                        .or(name)
-                        .map(|seen| if name == Some("ask") { "ask" } else { seen });
+                    let name = self.check_line(context, &line, cwd, hidden).await?;
+                    decision = merge(decision, name);
                     bytes.extend_from_slice(line.as_bytes());
                     bytes.push(b'\r');
                     line.clear();
@@ -412,11 +507,34 @@ impl WriteStdinTool {
                 c => line.push(c),
             }
         }
+        self.hold(id, line);
+        Ok((bytes, decision))
+    }
+
+    /// Keeps `line` (typed, not yet written) for the shell's next call.
+    fn hold(&self, id: &str, line: String) {
         self.partial
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id.to_owned(), line);
-        Ok((bytes, decision))
+    }
+
+    /// Writes the call's audit line before anything is typed: without a
+    /// log line, nothing is typed.
+    fn audit_before_typing(
+        &self,
+        id: &str,
+        logged: String,
+        decision: Option<&'static str>,
+    ) -> Result<(), ToolResult> {
+        self.audit(id, logged, decision, "written")
+            .map_err(|error| {
+                ToolResult::fail(format!(
+                    "Nothing was typed: the audit log cannot be written: {}",
+                    crate::error_chain(&error)
+                ))
+                .with_meta("audit_error", true)
+            })
     }
 
     fn partial_line(&self, id: &str) -> String {
@@ -435,6 +553,7 @@ impl WriteStdinTool {
         context: &ExecutionContext,
         line: &str,
         cwd: Option<&std::path::Path>,
+        hidden: bool,
     ) -> Result<Option<&'static str>, (ToolResult, Option<&'static str>)> {
         let env = &self.env;
         if line.trim().is_empty() {
@@ -469,6 +588,25 @@ impl WriteStdinTool {
                 name,
             ))
         };
+        if hidden {
+            // The line was typed while the terminal hides input: neither
+            // the answer nor an approver may see it, so an `ask` line is
+            // refused as a `deny` one is, naming only the rule.
+            return match analysis.decision.denial() {
+                None => Ok(name),
+                Some(_)
+                    if matches!(analysis.decision, Decision::Ask(_))
+                        && env.is_remembered(&approval_key(line, &cwd, &vars)) =>
+                {
+                    Ok(name)
+                }
+                Some(denial) => refused(format!(
+                    "a line typed while the terminal hides input (not shown) was refused by rule {} ({}); hidden input is never shown to an approver",
+                    denial.rule_id,
+                    analysis.decision.name()
+                )),
+            };
+        }
         match &analysis.decision {
             Decision::Allow { .. } => Ok(name),
             Decision::Deny(denial) => refused(env.redact(&denial.message())),
@@ -534,6 +672,73 @@ impl WriteStdinTool {
     }
 }
 
+/// Input typed while the terminal hides it, as answers and logs show it.
+const HIDDEN: &str = "[hidden input]";
+
+/// The decision a call reports over its lines: `ask` once one asked, else
+/// the first one's.
+fn merge(seen: Option<&'static str>, name: Option<&'static str>) -> Option<&'static str> {
+    seen.or(name)
+        .map(|seen| if name == Some("ask") { "ask" } else { seen })
+}
+
+/// Writes `bytes` to the terminal.
+async fn type_bytes(
+    terminal: &shell_runtime::TerminalWriter,
+    id: &str,
+    bytes: &[u8],
+) -> Result<(), ToolResult> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    terminal
+        .write_all(bytes)
+        .await
+        .map_err(|error| ToolResult::fail(format!("Cannot type into shell {id}: {error}")))
+}
+
+/// Takes the first line of `pending`: through the first byte that ends a
+/// read (`ends`: newline, end of file, a signal key...); `false` when the
+/// input ran out first (a partial line).
+fn next_line(pending: &mut VecDeque<Typed>, ends: &[u8]) -> (Vec<Typed>, bool) {
+    let mut unit = Vec::new();
+    while let Some(item) = pending.pop_front() {
+        match item {
+            Typed::Text(text) => {
+                if let Some(end) = text.bytes().position(|byte| ends.contains(&byte)) {
+                    // `ends` are ASCII, so `end + 1` is a character boundary.
+                    let (line, rest) = text.split_at(end + 1);
+                    unit.push(Typed::Text(line.to_owned()));
+                    if !rest.is_empty() {
+                        pending.push_front(Typed::Text(rest.to_owned()));
+                    }
+                    return (unit, true);
+                }
+                unit.push(Typed::Text(text));
+            }
+            Typed::Key(name, key) => {
+                unit.push(Typed::Key(name, key));
+                if key.iter().any(|byte| ends.contains(byte)) {
+                    return (unit, true);
+                }
+            }
+        }
+    }
+    (unit, false)
+}
+
+/// How many lines (and a partial one) `pending` holds, as the answer counts
+/// what was not typed.
+fn lines_in(pending: &[Typed]) -> usize {
+    let mut pending: VecDeque<Typed> = pending.iter().cloned().collect();
+    let mut count = 0;
+    while !pending.is_empty() {
+        let _ = next_line(&mut pending, b"\n\r");
+        count += 1;
+    }
+    count
+}
+
 fn with_audit(answer: ToolResult, written: Result<(), crate::audit::AuditError>) -> ToolResult {
     match written {
         Ok(()) => answer,
@@ -548,7 +753,65 @@ fn with_audit(answer: ToolResult, written: Result<(), crate::audit::AuditError>)
 
 #[cfg(test)]
 mod tests {
-    use super::{Typed, parse_keys, shown};
+    use std::collections::VecDeque;
+
+    use super::{Typed, lines_in, merge, next_line, parse_keys, shown};
+
+    fn pending(items: &[Typed]) -> VecDeque<Typed> {
+        items.iter().cloned().collect()
+    }
+
+    #[test]
+    fn a_line_ends_at_the_first_byte_that_ends_a_read() {
+        let ends = b"\n\r\x04\x03";
+        let mut rest = pending(&[Typed::Text("x\rtouch marker\n".into())]);
+        assert_eq!(
+            next_line(&mut rest, ends),
+            (vec![Typed::Text("x\r".into())], true)
+        );
+        assert_eq!(
+            next_line(&mut rest, ends),
+            (vec![Typed::Text("touch marker\n".into())], true)
+        );
+        assert!(rest.is_empty());
+        let mut rest = pending(&[Typed::Text("a\x03b".into())]);
+        assert_eq!(
+            next_line(&mut rest, ends),
+            (vec![Typed::Text("a\x03".into())], true)
+        );
+        assert_eq!(
+            next_line(&mut rest, ends),
+            (vec![Typed::Text("b".into())], false)
+        );
+    }
+
+    #[test]
+    fn keys_that_end_a_read_end_the_line_and_others_do_not() {
+        let ends = b"\n\r\x04";
+        let mut typed = vec![Typed::Text("pass".into())];
+        typed.extend(parse_keys(&["Tab".into(), "Enter".into(), "Ctrl-D".into()]).expect("known"));
+        let mut rest = pending(&typed);
+        let (line, complete) = next_line(&mut rest, ends);
+        assert!(complete);
+        assert_eq!(shown(&line), "pass[Tab][Enter]");
+        assert_eq!(shown(&next_line(&mut rest, ends).0), "[Ctrl-D]");
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn what_is_left_is_counted_in_lines() {
+        assert_eq!(lines_in(&[Typed::Text("a\nb\nc".into())]), 3);
+        assert_eq!(lines_in(&[Typed::Text("a\r\n".into())]), 2);
+        assert_eq!(lines_in(&[]), 0);
+    }
+
+    #[test]
+    fn a_call_reports_ask_once_a_line_asked() {
+        assert_eq!(merge(None, Some("allow")), Some("allow"));
+        assert_eq!(merge(Some("allow"), Some("ask")), Some("ask"));
+        assert_eq!(merge(Some("ask"), Some("allow")), Some("ask"));
+        assert_eq!(merge(None, None), None);
+    }
 
     #[test]
     fn unknown_keys_fail_naming_the_known_ones() {

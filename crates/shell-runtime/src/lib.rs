@@ -55,7 +55,9 @@ pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
 pub use tree::SHELL_TAG_VAR;
 #[cfg(target_os = "linux")]
-pub use tty_wait::{TerminalDevice, group_reader, group_waits_for_input, waits_for_input};
+pub use tty_wait::{
+    TerminalDevice, group_reader, group_waits_for_input, read_calls, waits_for_input,
+};
 /// The capture's building blocks, public for the fuzz targets only.
 #[doc(hidden)]
 pub use {buffer::OutputBuffer, decode::Utf8Decoder};

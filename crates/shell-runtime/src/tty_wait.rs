@@ -61,6 +61,17 @@ pub fn group_reader(pgid: i32, terminal: TerminalDevice) -> Option<i32> {
         .find(|&pid| waits_for_input(pid, terminal))
 }
 
+/// How many read calls process `pid` has made (`syscr` of `/proc/PID/io`):
+/// once it is larger than before some input was typed, a reader blocked
+/// again has taken that input. `None` once the process is gone (or the
+/// kernel refuses access).
+pub fn read_calls(pid: i32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("syscr:"))
+        .and_then(|count| count.trim().parse().ok())
+}
+
 /// Whether a thread of process `pid` is blocked reading `terminal`.
 pub fn waits_for_input(pid: i32, terminal: TerminalDevice) -> bool {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -277,6 +288,15 @@ fn is_legacy(_number: i64, _call: Legacy) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_calls_count_up_and_end_with_the_process() {
+        let pid = i32::try_from(std::process::id()).expect("pid fits");
+        let before = read_calls(pid).expect("our own counts");
+        let _ = fs::read_to_string("/proc/self/stat").expect("readable");
+        assert!(read_calls(pid).expect("our own counts") > before);
+        assert_eq!(read_calls(i32::MAX), None);
+    }
 
     #[test]
     fn blocked_calls_parse_from_proc_text() {

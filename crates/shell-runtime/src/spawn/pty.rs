@@ -213,6 +213,48 @@ impl TerminalWriter {
         read == 0 && termios.c_lflag & libc::ECHO == 0 && termios.c_lflag & libc::ICANON != 0
     }
 
+    /// Whether the terminal is in canonical (line) mode: a read returns at
+    /// most one line, so a program that reads one line leaves the next ones
+    /// in the terminal's input queue for whoever reads after it.
+    pub fn canonical(&self) -> bool {
+        // SAFETY: a zeroed termios is a valid buffer for tcgetattr to fill.
+        let mut termios: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: tcgetattr fills `termios` from a descriptor we own.
+        let read = unsafe { libc::tcgetattr(self.master.get_ref().as_raw_fd(), &raw mut termios) };
+        read == 0 && termios.c_lflag & libc::ICANON != 0
+    }
+
+    /// The bytes that end a read of the terminal in canonical mode, or
+    /// that make it send a signal (which may end the reader): newline, the
+    /// end-of-file and end-of-line characters, carriage return where it is
+    /// turned into a newline, and the interrupt, quit and suspend
+    /// characters while signals are on. Empty when the settings cannot be read.
+    pub fn read_ends(&self) -> Vec<u8> {
+        // SAFETY: a zeroed termios is a valid buffer for tcgetattr to fill.
+        let mut termios: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: tcgetattr fills `termios` from a descriptor we own.
+        let read = unsafe { libc::tcgetattr(self.master.get_ref().as_raw_fd(), &raw mut termios) };
+        if read != 0 {
+            return Vec::new();
+        }
+        let mut ends = vec![b'\n'];
+        let mut special = vec![libc::VEOF, libc::VEOL, libc::VEOL2];
+        if termios.c_lflag & libc::ISIG != 0 {
+            special.extend([libc::VINTR, libc::VQUIT, libc::VSUSP]);
+        }
+        // 0 is _POSIX_VDISABLE on Linux: the character is off.
+        ends.extend(
+            special
+                .into_iter()
+                .filter_map(|index| termios.c_cc.get(index).copied())
+                .filter(|&byte| byte != 0),
+        );
+        if termios.c_iflag & libc::ICRNL != 0 && termios.c_iflag & libc::IGNCR == 0 {
+            ends.push(b'\r');
+        }
+        ends
+    }
+
     /// Whether the terminal echoes input (off at a password prompt).
     pub fn echoes(&self) -> bool {
         // SAFETY: a zeroed termios is a valid buffer for tcgetattr to fill.
