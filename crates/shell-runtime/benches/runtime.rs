@@ -150,7 +150,8 @@ fn sandbox_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
             ),
         )
         .timing(on50, on99)
-        .against("spawn-unconfined", on50.as_secs_f64() / off50.as_secs_f64()),
+        .against("spawn-unconfined", on50.as_secs_f64() / off50.as_secs_f64())
+        .target(Metric::Ratio, Op::AtMost, 1.5, Unit::Times),
     );
 }
 
