@@ -18,9 +18,7 @@ use crate::approval::{
 };
 use crate::audit::{AuditEntry, AuditError, AuditLog};
 use crate::carried_state::{CarriedStateSlot, StateFiles, Vars, may_change_state, wrap_command};
-use crate::environment::{
-    AskFallback, DEFAULT_TIMEOUT, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP,
-};
+use crate::environment::{AskFallback, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
 use crate::render::{Rendered, render_streams};
 
 /// Grace between SIGINT (or SIGTERM) and SIGKILL when a call is cancelled.
@@ -268,7 +266,7 @@ impl Tool for BashTool {
         }
         let timeout = params
             .timeout
-            .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+            .map_or(exec.config.default_timeout, Duration::from_millis);
         let result = run_foreground(
             exec,
             context,
@@ -675,13 +673,19 @@ async fn run_tty(
     // `sleep`) answers at the latest after `--background-after` or, with no
     // timeout to end it, the foreground default, and goes on in the
     // background: the call never hangs on it.
-    let hand_over_after = exec
+    // With 256 shells already tracked it cannot go on in the background:
+    // it stays in the foreground until its timeout, the default one when
+    // none was given, as a foreground command does.
+    let default_timeout = exec.config.default_timeout;
+    let mut hand_over_after = exec
         .config
         .background_after
-        .or(timeout.is_none().then_some(DEFAULT_TIMEOUT));
+        .or(timeout.is_none().then_some(default_timeout));
+    let started = tokio::time::Instant::now();
     let hand_over = tokio::time::sleep(hand_over_after.unwrap_or(Duration::MAX / 4));
     tokio::pin!(hand_over);
     let mut may_hand_over = hand_over_after.is_some();
+    let mut timed_out = false;
     loop {
         tokio::select! {
             _ = shell.wait() => break,
@@ -693,13 +697,26 @@ async fn run_tty(
                 may_hand_over = false;
                 // An ended shell is answered as usual (`wait` fires next);
                 // with 256 shells already tracked it stays in the foreground.
-                if shell.is_running()
-                    && let Ok(id) = exec.manager.adopt(&shell)
-                {
+                if !shell.is_running() {
+                    continue;
+                }
+                if let Ok(id) = exec.manager.adopt(&shell) {
                     audit_when_ended(ended, Arc::clone(&shell), id.clone());
                     let after = hand_over_after.unwrap_or_default();
                     return backgrounded_answer(exec, &shell, &id, &stem, after)
                         .with_meta("waiting_for_input", false);
+                }
+                if timeout.is_none() {
+                    if started.elapsed() >= default_timeout {
+                        // No room in the background and no timeout given:
+                        // the foreground default ends it.
+                        timed_out = true;
+                        shell.terminate(shell_runtime::KILL_GRACE).await;
+                        break;
+                    }
+                    hand_over_after = Some(default_timeout);
+                    hand_over.as_mut().reset(started + default_timeout);
+                    may_hand_over = true;
                 }
             }
             () = input_wait(&shell), if may_background => {
@@ -718,7 +735,11 @@ async fn run_tty(
     let audit_failed =
         ended.and_then(|(log, entry)| log.write(&ended_entry(&entry, &shell, None)).err());
     let exit = shell.exit();
-    let request = shell.end_request();
+    let (request, timeout) = if timed_out {
+        (Some(EndRequest::Timeout), Some(default_timeout))
+    } else {
+        (shell.end_request(), timeout)
+    };
     let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
     let prefix = end_line(request, exit, timeout, duration_ms);
     let Rendered {
@@ -751,7 +772,14 @@ async fn run_tty(
         )
         .with_meta("truncated", truncated)
         .with_meta("duration_ms", duration_ms)
-        .with_meta("status", shell.status().as_str())
+        .with_meta(
+            "status",
+            if timed_out {
+                ShellStatus::Timeout.as_str()
+            } else {
+                shell.status().as_str()
+            },
+        )
         .with_meta("waiting_for_input", false)
         .with_meta_opt(
             "output_file",

@@ -61,6 +61,9 @@ pub struct ExecConfig {
     /// background shell (for clients whose call timeout is shorter than a
     /// command); `None` waits until the command ends.
     pub background_after: Option<Duration>,
+    /// The timeout of a foreground call that gives none ([`DEFAULT_TIMEOUT`],
+    /// the contract's 120000 ms, unless changed).
+    pub default_timeout: Duration,
     /// Bytes all output files of this server may hold together
     /// ([`OUTPUT_TOTAL_CAP`] unless changed).
     pub output_budget: u64,
@@ -149,6 +152,7 @@ impl ExecConfig {
             confinement: None,
             tmpdir: None,
             background_after: None,
+            default_timeout: DEFAULT_TIMEOUT,
             output_budget: OUTPUT_TOTAL_CAP,
             audit: None,
             ask_fallback: AskFallback::Deny,

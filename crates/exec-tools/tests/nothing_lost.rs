@@ -187,3 +187,41 @@ async fn files_of_tracked_shells_are_kept_and_stop_at_the_budget() {
         .count();
     assert_eq!(spills, 2, "{:?}", world.output_files());
 }
+
+/// A tty command that neither exits nor waits for input goes on in the
+/// background after `--background-after`; with 256 shells already tracked
+/// it cannot, and without a timeout of its own the foreground default ends
+/// it instead of holding the call for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_command_with_no_room_in_the_background_ends_at_the_default_timeout() {
+    let world = World::with(|mut config| {
+        config.background_after = Some(std::time::Duration::from_millis(300));
+        config.default_timeout = std::time::Duration::from_millis(2500);
+        config
+    });
+    let mut ids = Vec::new();
+    for _ in 0..shell_runtime::MAX_TRACKED_SHELLS {
+        ids.push(world.background("exec sleep 300").await);
+    }
+    let result = world
+        .call(
+            "Bash",
+            json!({ "command": "echo pid $$; exec sleep 300", "tty": true }),
+        )
+        .await;
+    for id in &ids {
+        world.call("KillShell", json!({ "shell_id": id })).await;
+    }
+    assert!(!result.success, "{}", result.text());
+    assert!(
+        result.text().starts_with("Command timed out after 2500ms"),
+        "{}",
+        result.text()
+    );
+    assert_eq!(meta(&result, "status"), "timeout");
+    let pid = test_support::numbers_in(&result.text().replace("pid", " "))
+        .first()
+        .copied()
+        .expect("the command's pid");
+    assert!(test_support::gone(pid).await, "{pid} outlived the call");
+}
