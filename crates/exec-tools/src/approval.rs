@@ -16,16 +16,20 @@ pub(crate) enum Asked {
     Approved(&'static str),
     /// Nobody could be asked: the fallback decides.
     Nobody,
-    /// The person declined or dismissed it, or it timed out.
+    /// The person declined or dismissed it.
     Declined,
+    /// Nobody answered within `--ask-timeout`.
+    TimedOut,
     /// The tool call was cancelled while waiting.
     CallCancelled,
 }
 
 /// How a wait for the person ended.
 pub(crate) enum Waiting {
-    /// The person (or the timeout, as `Cancel`) answered.
+    /// The person answered (or the client said nobody can be asked).
     Answer(Approval),
+    /// `--ask-timeout` passed unanswered; the question was withdrawn.
+    TimedOut,
     /// The call was cancelled first; the question was withdrawn.
     CallCancelled,
 }
@@ -49,7 +53,7 @@ pub(crate) async fn wait_for_approval(
         tokio::select! {
             answer = &mut ask => return Waiting::Answer(answer),
             () = context.cancellation().cancelled() => return Waiting::CallCancelled,
-            () = &mut deadline => return Waiting::Answer(Approval::Cancel),
+            () = &mut deadline => return Waiting::TimedOut,
             _ = ticker.tick() => {
                 context.progress().report(ProgressUpdate {
                     progress: started.elapsed().as_secs_f64(),
@@ -136,6 +140,22 @@ pub(crate) fn approval_message(
         denial.rule_id,
         denial.reason,
     )
+}
+
+/// The answer for a question nobody answered within `--ask-timeout`:
+/// worded apart from a refusal by the person, who may never have seen it.
+pub(crate) fn timed_out(exec: &ExecEnvironment, denial: &Denial) -> ToolResult {
+    ToolResult::fail(exec.redact(&format!(
+        "Command blocked: the approval question timed out unanswered after {} ms \
+         (`--ask-timeout`; rule `{}`: {}) in `{}`; nothing ran",
+        exec.config.ask_timeout.as_millis(),
+        denial.rule_id,
+        denial.reason,
+        denial.command
+    )))
+    .with_meta("status", "blocked")
+    .with_meta("decision", "ask")
+    .with_meta("rule", denial.rule_id.clone())
 }
 
 /// The answer for a question the person declined or dismissed.

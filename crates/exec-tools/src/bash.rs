@@ -14,7 +14,7 @@ use shell_runtime::{
 use tool_core::{Approval, ExecutionContext, ProgressUpdate, Tool, ToolCategory, ToolResult};
 
 use crate::approval::{
-    Asked, Waiting, approval_key, approval_message, declined, wait_for_approval,
+    Asked, Waiting, approval_key, approval_message, declined, timed_out, wait_for_approval,
 };
 use crate::audit::{AuditEntry, AuditError, AuditLog};
 use crate::carried_state::{CarriedStateSlot, StateFiles, Vars, may_change_state, wrap_command};
@@ -183,6 +183,7 @@ impl Tool for BashTool {
                             Waiting::Answer(Approval::Decline | Approval::Cancel) => {
                                 Asked::Declined
                             }
+                            Waiting::TimedOut => Asked::TimedOut,
                             Waiting::CallCancelled => Asked::CallCancelled,
                             Waiting::Answer(Approval::Unavailable) => Asked::Nobody,
                         }
@@ -201,6 +202,10 @@ impl Tool for BashTool {
                     Asked::Declined => {
                         let answer = declined(exec, denial);
                         return meta(with_audit_failure(answer, record("declined", None)));
+                    }
+                    Asked::TimedOut => {
+                        let answer = timed_out(exec, denial);
+                        return meta(with_audit_failure(answer, record("timed_out", None)));
                     }
                     Asked::CallCancelled => {
                         let answer = ToolResult::fail(
@@ -287,7 +292,8 @@ impl Tool for BashTool {
 }
 
 /// How an `ask` command refused for want of someone to ask can be allowed.
-const HOW_TO_ALLOW: &str = "To allow it: use an MCP client that supports elicitation (the person is asked), \
+const HOW_TO_ALLOW: &str = "This client cannot be asked (it declared no MCP elicitation capability). \
+To allow it: use an MCP client that can ask its user (elicitation, or input-required on protocol 2026-07-28), \
 start agent-exec with `--ask-fallback allow`, or exempt it with an `allow` rule in the policy file \
 (`agent-exec policy check -- COMMAND` shows the rule)";
 

@@ -109,7 +109,15 @@ async fn the_person_decides_and_a_remembered_approval_is_scoped() {
     // A client that refuses the request: the fallback decides.
     person.answers.lock().unwrap().push(Approval::Unavailable);
     let refused = touch(&world, &context, "2").await;
-    assert!(refused.text().contains("approval"), "{}", refused.text());
+    let text = refused.text();
+    assert!(
+        text.contains("blocked") && text.contains("approval") && text.contains("cannot be asked"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("declined") && !text.contains("timed out"),
+        "{text}"
+    );
 
     // A dry run never asks.
     let asked = person.asked.lock().unwrap().len();
@@ -134,7 +142,9 @@ async fn waiting_reports_progress_times_out_and_yields_to_cancellation() {
         .with_progress(sink);
     let timed_out = touch(&world, &context, "late").await;
     assert!(
-        timed_out.text().contains("declined"),
+        timed_out.text().contains("blocked")
+            && timed_out.text().contains("timed out")
+            && !timed_out.text().contains("declined"),
         "{}",
         timed_out.text()
     );
