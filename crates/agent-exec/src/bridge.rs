@@ -37,8 +37,6 @@ pub struct Bridge {
     dry_run: bool,
     /// One session per server: `cd` and `export` carry over between calls.
     session: Arc<Session>,
-    /// Held while a question is open: one at a time, the others wait.
-    asking: Arc<tokio::sync::Mutex<()>>,
     /// Calls whose question went out in an input-required result
     /// (protocol 2026-07-28), by the request state that binds the retry.
     pending: Arc<Mutex<HashMap<String, Pending>>>,
@@ -65,7 +63,6 @@ impl Bridge {
             working_dir,
             dry_run,
             session: Arc::new(Session::new()),
-            asking: Arc::new(tokio::sync::Mutex::new(())),
             pending: Arc::default(),
         }
     }
@@ -125,16 +122,12 @@ fn approval_of(result: &ElicitResult) -> Approval {
 /// does not drive that revision's input-required result for us).
 struct ElicitationApprover {
     peer: Peer<RoleServer>,
-    asking: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl ElicitationApprover {
     /// An approver for the client of `context`, when it can be asked by
     /// a request of ours (protocols before 2026-07-28).
-    fn for_client(
-        context: &RequestContext<RoleServer>,
-        asking: &Arc<tokio::sync::Mutex<()>>,
-    ) -> Option<Arc<dyn Approver>> {
+    fn for_client(context: &RequestContext<RoleServer>) -> Option<Arc<dyn Approver>> {
         let version = context.protocol_version()?;
         if version >= ProtocolVersion::V_2026_07_28
             || !can_answer_forms(context.client_capabilities().as_ref())
@@ -143,7 +136,6 @@ impl ElicitationApprover {
         }
         Some(Arc::new(Self {
             peer: context.peer.clone(),
-            asking: Arc::clone(asking),
         }))
     }
 }
@@ -175,7 +167,6 @@ impl Drop for Withdraw {
 #[async_trait::async_trait]
 impl Approver for ElicitationApprover {
     async fn ask(&self, message: String) -> Approval {
-        let _turn = self.asking.lock().await;
         let Some(request) = question(message) else {
             return Approval::Unavailable;
         };
@@ -224,13 +215,11 @@ struct Question {
 /// `--ask-timeout`) drops the answer's receiver, so a late answer is lost.
 struct InputRequiredApprover {
     questions: mpsc::UnboundedSender<Question>,
-    asking: Arc<tokio::sync::Mutex<()>>,
 }
 
 #[async_trait::async_trait]
 impl Approver for InputRequiredApprover {
     async fn ask(&self, message: String) -> Approval {
-        let _turn = self.asking.lock().await;
         let (answer, answered) = oneshot::channel();
         if self.questions.send(Question { message, answer }).is_err() {
             return Approval::Unavailable;
@@ -369,7 +358,7 @@ impl ServerHandler for Bridge {
             .call_context()
             .with_cancellation(context.ct.clone())
             .with_progress(progress_sink(&context));
-        let call_context = match ElicitationApprover::for_client(&context, &self.asking) {
+        let call_context = match ElicitationApprover::for_client(&context) {
             Some(approver) => call_context.with_approver(approver),
             None => call_context,
         };
@@ -404,10 +393,7 @@ impl Bridge {
                     .clone();
                 sink.report(update);
             }))
-            .with_approver(Arc::new(InputRequiredApprover {
-                questions: sender,
-                asking: Arc::clone(&self.asking),
-            }));
+            .with_approver(Arc::new(InputRequiredApprover { questions: sender }));
         let executor = Arc::clone(&self.executor);
         let (tool, given) = (name.clone(), arguments.clone());
         let task = tokio::spawn(async move {

@@ -1,7 +1,7 @@
-//! The ask tier inside `Bash`: asking the context's `Approver` while
-//! reporting progress, withdrawing the question on cancellation or
-//! `--ask-timeout`, the question's text, and what a remembered approval
-//! is keyed by.
+//! The ask tier inside `Bash`: asking the context's `Approver` one
+//! question at a time per session while reporting progress, withdrawing
+//! the question on cancellation or `--ask-timeout`, the question's text,
+//! and what a remembered approval is keyed by.
 
 use std::time::{Duration, Instant};
 
@@ -34,9 +34,15 @@ pub(crate) enum Waiting {
     CallCancelled,
 }
 
+/// The session's turn to ask: one question is open at a time, the others
+/// wait for it before theirs is put.
+#[derive(Default)]
+struct AskTurn(tokio::sync::Mutex<()>);
+
 /// Asks `approver`, reporting `waiting for approval` at least once a second
-/// meanwhile; the call's cancellation and `--ask-timeout` withdraw the
-/// question (the ask future is dropped).
+/// meanwhile (while waiting for the turn, too); `--ask-timeout` counts from
+/// when the question is put, and it and the call's cancellation withdraw
+/// the question (the ask future is dropped).
 pub(crate) async fn wait_for_approval(
     exec: &ExecEnvironment,
     context: &ExecutionContext,
@@ -44,23 +50,34 @@ pub(crate) async fn wait_for_approval(
     message: String,
 ) -> Waiting {
     let started = Instant::now();
+    let report = || {
+        context.progress().report(ProgressUpdate {
+            progress: started.elapsed().as_secs_f64(),
+            total: None,
+            message: Some("waiting for approval".to_owned()),
+        });
+    };
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    let turn = context.session().state::<AskTurn>();
+    let take_turn = turn.0.lock();
+    tokio::pin!(take_turn);
+    let _turn = loop {
+        tokio::select! {
+            turn = &mut take_turn => break turn,
+            () = context.cancellation().cancelled() => return Waiting::CallCancelled,
+            _ = ticker.tick() => report(),
+        }
+    };
     let ask = approver.ask(message);
     tokio::pin!(ask);
     let deadline = tokio::time::sleep(exec.config.ask_timeout);
     tokio::pin!(deadline);
-    let mut ticker = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
             answer = &mut ask => return Waiting::Answer(answer),
             () = context.cancellation().cancelled() => return Waiting::CallCancelled,
             () = &mut deadline => return Waiting::TimedOut,
-            _ = ticker.tick() => {
-                context.progress().report(ProgressUpdate {
-                    progress: started.elapsed().as_secs_f64(),
-                    total: None,
-                    message: Some("waiting for approval".to_owned()),
-                });
-            }
+            _ = ticker.tick() => report(),
         }
     }
 }
