@@ -420,11 +420,16 @@ impl Bridge {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         *call.progress.lock().unwrap_or_else(PoisonError::into_inner) = progress_sink(context);
+        // A request dropped while following (rmcp stopping, the client
+        // gone) ends the call as its cancellation would; disarmed when the
+        // call ends or is handed over to the retry.
+        let abandon = call.cancel.clone().drop_guard();
         let mut cancelled = false;
         loop {
             let asked = tokio::select! {
                 biased;
                 ended = &mut call.task => {
+                    abandon.disarm();
                     return ended
                         .unwrap_or_else(|error| {
                             Err(ErrorData::internal_error(
@@ -448,6 +453,7 @@ impl Bridge {
                 continue;
             };
             *call.progress.lock().unwrap_or_else(PoisonError::into_inner) = ProgressSink::none();
+            abandon.disarm();
             let requests = InputRequests::from([(
                 QUESTION_KEY.to_owned(),
                 InputRequest::Elicitation(request),
