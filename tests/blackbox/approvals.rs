@@ -418,8 +418,20 @@ impl Stateless {
     }
 
     /// Sends `tools/call` with `params` (plus `_meta`) and waits for its answer.
-    fn call(&mut self, mut params: Value) -> Value {
+    fn call(&mut self, params: Value) -> Value {
+        let id = self.send_call(params);
+        self.answer(id)
+    }
+
+    fn send(&mut self, message: &Value) {
         use std::io::Write as _;
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{message}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends `tools/call` with `params` (plus `_meta`); its id.
+    fn send_call(&mut self, mut params: Value) -> u64 {
         let capabilities = if self.can_ask {
             json!({ "elicitation": { "form": {} } })
         } else {
@@ -434,9 +446,12 @@ impl Stateless {
         self.next_id += 1;
         let message =
             json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
-        let stdin = self.child.stdin.as_mut().expect("stdin");
-        writeln!(stdin, "{message}").expect("write");
-        stdin.flush().expect("flush");
+        self.send(&message);
+        id
+    }
+
+    /// Waits for the answer to request `id`.
+    fn answer(&mut self, id: u64) -> Value {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -606,4 +621,29 @@ fn on_2026_07_28_a_late_answer_times_out_and_a_client_without_elicitation_gets_t
         "{text}"
     );
     assert!(!dir.path().join("nobody").exists());
+}
+
+#[test]
+fn on_2026_07_28_a_cancelled_call_ends_its_command() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Stateless::start(dir.path(), &[], true);
+    let id = server.send_call(json!({
+        "name": "Bash",
+        "arguments": { "command": "echo > started; sleep 3; echo > finished" },
+    }));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !dir.path().join("started").exists() {
+        assert!(std::time::Instant::now() < deadline, "never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.send(&json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": { "requestId": id, "reason": "test" },
+    }));
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(!dir.path().join("finished").exists());
+    // The server goes on.
+    let after = server.bash("echo after", None);
+    assert_eq!(result_text(&after), "after\n", "{after}");
 }
