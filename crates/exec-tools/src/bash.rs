@@ -292,7 +292,8 @@ impl Tool for BashTool {
 }
 
 /// How an `ask` command refused for want of someone to ask can be allowed.
-const HOW_TO_ALLOW: &str = "This client cannot be asked (it declared no MCP elicitation capability). \
+const HOW_TO_ALLOW: &str = "The person cannot be asked here (the MCP client declared no elicitation or refused the question, \
+or this is `agent-exec run`). \
 To allow it: use an MCP client that can ask its user (elicitation, or input-required on protocol 2026-07-28), \
 start agent-exec with `--ask-fallback allow`, or exempt it with an `allow` rule in the policy file \
 (`agent-exec policy check -- COMMAND` shows the rule)";
