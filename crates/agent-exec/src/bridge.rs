@@ -118,8 +118,8 @@ fn approval_of(result: &ElicitResult) -> Approval {
 /// Asks the person behind the client with `elicitation/create` (form
 /// mode, one optional boolean `remember`). Only made for clients that
 /// declared the capability on a protocol that lets a server send requests
-/// (before 2026-07-28: rmcp refuses server-to-client requests there and
-/// does not drive that revision's input-required result for us).
+/// (before 2026-07-28, where rmcp refuses server-to-client requests; that
+/// revision is asked by `InputRequiredApprover`).
 struct ElicitationApprover {
     peer: Peer<RoleServer>,
 }
@@ -197,9 +197,9 @@ impl Approver for ElicitationApprover {
 /// (and of its answer in the retry's `inputResponses`).
 const QUESTION_KEY: &str = "approval";
 
-/// How long a call whose question was shown stays retrievable after it
-/// ended unanswered (its `--ask-timeout` passed): a late retry still gets
-/// the `timed out` refusal rather than an unknown state.
+/// How long after its question went out a call that has ended unanswered
+/// (its `--ask-timeout` passed) is kept: a late retry still gets the
+/// `timed out` refusal rather than an unknown state.
 const PENDING_KEEP: Duration = Duration::from_secs(3600);
 
 /// A question the call's task puts to the bridge, and where its answer goes.
@@ -568,4 +568,60 @@ fn log_call(tool: &str, result: &tool_core::ToolResult, started: Instant) {
         is_error = !result.success,
         "tool call"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_answer_is_read_from_its_key_and_anything_else_is_a_dismissal() {
+        let responses = |value: Value| -> InputResponses {
+            serde_json::from_value(serde_json::json!({ QUESTION_KEY: value })).unwrap_or_default()
+        };
+        let accept = serde_json::json!({ "action": "accept", "content": { "remember": true } });
+        assert_eq!(
+            answer_of(Some(&responses(accept))),
+            Approval::Accept { remember: true }
+        );
+        let bare = serde_json::json!({ "action": "accept" });
+        assert_eq!(
+            answer_of(Some(&responses(bare))),
+            Approval::Accept { remember: false }
+        );
+        let decline = serde_json::json!({ "action": "decline" });
+        assert_eq!(answer_of(Some(&responses(decline))), Approval::Decline);
+        let nonsense = serde_json::json!({ "action": 7 });
+        assert_eq!(answer_of(Some(&responses(nonsense))), Approval::Cancel);
+        assert_eq!(answer_of(None), Approval::Cancel);
+        let other_key: InputResponses =
+            serde_json::from_value(serde_json::json!({ "other": { "action": "accept" } }))
+                .unwrap_or_default();
+        assert_eq!(answer_of(Some(&other_key)), Approval::Cancel);
+    }
+
+    #[test]
+    fn request_states_are_128_random_bits_in_hex() {
+        let first = new_request_state().unwrap_or_default();
+        let second = new_request_state().unwrap_or_default();
+        assert_eq!(first.len(), 32, "{first}");
+        assert!(first.bytes().all(|b| b.is_ascii_hexdigit()), "{first}");
+        assert_ne!(first, second);
+    }
+
+    #[test]
+    fn form_questions_need_form_mode_or_the_bare_capability() {
+        let capabilities = |value: Value| -> ClientCapabilities {
+            serde_json::from_value(value).unwrap_or_default()
+        };
+        let form = capabilities(serde_json::json!({ "elicitation": { "form": {} } }));
+        let bare = capabilities(serde_json::json!({ "elicitation": {} }));
+        let url_only = capabilities(serde_json::json!({ "elicitation": { "url": {} } }));
+        let none = capabilities(serde_json::json!({}));
+        assert!(can_answer_forms(Some(&form)));
+        assert!(can_answer_forms(Some(&bare)));
+        assert!(!can_answer_forms(Some(&url_only)));
+        assert!(!can_answer_forms(Some(&none)));
+        assert!(!can_answer_forms(None));
+    }
 }
