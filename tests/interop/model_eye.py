@@ -37,8 +37,6 @@ import cases  # noqa: E402
 from fake_api import FakeApi, Script  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
-CLAUDE_VERSION = "2.1.332"
-CODEX_VERSION = "0.171.0"
 PROMPT = "Run the agent-exec checks."
 CLIENT_TIMEOUT = 240
 
@@ -195,9 +193,6 @@ def claude(session, api, log_dir):
         DISABLE_ERROR_REPORTING="1",
         DISABLE_BUG_COMMAND="1",
         MCP_TIMEOUT="30000",
-        # The model sees the MCP tools in the first request, not behind a
-        # ToolSearch call the fake model would have to make first.
-        ENABLE_TOOL_SEARCH="false",
     )
     argv = [
         binary,
@@ -380,7 +375,8 @@ def main():
     names = options.only.split(",") if options.only else list(CLIENTS)
     log_dir = os.path.join(REPO, "target", "model-eye")
     os.makedirs(log_dir, exist_ok=True)
-    root = tempfile.mkdtemp(prefix="run-", dir=log_dir)
+    # Outside the repository: the clients would read its git status.
+    root = tempfile.mkdtemp(prefix="agent-exec-model-eye-")
     api = FakeApi().start()
     summary = {}
     failed = []
@@ -400,7 +396,7 @@ def main():
                 continue
             if talks_to_model:
                 received, script, code, out_path = result
-                version = {"claude-code": CLAUDE_VERSION, "codex": CODEX_VERSION}[name]
+                version = npm_version({"claude-code": "@anthropic-ai/claude-code", "codex": "@openai/codex"}[name])
                 info = {
                     "exit": code,
                     "tools_offered": script.tools_offered,

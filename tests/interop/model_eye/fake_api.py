@@ -100,6 +100,14 @@ class FakeApi:
         tools = [tool.get("name", "") for tool in body.get("tools", []) or []]
         ours = self._our_tools(tools)
         script = self.script
+        if script is not None and not ours and "ToolSearch" in tools:
+            # Claude Code defers MCP tools: only their names are in the
+            # conversation until the model fetches them with ToolSearch.
+            history = json.dumps(body.get("messages", []))
+            deferred = sorted(set(re.findall(r"mcp__agent-exec__(?:Bash|BashOutput|KillShell|WriteStdin)\b", history)))
+            if deferred and "toolu_search" not in history:
+                query = "select:" + ",".join(deferred)
+                return [{"type": "tool_use", "id": "toolu_search", "name": "ToolSearch", "input": {"query": query}}], "tool_use"
         if not ours or script is None:
             return [{"type": "text", "text": "ok"}], "end_turn"
         with script.lock:
