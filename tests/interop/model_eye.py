@@ -119,7 +119,8 @@ class Session:
                 continue
             if state in ("Z", "X"):
                 continue
-            if self.project.encode() in argv and any(arg.endswith(b"agent-exec") for arg in argv[:1]):
+            name = os.path.basename(self.binary).encode()
+            if self.project.encode() in argv and os.path.basename(argv[0]) == name:
                 found.append(int(entry))
         return found
 
@@ -427,6 +428,7 @@ def main():
                 "seconds": round(time.monotonic() - started, 1),
                 "forwarded": {case: (cases.form(text) if text is not None else None) for case, text in received.items()},
                 "lengths": {case: (len(text) if text is not None else None) for case, text in received.items()},
+                "approval": cases.approval_outcome(received.get("approval")),
                 "received": received,
                 **info,
             }
@@ -444,8 +446,21 @@ def main():
     for name, what, detail, _ in failed:
         print(f"model-eye: FAILED {name}: {what}: {detail}")
     for name, info in summary.items():
-        forms = sorted({f"{case}={form}" for case, form in info["forwarded"].items() if form})
-        print(f"model-eye: {name} forwarded: {' '.join(forms)}")
+        by_form = {}
+        for case, form in info["forwarded"].items():
+            if form:
+                by_form.setdefault(form, []).append(case)
+        forms = "; ".join(f"{form}: {', '.join(cases_)}" for form, cases_ in sorted(by_form.items()))
+        print(f"model-eye: {name} forwarded {forms}")
+        print(f"model-eye: {name} approval: {info['approval']}")
+        long = info["received"].get("truncation")
+        if long is not None:
+            cut = re.search(r"…\d+ \w+ truncated…", long)
+            print(
+                f"model-eye: {name} long answer: {len(long)} characters reached the model, "
+                f"our [Output truncated line {'kept' if '[Output truncated' in long else 'cut out'}"
+                + (f", the client cut the middle at {long.index(cut.group(0))} ({cut.group(0)})" if cut else "")
+            )
     failed_names = {entry[0] for entry in failed}
     passed = len([name for name in summary if name not in failed_names])
     skipped = len(names) - len(summary) - len(failed_names - set(summary))

@@ -137,9 +137,23 @@ def checks(cut_middle=False):
         # refusal that says how to allow it.
         "approval": [
             has("approval"),
-            matches(r"--ask-fallback allow|declined", "the refusal says how to allow it, or that the person declined"),
+            matches(
+                r"--ask-fallback allow|declined|cannot be asked",
+                "the refusal says how to allow it, or that the question was declined",
+            ),
         ],
     }
+
+
+def approval_outcome(text):
+    """How an `ask` command was answered, as the model read it."""
+    if text is None:
+        return None
+    if "declined" in text:
+        return "asked; the client declined"
+    if "--ask-fallback" in text or "cannot be asked" in text:
+        return "not asked; the fallback refused"
+    return "other"
 
 
 def evaluate(received_by_case, cut_middle=False):
