@@ -166,12 +166,15 @@ def run_model_client(name, session, argv, env, api, log_dir):
         process = subprocess.Popen(
             argv, cwd=session.project, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+        timed_out = False
         try:
             process.wait(timeout=CLIENT_TIMEOUT)
         except subprocess.TimeoutExpired:
-            pass
+            timed_out = True
         finally:
             stop_group(process)
+    if timed_out:
+        print(f"model-eye: {name} did not finish within {CLIENT_TIMEOUT}s (ended; its output is in {out_path})")
     received = {}
     for index, (case, _tool, _args) in enumerate(script.steps):
         answer = script.received.get(index)
@@ -415,6 +418,12 @@ def main():
             left = ensure_no_server_left(session)
             if left:
                 failed.append((name, "no agent-exec process left", f"pids {left}", ""))
+            if talks_to_model:
+                # The client's own shell must be off, so that the model's only
+                # shell is ours.
+                own = {"Bash", "shell", "local_shell", "exec_command", "write_stdin"} & set(script.tools_offered)
+                if own:
+                    failed.append((name, "its own shell tools are off", f"offered: {sorted(own)}", ""))
             strays = api.stray[stray_before:]
             if strays:
                 failed.append((name, "no request left loopback", json.dumps(strays[:5]), ""))
