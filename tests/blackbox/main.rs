@@ -12,6 +12,7 @@
     reason = "a test helper that cannot go on should fail the test loudly"
 )]
 
+mod answer_shape;
 mod approvals;
 mod audit;
 mod containment;

@@ -528,8 +528,21 @@ fn answer(
     } else {
         CallToolResult::error(content)
     };
-    answer.structured_content = Some(result.metadata_value());
+    answer.structured_content = Some(structured_content(&result));
     Ok(answer)
+}
+
+/// The answer's `structuredContent`: the metadata, then `output`, the same
+/// text as the content item. Claude Code, Codex, VS Code and opencode hand
+/// the model this object instead of the text, so it must carry the output;
+/// `output` goes last (`serde_json` keeps insertion order: `preserve_order`)
+/// so a client that cuts the middle of a long result keeps the metadata.
+fn structured_content(result: &tool_core::ToolResult) -> Value {
+    let mut map = result.metadata.clone();
+    // Another key named `output` would otherwise keep its earlier place.
+    map.shift_remove("output");
+    map.insert("output".to_owned(), Value::String(result.text().to_owned()));
+    Value::Object(map)
 }
 
 /// One log line per tool call, at `info` (`RUST_LOG=info`), on stderr: what

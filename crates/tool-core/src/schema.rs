@@ -413,7 +413,11 @@ impl Node {
             }
         };
         let mut cleaned = Map::new();
-        for (name, value) in map {
+        // By name, so errors come in one order whatever order the client
+        // wrote the fields in (serde_json keeps that order here).
+        let mut fields: Vec<(&String, &Value)> = map.iter().collect();
+        fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (name, value) in fields {
             let declared = self
                 .properties
                 .iter()

@@ -1,0 +1,256 @@
+//! The shape of a `tools/call` answer as the JSON line the server writes:
+//! `structuredContent` carries the same text as the content item (clients
+//! such as Claude Code and Codex forward only `structuredContent` to the
+//! model), after every metadata key.
+
+#![allow(
+    clippy::needless_pass_by_value,
+    reason = "helpers take JSON by value so calls read like the messages they send"
+)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A running `agent-exec mcp` and the raw lines it writes.
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    next_id: u64,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+            .arg("mcp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the server starts");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Self {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        let (init, _) = server.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": { "name": "blackbox", "version": "0" }
+            }),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "agent-exec");
+        server.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+        server
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends a request; answers the response (parsed, keys in the order
+    /// they were written) and its raw line. Notifications are dropped.
+    fn request(&mut self, method: &str, params: Value) -> (Value, String) {
+        let (response, line, _) = self.request_noting(method, params);
+        (response, line)
+    }
+
+    /// As `request`, also answering the notifications sent before it.
+    fn request_noting(&mut self, method: &str, params: Value) -> (Value, String, Vec<Value>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut notifications = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let value: Value = serde_json::from_str(&line)
+                        .unwrap_or_else(|error| panic!("non-JSON line {line:?}: {error}"));
+                    if value["id"] == id {
+                        return (value, line, notifications);
+                    }
+                    notifications.push(value);
+                }
+                Err(RecvTimeoutError::Timeout) => panic!("no response to {method}"),
+                Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
+            }
+        }
+    }
+
+    /// Calls `tool`; answers the result and the raw response line.
+    fn call(&mut self, tool: &str, arguments: Value) -> (Value, String) {
+        let (response, line) = self.request(
+            "tools/call",
+            json!({ "name": tool, "arguments": arguments }),
+        );
+        (response["result"].clone(), line)
+    }
+
+    fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the server did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().expect("a text item")
+}
+
+/// Checks what every answer must hold: `structuredContent.output` is the
+/// content item's text, and it is the last key of the object, in the
+/// parsed value and in the bytes of the line.
+fn assert_output_mirrors_text(result: &Value, line: &str) {
+    let structured = result["structuredContent"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no structuredContent: {result}"));
+    assert_eq!(
+        structured.get("output").and_then(Value::as_str),
+        Some(text(result)),
+        "{line}"
+    );
+    assert_eq!(
+        structured.keys().next_back().map(String::as_str),
+        Some("output"),
+        "{line}"
+    );
+    // The line itself: `"output":` comes after the object's other keys.
+    let object_start = line.find("\"structuredContent\":{").expect("key in line");
+    let output_at = line[object_start..]
+        .rfind("\"output\":")
+        .expect("output in line")
+        + object_start;
+    for key in structured.keys().filter(|key| *key != "output") {
+        let at = line[object_start..]
+            .find(&format!("\"{key}\":"))
+            .expect("key in line")
+            + object_start;
+        assert!(at < output_at, "{key} after output in {line}");
+    }
+}
+
+fn temp_server(extra: &[&str]) -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut args = vec!["--cwd", dir.path().to_str().expect("utf-8")];
+    args.extend_from_slice(extra);
+    let server = Server::start(&args);
+    (dir, server)
+}
+
+#[test]
+fn structured_content_carries_the_text_for_every_kind_of_answer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[deny]\nregex = [\"forbidden-word\"]\n").expect("write");
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ]);
+
+    let (ok, line) = server.call("Bash", json!({ "command": "seq 1 5" }));
+    assert_eq!(text(&ok), "1\n2\n3\n4\n5\n");
+    assert_output_mirrors_text(&ok, &line);
+
+    let (failed, line) = server.call(
+        "Bash",
+        json!({ "command": "echo out; echo err >&2; exit 3" }),
+    );
+    assert_eq!(failed["isError"], true);
+    assert!(text(&failed).contains("exit code 3"), "{line}");
+    assert!(text(&failed).contains("[stderr]\nerr"), "{line}");
+    assert_output_mirrors_text(&failed, &line);
+
+    let (timed_out, line) = server.call(
+        "Bash",
+        json!({ "command": "echo before; sleep 30", "timeout": 1000 }),
+    );
+    assert!(text(&timed_out).contains("timed out"), "{line}");
+    assert!(text(&timed_out).contains("before"), "{line}");
+    assert_output_mirrors_text(&timed_out, &line);
+
+    let (long, line) = server.call("Bash", json!({ "command": "seq 1 40000" }));
+    assert_eq!(long["structuredContent"]["truncated"], true);
+    let output = long["structuredContent"]["output"]
+        .as_str()
+        .expect("output");
+    assert!(output.contains("[Output truncated"), "{output}");
+    assert!(output.ends_with("40000\n"), "{output}");
+    assert_output_mirrors_text(&long, &line);
+
+    let (started, line) = server.call(
+        "Bash",
+        json!({ "command": "echo bg; sleep 30", "run_in_background": true }),
+    );
+    assert!(
+        text(&started).starts_with("Started background shell: shell_"),
+        "{line}"
+    );
+    assert_output_mirrors_text(&started, &line);
+    let id = started["structuredContent"]["bash_id"]
+        .as_str()
+        .expect("bash_id")
+        .to_owned();
+
+    let (read, line) = server.call("BashOutput", json!({ "bash_id": id, "wait_ms": 300 }));
+    assert!(text(&read).starts_with("Status: running"), "{line}");
+    assert_output_mirrors_text(&read, &line);
+
+    let (killed, line) = server.call("KillShell", json!({ "shell_id": id }));
+    assert!(text(&killed).contains("terminated"), "{line}");
+    assert_output_mirrors_text(&killed, &line);
+
+    let (unknown, line) = server.call("BashOutput", json!({ "bash_id": "shell_00000000" }));
+    assert_eq!(unknown["isError"], true);
+    assert_output_mirrors_text(&unknown, &line);
+
+    let (refused, line) = server.call("Bash", json!({ "command": "forbidden-word now" }));
+    assert_eq!(refused["isError"], true);
+    assert_eq!(refused["structuredContent"]["status"], "blocked");
+    assert_output_mirrors_text(&refused, &line);
+
+    let (invalid, line) = server.call("Bash", json!({ "command": "" }));
+    assert_eq!(invalid["isError"], true);
+    assert_output_mirrors_text(&invalid, &line);
+
+    assert!(server.close().success());
+}
+
+#[test]
+fn dry_run_answers_carry_the_text_too() {
+    let (_dir, mut server) = temp_server(&["--dry-run"]);
+    let (answer, line) = server.call("Bash", json!({ "command": "echo hi" }));
+    assert!(text(&answer).starts_with("[Dry Run]"), "{line}");
+    assert_output_mirrors_text(&answer, &line);
+    assert!(server.close().success());
+}
