@@ -75,6 +75,25 @@ fn network_deny_refuses_tcp_but_not_unix_sockets() {
 }
 
 #[test]
+fn network_failures_under_network_deny_say_the_network_is_off() {
+    const NOTE: &str = "[network is off for commands (--network deny)]";
+    let root = tempfile::tempdir().expect("root");
+    let connect = "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 9))'";
+    for command in [connect, "getent hosts example.com"] {
+        let (code, text) = run(root.path(), &["--network", "deny"], command);
+        assert_ne!(code, 0, "{command}: {text}");
+        assert!(text.ends_with(&format!("\n{NOTE}\n")), "{command}: {text}");
+    }
+    // Other failures, and network failures with the network on, say nothing.
+    let (code, text) = run(root.path(), &["--network", "deny"], "ls /nonexistent-dir");
+    assert_ne!(code, 0, "{text}");
+    assert!(!text.contains(NOTE), "{text}");
+    let (code, text) = run(root.path(), &[], connect);
+    assert_ne!(code, 0, "{text}");
+    assert!(!text.contains(NOTE), "{text}");
+}
+
+#[test]
 fn the_bash_description_says_the_sandbox_is_on() {
     let root = tempfile::tempdir().expect("root");
     let (_, text) = run(root.path(), &["--sandbox", "workspace-write"], "true");
