@@ -93,6 +93,35 @@ fn network_failures_under_network_deny_say_the_network_is_off() {
     assert!(!text.contains(NOTE), "{text}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_shells_network_failure_is_named_when_it_is_read() {
+    use crate::rmcp_support::{call, mcp_command, serve, text};
+    let root = tempfile::tempdir().expect("root");
+    let mut command = mcp_command(root.path());
+    command.args(["--network", "deny"]);
+    let client = serve((), command).await.0;
+    let started = call(
+        &client,
+        "Bash",
+        serde_json::json!({ "command": "getent hosts example.com", "run_in_background": true }),
+    )
+    .await;
+    let id = started.structured_content.as_ref().expect("metadata")["bash_id"].clone();
+    let read = call(
+        &client,
+        "BashOutput",
+        serde_json::json!({ "bash_id": id, "wait_ms": 20000 }),
+    )
+    .await;
+    let answer = text(&read);
+    assert!(answer.starts_with("Status: failed"), "{answer}");
+    assert!(
+        answer.ends_with("\n[network is off for commands (--network deny)]"),
+        "{answer}"
+    );
+    client.cancel().await.expect("closes");
+}
+
 #[test]
 fn the_bash_description_says_the_sandbox_is_on() {
     let root = tempfile::tempdir().expect("root");

@@ -511,21 +511,13 @@ fn with_note(mut result: ToolResult, note: Option<&str>) -> ToolResult {
     result
 }
 
-/// The network note, when the sandbox refuses sockets and the command
-/// failed on a lookup or a connection.
+/// The network note of a foreground command, from all it printed.
 fn network_note(exec: &ExecEnvironment, command: &str, shell: &ShellProcess) -> Option<String> {
-    let denied = exec
-        .config
-        .confinement
-        .as_ref()
-        .is_some_and(|confinement| confinement.denies_network());
-    if !denied || shell.end_request().is_some() {
-        return None;
-    }
-    let mut output = shell.snapshot(Stream::Stdout).render();
-    output.push_str(&shell.snapshot(Stream::Stderr).render());
-    crate::network::failed_on_network(command, shell.exit().map(|exit| exit.code), &output)
-        .then(|| crate::network::NETWORK_OFF_NOTE.to_owned())
+    crate::network::network_note(exec, command, shell, || {
+        let mut output = shell.snapshot(Stream::Stdout).render();
+        output.push_str(&shell.snapshot(Stream::Stderr).render());
+        output
+    })
 }
 
 /// Adds `--trailer "Co-authored-by: ..."` after each of `commits`, the

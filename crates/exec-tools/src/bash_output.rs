@@ -263,7 +263,18 @@ pub(crate) fn read_answer(
         let body = Body::from_streams(&new.stdout, &new.stderr, shape);
         let prefix = format!("{header}\n");
         let status = shell.status();
-        let notes = left_running_note(shell, status);
+        let mut notes = left_running_note(shell, status);
+        // From the output this read shows: what earlier reads took is gone.
+        notes.extend(crate::network::network_note(
+            env,
+            shell.command(),
+            shell,
+            || {
+                let mut output = new.stdout.render();
+                output.push_str(&new.stderr.render());
+                output
+            },
+        ));
         let rendered = layout(Some(&prefix), &body, &notes, MAX_OUTPUT_CHARS, || {
             saved_output(shell)
         });

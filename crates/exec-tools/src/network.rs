@@ -5,6 +5,10 @@
 //! seccomp filter answers EACCES without a trace), so the failure is
 //! recognised by what the command printed.
 
+use shell_runtime::ShellProcess;
+
+use crate::environment::ExecEnvironment;
+
 /// The line an answer adds.
 pub(crate) const NETWORK_OFF_NOTE: &str = "[network is off for commands (--network deny)]";
 
@@ -37,6 +41,27 @@ const NETWORK_PROGRAMS: &[&str] = &[
     "curl", "wget", "getent", "nc", "ncat", "netcat", "ping", "dig", "nslookup", "host", "ssh",
     "scp", "sftp", "telnet", "ftp",
 ];
+
+/// The note for `shell`, which ran `command`, once it ended by itself:
+/// when the sandbox refuses sockets and it failed on a lookup or a
+/// connection (`output`: what it printed, asked for only then).
+pub(crate) fn network_note(
+    exec: &ExecEnvironment,
+    command: &str,
+    shell: &ShellProcess,
+    output: impl FnOnce() -> String,
+) -> Option<String> {
+    let denied = exec
+        .config
+        .confinement
+        .as_ref()
+        .is_some_and(|confinement| confinement.denies_network());
+    if !denied || !shell.status().is_finished() || shell.end_request().is_some() {
+        return None;
+    }
+    failed_on_network(command, shell.exit().map(|exit| exit.code), &output())
+        .then(|| NETWORK_OFF_NOTE.to_owned())
+}
 
 /// Whether a command that ended with `exit_code` and printed `output`
 /// failed on the network. Only failures count: a command that printed a
