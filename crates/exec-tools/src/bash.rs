@@ -295,6 +295,8 @@ impl Tool for BashTool {
             let entry = AuditEntry {
                 event: "ended",
                 approved_by,
+                // Also on the end line of a shell that could not start.
+                bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
                 ..decided.clone()
             };
             (log, entry)
