@@ -129,7 +129,7 @@ impl Tool for BashTool {
         };
         // A session directory that was deleted: the session moves up to the
         // nearest ancestor that still exists, and every answer of this call
-        // says so (after the output, inside its budget).
+        // says so in its last line (inside the budget of a foreground one).
         let moved_note = session_dir.moved.map(|(gone, ancestor)| {
             let note = format!(
                 "[cwd {} no longer exists: now in {}]",
@@ -1083,9 +1083,11 @@ fn last_lines(text: &str, max: usize) -> String {
 }
 
 /// Reads the state file and updates the carried state; returns the lines the
-/// answer carries: a working directory not kept, start-up variables not
+/// answer carries: where the next call starts when that changed from
+/// `started_in` (or, for a directory the command deleted, its nearest
+/// existing ancestor), a working directory not kept, start-up variables not
 /// carried, or a state that could not be read (the carried state keeps the last
-/// good state then).
+/// good state then). With `keeps_cwd` (`workdir`) only the variables carry.
 fn absorb_state(
     exec: &ExecEnvironment,
     carried: &CarriedStateSlot,
