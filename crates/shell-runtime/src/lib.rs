@@ -38,7 +38,7 @@ mod tty_wait;
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
 pub use cgroup::{command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
-pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
+pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ReservedId, ShellId, ShellManager};
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{
     NewOutput, ReadCursor, Screen, ShellProcess, SpillReport, SpillShortfall, Stream,
