@@ -809,3 +809,50 @@ fn a_sandboxed_server_killed_with_sigkill_takes_every_namespace_with_it() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn ctrl_d_at_a_terminal_before_any_request_exits_0_quietly() {
+    use nix::pty::openpty;
+    use nix::sys::termios::{SpecialCharacterIndices, tcgetattr};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pty = openpty(None, None).expect("a pseudo-terminal");
+    let slave = std::fs::File::from(pty.slave);
+    let end_of_file =
+        tcgetattr(&slave).expect("termios").control_chars[SpecialCharacterIndices::VEOF as usize];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["mcp", "--cwd", dir.path().to_str().expect("utf-8")])
+        .stdin(slave.try_clone().expect("dup"))
+        .stdout(slave.try_clone().expect("dup"))
+        .stderr(slave)
+        .spawn()
+        .expect("the server starts");
+    let mut master = std::fs::File::from(pty.master);
+    // What a person types: EOF at the start of a line.
+    master.write_all(&[end_of_file]).expect("typed");
+    let reader = {
+        let mut master = master.try_clone().expect("dup");
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            // EIO once the server, the last holder of the slave, is gone.
+            let _ = std::io::Read::read_to_end(&mut master, &mut seen);
+            seen
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not end on EOF");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let seen = reader.join().expect("reader");
+    let text = String::from_utf8_lossy(&seen);
+    // The terminal echoes nothing for EOF; whatever else shows is ours.
+    assert_eq!(text.trim(), "", "the server wrote {text:?}");
+    assert_eq!(status.code(), Some(0), "{text}");
+}
