@@ -245,3 +245,18 @@ fn the_users_home_is_protected_whatever_it_is() {
     assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
     assert!(stderr(&output).contains("dangerous"), "{}", stderr(&output));
 }
+
+#[test]
+fn escape_sequences_of_every_family_leave_no_stray_character() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // `tput sgr0` writes `ESC ( B`; kitty graphics are an APC string; C1
+    // CSI is its two-byte UTF-8 form; BEL and SO/SI are stray controls.
+    let output = run_in(
+        dir.path(),
+        &["printf 'a\\033(Bb\\n'; \
+           printf 'k\\033_Gf=100;AAAA\\033\\\\l\\n'; \
+           printf '\\302\\23331mred\\302\\2330m \\033)0\\016x\\017\\007\\033=\\033>y\\n'"],
+    );
+    assert_eq!(stdout(&output), "ab\nkl\nred xy\n");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}
