@@ -48,7 +48,7 @@ impl CleanOptions {
 pub fn clean_text(text: &str, options: CleanOptions) -> String {
     let attention = |byte: &u8| match *byte {
         b'\n' | b'\t' => false,
-        b'\r' | 0x08 => options.redraws || !options.escapes,
+        b'\r' | 0x08 => options.redraws,
         // 0xC2 leads the two-byte form of every C1 control.
         0x00..=0x1f | 0x7f | 0xc2 => options.escapes,
         _ => false,
@@ -405,6 +405,20 @@ mod tests {
             cuts in proptest::collection::vec(0usize..800, 0..6),
         ) {
             prop_assert_eq!(clean_in_pieces(&text, &cuts), clean(&text));
+        }
+
+        #[test]
+        fn the_shortcut_for_text_with_nothing_to_clean_changes_nothing(
+            text in prop_oneof![ESCAPE_HEAVY_TEXT, "(?s).{0,400}"],
+            escapes in any::<bool>(),
+            redraws in any::<bool>(),
+        ) {
+            let options = CleanOptions { escapes, redraws };
+            let mut cleaner = TerminalText::with_options(options, usize::MAX);
+            let mut slow = String::new();
+            cleaner.push(&text, &mut slow);
+            cleaner.finish(&mut slow);
+            prop_assert_eq!(clean_text(&text, options), slow);
         }
 
         #[test]
