@@ -260,3 +260,22 @@ fn escape_sequences_of_every_family_leave_no_stray_character() {
     assert_eq!(stdout(&output), "ab\nkl\nred xy\n");
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
 }
+
+#[test]
+fn one_program_replaces_its_shell_and_a_missing_one_is_named_by_bash() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // As `bash -c cat` would, bash execs the program: no fork, so `cat`
+    // leads the session the shell was started in.
+    let output = run_in(dir.path(), &["cat", "/proc/self/stat"]);
+    let stat = stdout(&output);
+    let fields: Vec<&str> = stat.split(' ').collect();
+    assert_eq!(fields.get(1), Some(&"(cat)"), "{stat}");
+    assert_eq!(fields.first(), fields.get(5), "pid and session: {stat}");
+    let missing = run_in(dir.path(), &["agent-exec-no-such-program"]);
+    assert_eq!(missing.status.code(), Some(127));
+    assert!(
+        stdout(&missing).contains("bash: line 1: agent-exec-no-such-program: command not found"),
+        "{}",
+        stdout(&missing)
+    );
+}
