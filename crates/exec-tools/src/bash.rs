@@ -20,7 +20,9 @@ use crate::approval::{
     Asked, Waiting, approval_key, approval_message, declined, timed_out, wait_for_approval,
 };
 use crate::audit::{AuditEntry, AuditError, AuditLog};
-use crate::carried_state::{CarriedStateSlot, StateFiles, Vars, may_change_state, wrap_command};
+use crate::carried_state::{
+    CarriedStateSlot, STATELESS_BUILTINS, StateFiles, Vars, may_change_state, wrap_command,
+};
 use crate::environment::{AskFallback, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
 use crate::render::{Rendered, render_streams};
 
@@ -547,12 +549,46 @@ fn add_coauthor(command: &str, commits: &[GitCommit], coauthor: &str) -> String 
     out
 }
 
+/// The text bash runs for `command`: `exec COMMAND` when it is one
+/// external program of plain words found where bash would find it, so that
+/// bash replaces itself with the program as `bash -c COMMAND` does (the
+/// launcher's `eval` would fork and wait instead), else `command` itself.
+fn script_for(command: &str, cwd: &std::path::Path, vars: &Vars) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if may_change_state(command, vars) {
+        return None;
+    }
+    let program = command.split(' ').find(|word| !word.is_empty())?;
+    if STATELESS_BUILTINS.contains(&program) {
+        return None;
+    }
+    let executable = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    };
+    // Not found, bash's own message ("command not found") is kept.
+    let found = if program.contains('/') {
+        executable(&cwd.join(program))
+    } else {
+        vars.get("PATH").is_some_and(|path| {
+            std::env::split_paths(path)
+                .filter(|dir| dir.is_absolute())
+                .any(|dir| executable(&dir.join(program)))
+        })
+    };
+    found.then(|| format!("exec {command}"))
+}
+
 fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars) -> SpawnSpec {
     let mut vars = vars.clone();
     if let Some(tmpdir) = &exec.config.tmpdir {
         vars.insert("TMPDIR".to_owned(), tmpdir.clone().into_os_string());
     }
+    let script = script_for(&command, &cwd, &vars);
     let mut spec = SpawnSpec::shell(command, cwd).with_env(vars);
+    if script.is_some() {
+        spec.script = script;
+    }
     // bash is found with the server's PATH, so no value a command exports
     // (PATH included) can stop later calls from starting.
     spec.program.clone_from(&exec.shell_program);

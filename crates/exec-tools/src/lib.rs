@@ -31,7 +31,6 @@ mod approval;
 mod audit;
 mod bash;
 mod bash_output;
-mod carriage;
 mod carried_state;
 mod environment;
 mod kill_shell;
