@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// The hidden first argument that makes the binary a janitor.
 const JANITOR_ARG: &str = "__agent-exec-janitor";
 
-/// Runs the janitor when the arguments ask for it: `JANITOR_ARG PID
-/// CGROUPS TEMP_BASE` (an empty CGROUPS when there are none). Returns
-/// false, having done nothing, otherwise.
+/// Runs the janitor when the arguments ask for it: `JANITOR_ARG ID
+/// CGROUPS TEMP_BASE` (the server's random id; an empty CGROUPS when there
+/// are none). Returns false, having done nothing, otherwise.
 pub(crate) fn run_if_asked() -> bool {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let [first, pid, cgroups, temp_base] = args.as_slice() else {
+    let [first, id, cgroups, temp_base] = args.as_slice() else {
         return false;
     };
     if first != JANITOR_ARG {
@@ -24,15 +24,15 @@ pub(crate) fn run_if_asked() -> bool {
     }
     let cgroups = (!cgroups.is_empty()).then(|| PathBuf::from(cgroups));
     shell_runtime::run_janitor(cgroups.as_deref());
-    if let Some(pid) = pid.to_str() {
-        remove_temp_dirs(Path::new(temp_base), pid);
+    if let Some(id) = id.to_str() {
+        remove_temp_dirs(Path::new(temp_base), id);
     }
     true
 }
 
-/// `agent-exec-<pid>-*` under `base`: the server's temp directories.
-fn remove_temp_dirs(base: &Path, pid: &str) {
-    let prefix = format!("{}{pid}-", crate::setup::TEMP_PREFIX);
+/// `agent-exec-<id>-*` under `base`: the server's temp directories.
+fn remove_temp_dirs(base: &Path, id: &str) {
+    let prefix = format!("{}{id}-", shell_runtime::INSTANCE_PREFIX);
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
@@ -93,7 +93,7 @@ fn start_now() -> Option<shell_runtime::Janitor> {
     let cgroups = shell_runtime::command_cgroups_dir().unwrap_or_default();
     let args = [
         OsString::from(JANITOR_ARG),
-        OsString::from(std::process::id().to_string()),
+        OsString::from(shell_runtime::server_id()),
         cgroups.into_os_string(),
         std::env::temp_dir().into_os_string(),
     ];
