@@ -16,6 +16,7 @@ mod approvals;
 mod audit;
 mod containment;
 mod escapes;
+mod janitor;
 mod log;
 mod mcp;
 mod policy_check;

@@ -21,8 +21,8 @@ fn dead_pid() -> u32 {
 }
 
 /// A server spoken to in raw JSON-RPC lines.
-struct Peer {
-    child: Child,
+pub(crate) struct Peer {
+    pub(crate) child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     next_id: u64,
@@ -31,7 +31,7 @@ struct Peer {
 impl Peer {
     /// `prefix` (a wrapper such as `unshare`, or nothing) then the binary's
     /// `mcp` with `args`, under `TMPDIR=tmp`; answers `initialize`.
-    fn start(prefix: &[&str], args: &[&str], tmp: &Path) -> Self {
+    pub(crate) fn start(prefix: &[&str], args: &[&str], tmp: &Path) -> Self {
         let binary = env!("CARGO_BIN_EXE_agent-exec");
         let mut command = match prefix.split_first() {
             Some((program, rest)) => {
@@ -66,7 +66,7 @@ impl Peer {
         peer
     }
 
-    fn request(&mut self, method: &str, params: &Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: &Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         let stdin = self.stdin.as_mut().expect("stdin open");
@@ -87,7 +87,7 @@ impl Peer {
     }
 
     /// Runs `command` in the foreground: its text, and whether it failed.
-    fn bash(&mut self, command: &str) -> (String, bool) {
+    pub(crate) fn bash(&mut self, command: &str) -> (String, bool) {
         let answer = self.request(
             "tools/call",
             &json!({"name": "Bash", "arguments": {"command": command}}),
@@ -100,7 +100,7 @@ impl Peer {
         (text, result["isError"] == true)
     }
 
-    fn close(mut self) {
+    pub(crate) fn close(mut self) {
         drop(self.stdin.take());
         assert!(self.child.wait().expect("the server exits").success());
     }
@@ -166,7 +166,7 @@ fn a_dead_servers_temp_dir_is_removed_after_start_up_and_no_other() {
     drop(held);
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
         status
             .lines()

@@ -5,8 +5,9 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The hidden first argument that makes the binary a janitor.
 const JANITOR_ARG: &str = "__agent-exec-janitor";
@@ -47,8 +48,12 @@ fn remove_temp_dirs(base: &Path, id: &str) {
     }
 }
 
-/// This server's janitor, once started.
-static JANITOR: OnceLock<Option<shell_runtime::Janitor>> = OnceLock::new();
+/// This server's janitor while one runs. Never dropped while the server
+/// lives: that would close its pipe, and it would clean up at once.
+static JANITOR: Mutex<Option<shell_runtime::Janitor>> = Mutex::new(None);
+
+/// Set once the first start has been tried: [`wait`] returns then.
+static STARTED: OnceLock<()> = OnceLock::new();
 
 /// Whether [`start`] was called: [`wait`] waits only then.
 static ASKED: AtomicBool = AtomicBool::new(false);
@@ -57,17 +62,19 @@ static ASKED: AtomicBool = AtomicBool::new(false);
 /// server has re-executed itself (an `execve` closes the pipe, which the
 /// janitor would take for the server's end). Starting it (the server's
 /// cgroup, a fork and an exec) took a few milliseconds of the path to the
-/// `initialize` answer; nothing runs before [`wait`] returns. It lives
-/// until the process exits.
+/// `initialize` answer; nothing runs before [`wait`] returns. A janitor
+/// that dies (a command without the sandbox can signal it: same user, and
+/// it is a child of the server, as the command's shell is) is started
+/// again at once by a thread that waits for it.
 pub(crate) fn start() {
     ASKED.store(true, Ordering::SeqCst);
     let started = std::thread::Builder::new()
         .name("janitor-start".to_owned())
         .spawn(|| {
-            JANITOR.get_or_init(start_now);
+            STARTED.get_or_init(start_now);
         });
     if started.is_err() {
-        JANITOR.get_or_init(start_now);
+        STARTED.get_or_init(start_now);
     }
 }
 
@@ -78,16 +85,60 @@ pub(crate) fn wait() {
     if ASKED.load(Ordering::SeqCst) {
         // Blocks while the starting thread initialises it, or starts it
         // here if that thread has not begun.
-        JANITOR.get_or_init(start_now);
+        STARTED.get_or_init(start_now);
     }
 }
 
-fn start_now() -> Option<shell_runtime::Janitor> {
-    let program = match std::env::current_exe() {
-        Ok(program) => program,
-        Err(error) => {
-            tracing::warn!(%error, "no janitor: cannot find the server's own binary");
-            return None;
+fn start_now() {
+    let Some(janitor) = launch() else { return };
+    tracing::debug!(pid = janitor.pid(), "janitor started");
+    *JANITOR.lock().unwrap_or_else(PoisonError::into_inner) = Some(janitor);
+    let watching = std::thread::Builder::new()
+        .name("janitor-watch".to_owned())
+        .spawn(watch);
+    if let Err(error) = watching {
+        tracing::warn!(%error, "the janitor will not be restarted if it dies");
+    }
+}
+
+/// Waits for the janitor to die and starts another, for the server's life.
+fn watch() {
+    /// A janitor killed as soon as it starts is restarted no faster.
+    const PAUSE: Duration = Duration::from_millis(50);
+    loop {
+        let began = Instant::now();
+        {
+            let mut slot = JANITOR.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(janitor) = slot.as_mut() else { return };
+            // Nothing else takes the lock: `wait` may block here for good.
+            if let Err(error) = janitor.wait() {
+                tracing::warn!(%error, "cannot wait for the janitor; it will not be restarted");
+                return;
+            }
+        }
+        tracing::warn!("the janitor died; starting another");
+        if began.elapsed() < PAUSE {
+            std::thread::sleep(PAUSE);
+        }
+        let Some(janitor) = launch() else { return };
+        // The dead one's pipe closes here; nothing reads it any more.
+        *JANITOR.lock().unwrap_or_else(PoisonError::into_inner) = Some(janitor);
+    }
+}
+
+/// Starts one janitor process.
+fn launch() -> Option<shell_runtime::Janitor> {
+    // The running image, even if its file was replaced or removed since.
+    let own_image = Path::new("/proc/self/exe");
+    let program = if own_image.exists() {
+        own_image.to_path_buf()
+    } else {
+        match std::env::current_exe() {
+            Ok(program) => program,
+            Err(error) => {
+                tracing::warn!(%error, "no janitor: cannot find the server's own binary");
+                return None;
+            }
         }
     };
     let cgroups = shell_runtime::command_cgroups_dir().unwrap_or_default();
