@@ -19,6 +19,7 @@ mod escapes;
 mod janitor;
 mod log;
 mod mcp;
+mod output_files;
 mod policy_check;
 mod rmcp_client;
 mod rmcp_support;

@@ -32,6 +32,18 @@ impl Peer {
     /// `prefix` (a wrapper such as `unshare`, or nothing) then the binary's
     /// `mcp` with `args`, under `TMPDIR=tmp`; answers `initialize`.
     pub(crate) fn start(prefix: &[&str], args: &[&str], tmp: &Path) -> Self {
+        Self::start_with(prefix, args, tmp, &[], Stdio::inherit())
+    }
+
+    /// [`Peer::start`] with more environment variables and stderr sent to
+    /// `stderr`.
+    pub(crate) fn start_with(
+        prefix: &[&str],
+        args: &[&str],
+        tmp: &Path,
+        vars: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
         let binary = env!("CARGO_BIN_EXE_agent-exec");
         let mut command = match prefix.split_first() {
             Some((program, rest)) => {
@@ -45,6 +57,8 @@ impl Peer {
             .arg("mcp")
             .args(args)
             .env("TMPDIR", tmp)
+            .envs(vars.iter().copied())
+            .stderr(stderr)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -85,6 +85,7 @@ pub(crate) fn setup(
     // would guard `/root` whatever the user's home is.
     config.analyzer.home = home.map(|home| home.to_string_lossy().into_owned());
     config.coauthor = coauthor.map(str::to_owned);
+    config.output_budget = output_budget(args.output_budget, temp.path());
     config.ask_fallback = match args.ask_fallback {
         AskFallbackArg::Deny => AskFallback::Deny,
         AskFallbackArg::Allow => AskFallback::Allow,
@@ -152,6 +153,48 @@ pub(crate) fn setup(
         dry_run: args.dry_run,
         _temp: temp,
     })
+}
+
+/// The bytes all output files may hold together: `asked`, else 1 GiB or a
+/// quarter of the free space in `dir` (where they go) if that is less, so
+/// that output files alone never fill the disk. Said in one log line (a
+/// warning when the disk made it smaller).
+fn output_budget(asked: Option<u64>, dir: &Path) -> u64 {
+    const FREE_SHARE: u64 = 4;
+    let cap = exec_tools::OUTPUT_TOTAL_CAP;
+    if let Some(asked) = asked {
+        tracing::info!(budget = asked, "output files: the budget was given");
+        return asked;
+    }
+    let free = nix::sys::statvfs::statvfs(dir).ok().map(|stats| {
+        stats
+            .blocks_available()
+            .saturating_mul(stats.fragment_size())
+    });
+    let Some(free) = free else {
+        tracing::info!(
+            budget = cap,
+            "output files: free space unknown, budget 1 GiB"
+        );
+        return cap;
+    };
+    let budget = cap.min(free / FREE_SHARE);
+    if budget < cap {
+        tracing::warn!(
+            "output files: budget {} MiB, a quarter of the {} MiB free in {}",
+            budget >> 20,
+            free >> 20,
+            dir.display()
+        );
+    } else {
+        tracing::info!(
+            "output files: budget {} MiB ({} MiB free in {})",
+            budget >> 20,
+            free >> 20,
+            dir.display()
+        );
+    }
+    budget.max(1)
 }
 
 /// The sandbox request: `--sandbox` and `--network`, with the roots, the
