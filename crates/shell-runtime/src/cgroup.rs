@@ -6,8 +6,8 @@
 //! Every cgroup lives under one server-level parent, `agent-exec-<id>`
 //! (the server's random id, see [`crate::instance`]; the server holds an
 //! `flock` on that directory for its life, which is how another server
-//! tells a live one from a dead one), below the pids hierarchy's (v1) or the unified hierarchy's (v2) cgroup
-//! of this process: `cmd-<n>` per command (`sandbox/cmd-<n>` for commands
+//! tells a live one from a dead one), below the pids hierarchy's (v1) or
+//! the unified hierarchy's (v2) cgroup of this process: `cmd-<n>` per command (`sandbox/cmd-<n>` for commands
 //! under the sandbox's process cap) and `keep` for the processes the
 //! `keep_running` names let live. Making a cgroup (`mkdir`) and removing
 //! one cost more than the rest of a short command's start, so a
