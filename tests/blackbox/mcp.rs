@@ -313,7 +313,7 @@ fn stdin_eof_ends_every_shell_and_removes_the_temp_dir() {
     assert!(text(&started).starts_with("Started background shell: shell_"));
     let pid = read_pid(&pid_file);
     assert!(alive(pid));
-    let temp_dirs_before = own_temp_dirs(server_pid);
+    let temp_dirs_before = crate::server_temp_dirs(server_pid);
     assert_eq!(temp_dirs_before.len(), 1, "{temp_dirs_before:?}");
     assert!(server.close().success());
     assert!(wait_gone(pid), "{pid} is still running");
@@ -340,7 +340,7 @@ fn each_stop_signal_ends_every_shell_and_exits_128_plus_its_number() {
             }),
         );
         let pid = read_pid(&pid_file);
-        let temp_dirs = own_temp_dirs(server_pid);
+        let temp_dirs = crate::server_temp_dirs(server_pid);
         assert_eq!(temp_dirs.len(), 1, "{temp_dirs:?}");
         send_signal(server_pid, signal);
         let status = wait_exit(&mut server.child);
@@ -359,20 +359,6 @@ fn send_signal(pid: u32, signal: &str) {
         .status()
         .expect("kill runs");
     assert!(status.success());
-}
-
-/// The server's temp dirs: `agent-exec-<pid>-*` under the system temp dir.
-fn own_temp_dirs(pid: u32) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(std::env::temp_dir())
-        .expect("temp dir")
-        .flatten()
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.file_name()
-                .and_then(|name| name.to_str())
-                .is_some_and(|name| name.starts_with(&format!("agent-exec-{pid}-")))
-        })
-        .collect()
 }
 
 #[test]

@@ -122,6 +122,11 @@ pub(crate) struct CommonArgs {
     /// (created with mode 0600); a log that cannot be written stops commands.
     #[arg(long, value_name = "FILE")]
     pub(crate) audit_log: Option<PathBuf>,
+    /// Bytes all output files of the server may hold together (default:
+    /// 1 GiB, or a quarter of the free space where they go if that is less).
+    /// For tests: a small budget is reached quickly.
+    #[arg(long, value_name = "BYTES", hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) output_budget: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

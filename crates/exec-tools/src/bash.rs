@@ -599,6 +599,9 @@ fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars)
 
 /// A command's two spill files, taking their bytes from the server's budget.
 fn spill_pair(exec: &ExecEnvironment, stem: &std::path::Path) -> (SpillFile, SpillFile) {
+    // Room for this command's files, before it writes any: old files that
+    // may go (see `keep_files`) go now when the budget is nearly spent.
+    exec.keep_files(None, &[]);
     let spill = |extension: &str| SpillFile {
         path: stem.with_extension(extension),
         cap_bytes: OUTPUT_FILE_CAP,

@@ -116,7 +116,7 @@ fn saved_output(shell: &ShellProcess) -> Option<SavedOutput> {
     if spills.iter().all(SpillReport::is_whole) {
         return Some(SavedOutput {
             place: format!("full output in {path}"),
-            path: path.into(),
+            path: Some(path.into()),
         });
     }
     let place = spills
@@ -126,8 +126,14 @@ fn saved_output(shell: &ShellProcess) -> Option<SavedOutput> {
         })
         .collect::<Vec<_>>()
         .join("; ");
+    // `output_file` names only files that hold something.
+    let written: Vec<String> = spills
+        .iter()
+        .filter(|spill| spill.written > 0)
+        .map(|spill| spill.file.path.display().to_string())
+        .collect();
     Some(SavedOutput {
-        path: path.into(),
+        path: (!written.is_empty()).then(|| written.join(" and ").into()),
         place,
     })
 }

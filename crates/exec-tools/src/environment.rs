@@ -302,8 +302,9 @@ impl ExecEnvironment {
     /// Records output files kept for the model: a truncated answer's file
     /// (`owner` `None`) or a background shell's spills (`owner` its id).
     /// Then, while the output budget has less than an eighth of it free (room
-    /// for the next command's files), removes the oldest files whose shell
-    /// is no longer tracked, giving their bytes back. Files of tracked
+    /// for the next command's files), removes the oldest files of foreground
+    /// calls, of shells no longer tracked and of finished shells whose
+    /// output was read to its end, giving their bytes back. Files of other
     /// shells are never removed: they stop growing at the budget instead
     /// (see [`SpillBudget`]).
     pub(crate) fn keep_files(&self, owner: Option<&str>, paths: &[&Path]) {
@@ -319,9 +320,11 @@ impl ExecEnvironment {
         }));
         let headroom = self.budget.limit() / 8;
         let removable = |kept: &KeptFile| {
-            kept.owner
-                .as_deref()
-                .is_none_or(|id| self.manager.get(id).is_none())
+            kept.owner.as_deref().is_none_or(|id| {
+                self.manager
+                    .get(id)
+                    .is_none_or(|shell| shell.is_read_to_end())
+            })
         };
         if files.len() >= self.sweep_at.load(Ordering::Relaxed) {
             // A background shell's spill paths are recorded when it starts,

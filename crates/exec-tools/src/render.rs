@@ -164,10 +164,12 @@ pub(crate) fn render_streams(
 /// Where the output not shown can be read, and how much of it is there.
 #[derive(Debug)]
 pub(crate) struct SavedOutput {
-    /// The file (for `BashOutput`, both files' paths joined with ` and `).
-    pub(crate) path: PathBuf,
+    /// The file (for `BashOutput`, both files' paths joined with ` and `);
+    /// `None` when nothing could be written (`output_file` is then left out).
+    pub(crate) path: Option<PathBuf>,
     /// For the truncation line: `full output in FILE` when the file holds
-    /// the whole output, else `first N bytes in FILE: WHY`.
+    /// the whole output, `first N bytes in FILE: WHY` when it holds part,
+    /// `no output file: WHY` when nothing could be written.
     pub(crate) place: String,
 }
 
@@ -175,15 +177,24 @@ impl SavedOutput {
     /// Describes `path`, which holds `bytes` bytes of the output, all of
     /// it unless `shortfall` says why not.
     pub(crate) fn new(path: PathBuf, bytes: u64, shortfall: Option<SpillShortfall>) -> Self {
-        let place = match shortfall {
-            None => format!("full output in {}", path.display()),
-            Some(shortfall) => format!(
-                "first {bytes} bytes in {}: {}",
-                path.display(),
-                shortfall.reason()
-            ),
-        };
-        Self { path, place }
+        match shortfall {
+            None => Self {
+                place: format!("full output in {}", path.display()),
+                path: Some(path),
+            },
+            Some(shortfall) if bytes == 0 => Self {
+                place: format!("no output file: {}", shortfall.reason()),
+                path: None,
+            },
+            Some(shortfall) => Self {
+                place: format!(
+                    "first {bytes} bytes in {}: {}",
+                    path.display(),
+                    shortfall.reason()
+                ),
+                path: Some(path),
+            },
+        }
     }
 }
 
@@ -216,7 +227,7 @@ pub(crate) fn layout(
                 .as_ref()
                 .map(|saved| format!("; {}", saved.place))
                 .unwrap_or_default();
-            file = saved.map(|saved| saved.path);
+            file = saved.and_then(|saved| saved.path);
             let marker = format!("[Output truncated: {omitted} characters omitted{place}]");
             (assemble(body.text(), cut, &marker), true)
         }
@@ -273,7 +284,12 @@ fn combine_spills(
     // A failed write may have written part of what it was given.
     let bytes = copy.to.metadata().map_or(copy.written, |meta| meta.len());
     exec.budget().give_back(granted.saturating_sub(bytes));
-    exec.keep_files(None, &[&path]);
+    if bytes == 0 {
+        // Nothing could be written: no file is named, and none is left.
+        let _ = std::fs::remove_file(&path);
+    } else {
+        exec.keep_files(None, &[&path]);
+    }
     Some(SavedOutput::new(path, bytes, copy.shortfall))
 }
 

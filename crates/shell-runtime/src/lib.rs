@@ -22,6 +22,7 @@ mod buffer;
 mod cgroup;
 mod decode;
 mod error;
+mod instance;
 mod manager;
 mod pool;
 mod process;
@@ -38,6 +39,7 @@ mod tty_wait;
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
 pub use cgroup::{command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
+pub use instance::{INSTANCE_PREFIX, hold_lock, id_in_name, server_id, try_lock};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ReservedId, ShellId, ShellManager};
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{
