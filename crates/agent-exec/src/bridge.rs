@@ -9,7 +9,7 @@ use std::time::Instant;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, Tool,
+    ServerCapabilities, Tool, ToolAnnotations,
 };
 use rmcp::model::{
     CancelledNotificationParam, ClientResult, ElicitRequest, ElicitRequestParams,
@@ -41,13 +41,7 @@ impl Bridge {
             .registry()
             .definitions()
             .into_iter()
-            .map(|definition| {
-                let schema = match definition.input_schema {
-                    Value::Object(map) => map,
-                    _ => serde_json::Map::new(),
-                };
-                Tool::new(definition.name, definition.description, schema)
-            })
+            .map(mcp_tool)
             .collect();
         Self {
             executor: Arc::new(executor),
@@ -58,6 +52,36 @@ impl Bridge {
             asking: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
+}
+
+/// A tool definition as MCP lists it: schemas, title and hints.
+fn mcp_tool(definition: tool_core::ToolDefinition) -> Tool {
+    let object = |schema: Value| match schema {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let hints = definition.annotations;
+    let mut tool = Tool::new(
+        definition.name,
+        definition.description,
+        object(definition.input_schema),
+    );
+    if let Some(schema) = definition.output_schema {
+        tool = tool.with_raw_output_schema(Arc::new(object(schema)));
+    }
+    if let Some(title) = &hints.title {
+        tool = tool.with_title(title.clone());
+    }
+    if !hints.is_empty() {
+        tool = tool.with_annotations(ToolAnnotations::from_raw(
+            hints.title,
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint,
+        ));
+    }
+    tool
 }
 
 /// Asks the person behind the client with `elicitation/create` (form

@@ -6,8 +6,9 @@
 use std::time::{Duration, Instant};
 
 use exec_policy::Denial;
-use tool_core::{Approval, Approver, ExecutionContext, ProgressUpdate, ToolResult};
+use tool_core::{Approval, Approver, ExecutionContext, ProgressUpdate};
 
+use crate::bash::BashAnswer;
 use crate::environment::ExecEnvironment;
 
 /// What became of an `ask` command's question.
@@ -139,14 +140,16 @@ pub(crate) fn approval_message(
 }
 
 /// The answer for a question the person declined or dismissed.
-pub(crate) fn declined(exec: &ExecEnvironment, denial: &Denial) -> ToolResult {
-    ToolResult::fail(exec.redact(&format!(
+pub(crate) fn declined(exec: &ExecEnvironment, denial: &Denial) -> BashAnswer {
+    BashAnswer::fail(exec.redact(&format!(
         "Command blocked: approval declined (rule `{}`: {}) in `{}`",
         denial.rule_id, denial.reason, denial.command
     )))
-    .with_meta("status", "blocked")
-    .with_meta("decision", "ask")
-    .with_meta("rule", denial.rule_id.clone())
+    .meta(|m| {
+        m.status = Some("blocked");
+        m.decision = Some("ask");
+        m.rule = Some(denial.rule_id.clone());
+    })
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub(crate) struct Rendered {
     pub(crate) text: String,
     pub(crate) truncated: bool,
     pub(crate) output_file: Option<PathBuf>,
+    /// Characters of output the text leaves out (the truncation line's count).
+    pub(crate) omitted_chars: Option<u64>,
 }
 
 /// Applies the configured clean-ups (progress redraws, ANSI codes). Text
@@ -211,6 +213,7 @@ pub(crate) fn layout(
             .sum::<usize>();
     let room = budget.saturating_sub(fixed + 1);
     let mut file = None;
+    let mut omitted_chars = None;
     let (body, truncated) = match plan_cut(body.text(), room) {
         None => (body.text().to_owned(), false),
         Some(cut) => {
@@ -221,6 +224,7 @@ pub(crate) fn layout(
                 .map(|saved| format!("; {}", saved.place))
                 .unwrap_or_default();
             file = saved.map(|saved| saved.path);
+            omitted_chars = Some(omitted);
             let marker = format!("[Output truncated: {omitted} characters omitted{place}]");
             (assemble(body.text(), cut, &marker), true)
         }
@@ -243,6 +247,7 @@ pub(crate) fn layout(
         text,
         truncated,
         output_file: file,
+        omitted_chars,
     }
 }
 
