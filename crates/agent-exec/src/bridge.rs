@@ -277,13 +277,15 @@ impl ServerHandler for Bridge {
             .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
         let result = executed.result;
         log_call(&name, &result, started);
-        let content = vec![ContentBlock::text(result.text().to_owned())];
-        let mut answer = if result.success {
+        let success = result.success;
+        let (text, structured) = structured_content(result);
+        let content = vec![ContentBlock::text(text)];
+        let mut answer = if success {
             CallToolResult::success(content)
         } else {
             CallToolResult::error(content)
         };
-        answer.structured_content = Some(structured_content(&result));
+        answer.structured_content = Some(structured);
         Ok(answer.into())
     }
 }
@@ -293,12 +295,14 @@ impl ServerHandler for Bridge {
 /// the model this object instead of the text, so it must carry the output;
 /// `output` goes last (`serde_json` keeps insertion order: `preserve_order`)
 /// so a client that cuts the middle of a long result keeps the metadata.
-fn structured_content(result: &tool_core::ToolResult) -> Value {
-    let mut map = result.metadata.clone();
+/// Answers the text too, for the content item.
+fn structured_content(result: tool_core::ToolResult) -> (String, Value) {
+    let text = result.text().to_owned();
+    let mut map = result.metadata;
     // Another key named `output` would otherwise keep its earlier place.
     map.shift_remove("output");
-    map.insert("output".to_owned(), Value::String(result.text().to_owned()));
-    Value::Object(map)
+    map.insert("output".to_owned(), Value::String(text.clone()));
+    (text, Value::Object(map))
 }
 
 /// One log line per tool call, at `info` (`RUST_LOG=info`), on stderr: what
