@@ -504,3 +504,26 @@ fn dry_run_answers_carry_the_text_too() {
     assert_output_mirrors_text(&answer, &line);
     assert!(server.close().success());
 }
+
+#[test]
+fn run_takes_max_output_chars_too() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = crate::agent_exec(&[
+        "run",
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--max-output-chars",
+        "2000",
+        "--",
+        "seq 1 10000",
+    ]);
+    assert!(output.status.success(), "{}", crate::stderr(&output));
+    let text = crate::stdout(&output);
+    let marker = text
+        .lines()
+        .find(|l| l.starts_with("[Output truncated"))
+        .unwrap_or_else(|| panic!("no truncation line: {text}"));
+    let shown = text.chars().count() - marker.chars().count();
+    assert!(shown <= 2000, "{shown} characters besides the marker");
+    assert!(text.ends_with("10000\n"), "{text}");
+}
