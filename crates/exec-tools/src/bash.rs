@@ -130,7 +130,7 @@ impl Tool for BashTool {
         let shown_command = exec.redact(&params.command);
         let meta = |result: BashAnswer| {
             result.meta(|m| {
-                m.command = Some(capped_command(shown_command.clone()));
+                m.command = Some(capped_command(&shown_command));
                 m.description.clone_from(&params.description);
             })
         };

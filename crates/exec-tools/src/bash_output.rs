@@ -154,7 +154,7 @@ fn screen_answer(env: &ExecEnvironment, id: &str, shell: &ShellProcess) -> Shell
         m.bash_id = Some(id.to_owned());
         m.is_running = Some(!status.is_finished());
         m.waiting_for_input = Some(waiting);
-        m.command = Some(capped_command(env.redact(shell.command())));
+        m.command = Some(capped_command(&env.redact(shell.command())));
         m.cursor_row = Some(screen.cursor_row);
         m.cursor_col = Some(screen.cursor_col);
     })
@@ -288,7 +288,7 @@ pub(crate) fn read_answer(
             m.is_running = Some(!status.is_finished());
             m.waiting_for_input = Some(waiting);
             m.duration_ms = Some(u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX));
-            m.command = Some(capped_command(env.redact(shell.command())));
+            m.command = Some(capped_command(&env.redact(shell.command())));
         })
     }
 }

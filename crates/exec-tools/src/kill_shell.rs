@@ -79,7 +79,7 @@ Stopping a shell that already ended is not an error; the answer says how it ende
                 m.shell_id = Some(id.clone());
                 m.duration_ms =
                     Some(u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX));
-                m.command = Some(capped_command(env.redact(shell.command())));
+                m.command = Some(capped_command(&env.redact(shell.command())));
             })
         };
         let answer = match outcome {

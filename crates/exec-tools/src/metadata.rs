@@ -17,10 +17,10 @@ use serde::Serialize;
 pub const COMMAND_META_CHARS: usize = 1000;
 
 /// `command`, cut to its first [`COMMAND_META_CHARS`] characters.
-pub(crate) fn capped_command(command: String) -> String {
+pub(crate) fn capped_command(command: &str) -> String {
     match command.char_indices().nth(COMMAND_META_CHARS) {
         Some((end, _)) => command[..end].to_owned(),
-        None => command,
+        None => command.to_owned(),
     }
 }
 
@@ -164,9 +164,9 @@ mod tests {
     #[test]
     fn commands_are_capped_at_1000_characters_not_bytes() {
         let short = "é".repeat(999);
-        assert_eq!(capped_command(short.clone()), short);
+        assert_eq!(capped_command(&short), short);
         let long = "é".repeat(1500);
-        let capped = capped_command(long);
+        let capped = capped_command(&long);
         assert_eq!(capped.chars().count(), COMMAND_META_CHARS);
         assert!(capped.chars().all(|c| c == 'é'));
     }
