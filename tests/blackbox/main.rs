@@ -25,6 +25,7 @@ mod rmcp_support;
 mod run;
 mod sandbox;
 mod schema;
+mod session;
 mod stale;
 mod tty;
 

@@ -48,9 +48,11 @@ pub struct ExecConfig {
     pub output_dir: PathBuf,
     /// `NAME <EMAIL>` added as a `Co-authored-by` trailer to `git commit`.
     pub coauthor: Option<String>,
-    /// Strip ANSI colour and cursor codes from answers.
+    /// Strip escape sequences (every ECMA-48 family) and stray control
+    /// characters from answers.
     pub strip_ansi: bool,
-    /// Keep only the last drawing of `\r`-redrawn progress lines in answers.
+    /// Keep only the last drawing of `\r`-redrawn progress lines in answers,
+    /// and apply backspaces.
     pub collapse_progress: bool,
     /// One sentence appended to the Bash description (the sandbox, say).
     pub description_note: Option<String>,

@@ -4,12 +4,10 @@ use std::io::{Read, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use shell_runtime::{OutputSlice, ShellProcess, SpillShortfall, Stream};
-
-use crate::carriage::collapse_carriage_returns;
+use shell_runtime::{CleanOptions, OutputSlice, ShellProcess, SpillShortfall, Stream, clean_text};
 
 use crate::environment::{ExecEnvironment, OUTPUT_FILE_CAP};
-use crate::text::{Cut, assemble, plan_cut, strip_ansi};
+use crate::text::{Cut, assemble, plan_cut};
 
 /// An answer text and what became of its output.
 #[derive(Debug)]
@@ -21,20 +19,18 @@ pub(crate) struct Rendered {
     pub(crate) omitted_chars: Option<u64>,
 }
 
-/// Applies the configured clean-ups (progress redraws, ANSI codes). Text
-/// they changed is redacted again: a secret drawn in pieces
+/// Applies the configured clean-ups (escape sequences, progress redraws)
+/// with the cleaner tty output files get, so an answer and a file show the
+/// same text. Text they changed is redacted again: a secret drawn in pieces
 /// (`SEC\e[0mRET`) is whole only once the sequences are gone.
 pub(crate) fn clean(env: &ExecEnvironment, text: &str) -> String {
-    let collapsed = if env.config.collapse_progress {
-        collapse_carriage_returns(text)
-    } else {
-        text.to_owned()
-    };
-    let cleaned = if env.config.strip_ansi {
-        strip_ansi(&collapsed)
-    } else {
-        collapsed
-    };
+    let cleaned = clean_text(
+        text,
+        CleanOptions {
+            escapes: env.config.strip_ansi,
+            redraws: env.config.collapse_progress,
+        },
+    );
     if cleaned == text {
         cleaned
     } else {
@@ -356,10 +352,9 @@ fn remove_spills(exec: &ExecEnvironment, shell: &ShellProcess) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_secret_split_by_an_escape_sequence_is_redacted_once_cleaned() {
+    fn environment() -> ExecEnvironment {
         let dir = std::env::temp_dir();
-        let env = ExecEnvironment::new(crate::environment::ExecConfig::from_policy(
+        ExecEnvironment::new(crate::environment::ExecConfig::from_policy(
             &exec_policy::Policy::default(),
             vec![dir.clone()],
             dir,
@@ -367,7 +362,75 @@ mod tests {
                 "MY_SERVICE_TOKEN".to_owned(),
                 "tok-0123456789-abcdef".to_owned(),
             )],
-        ));
+        ))
+    }
+
+    /// `text` as a tty output file holds it: fed to the streaming cleaner
+    /// in pieces cut at `cuts`.
+    fn as_in_a_tty_file(text: &str, cuts: &[usize]) -> String {
+        let mut cuts: Vec<usize> = cuts
+            .iter()
+            .map(|cut| (*cut).min(text.len()))
+            .filter(|cut| text.is_char_boundary(*cut))
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut cleaner = shell_runtime::TerminalText::new();
+        let mut out = String::new();
+        let mut start = 0;
+        for cut in cuts {
+            cleaner.push(&text[start..cut], &mut out);
+            start = cut;
+        }
+        cleaner.push(&text[start..], &mut out);
+        cleaner.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn every_sequence_family_leaves_no_stray_character_in_an_answer() {
+        let env = environment();
+        for case in test_support::escapes::ESCAPE_FAMILIES {
+            assert_eq!(clean(&env, case.text), case.cleaned, "{}", case.family);
+            assert_eq!(
+                as_in_a_tty_file(case.text, &[]),
+                case.cleaned,
+                "{} (tty file)",
+                case.family
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn an_answer_shows_what_a_tty_file_holds_however_the_stream_was_cut(
+            text in test_support::escapes::ESCAPE_HEAVY_TEXT,
+            cuts in proptest::collection::vec(0usize..800, 0..6),
+        ) {
+            let env = environment();
+            let answer = clean(&env, &text);
+            proptest::prop_assert_eq!(&answer, &as_in_a_tty_file(&text, &cuts));
+            proptest::prop_assert!(
+                !answer.chars().any(|c| c.is_control() && c != '\t' && c != '\n'),
+                "{:?}",
+                answer
+            );
+        }
+
+        #[test]
+        fn an_answer_of_any_text_holds_no_control_but_tab_and_newline(text in "(?s).{0,400}") {
+            let answer = clean(&environment(), &text);
+            proptest::prop_assert!(
+                !answer.chars().any(|c| c.is_control() && c != '\t' && c != '\n'),
+                "{:?}",
+                answer
+            );
+        }
+    }
+
+    #[test]
+    fn a_secret_split_by_an_escape_sequence_is_redacted_once_cleaned() {
+        let env = environment();
         assert_eq!(
             clean(&env, "k=tok-0123\u{1b}[0m456789-abcdef\r\n"),
             "k=[REDACTED:MY_SERVICE_TOKEN]\n"

@@ -38,7 +38,7 @@ mod tty_wait;
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
 pub use cgroup::{command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
-pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
+pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ReservedId, ShellId, ShellManager};
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{
     NewOutput, ReadCursor, Screen, ShellProcess, SpillReport, SpillShortfall, Stream,
@@ -46,18 +46,22 @@ pub use process::{
 pub use redact::{
     BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
 };
+#[cfg(target_os = "linux")]
+pub use spawn::arguments::hide_arguments;
 pub use spawn::confine::{ConfineError, Confinement};
 #[cfg(unix)]
 pub use spawn::janitor::{Janitor, run_janitor, start_janitor};
 #[cfg(target_os = "linux")]
 pub use spawn::pty::{TERMINAL_COLUMNS, TERMINAL_ROWS, TERMINAL_TYPE, TerminalWriter};
-pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
+pub use spec::{ConfinementSpec, SCRIPT_VAR, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
+pub use terminal_text::{CleanOptions, clean_text};
 pub use tree::SHELL_TAG_VAR;
 #[cfg(target_os = "linux")]
 pub use tty_wait::{
     TerminalDevice, group_reader, group_waits_for_input, read_calls, waits_for_input,
 };
-/// The capture's building blocks, public for the fuzz targets only.
+/// The capture's building blocks, public for the fuzz targets and the
+/// tests of other crates only.
 #[doc(hidden)]
-pub use {buffer::OutputBuffer, decode::Utf8Decoder};
+pub use {buffer::OutputBuffer, decode::Utf8Decoder, terminal_text::TerminalText};
