@@ -100,6 +100,11 @@ pub(crate) struct CommonArgs {
     /// Check and echo commands without running them.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// The most characters of output an answer shows (head and tail, plus
+    /// one truncation line naming the file with the whole output); lower
+    /// it for clients that keep less of a tool result (at least 1000).
+    #[arg(long, value_name = "N", default_value_t = exec_tools::MAX_OUTPUT_CHARS)]
+    pub(crate) max_output_chars: usize,
     /// A TOML policy file with extra rules (examples/policy.toml); one that
     /// does not exist is refused.
     #[arg(long, value_name = "FILE")]

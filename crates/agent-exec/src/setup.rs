@@ -19,6 +19,9 @@ mod hard_links;
 /// that lock (the server is gone), whatever PID namespace either runs in.
 pub(crate) const LOCK_FILE: &str = "lock";
 
+/// The least `--max-output-chars` accepts.
+const MIN_OUTPUT_CHARS: usize = 1000;
+
 /// Everything a front door (`mcp` or `run`) needs.
 pub(crate) struct Setup {
     pub(crate) config: ExecConfig,
@@ -69,6 +72,12 @@ pub(crate) fn setup(
     secrets: Vec<(String, String)>,
 ) -> anyhow::Result<Setup> {
     let (cwd, roots) = working_dir_and_roots(args.cwd.as_deref(), &args.roots)?;
+    if args.max_output_chars < MIN_OUTPUT_CHARS {
+        bail!(
+            "--max-output-chars {} is too small: at least {MIN_OUTPUT_CHARS}, so an answer has room for its head, its tail and the truncation line",
+            args.max_output_chars
+        );
+    }
     if let Some(coauthor) = coauthor {
         check_coauthor(coauthor)?;
     }
@@ -91,6 +100,7 @@ pub(crate) fn setup(
         AskFallbackArg::Allow => AskFallback::Allow,
     };
     config.ask_timeout = std::time::Duration::from_millis(args.ask_timeout);
+    config.max_output_chars = args.max_output_chars;
     if let Some(path) = &args.audit_log {
         let label = if sandbox.is_off() {
             "off".to_owned()
@@ -146,6 +156,13 @@ pub(crate) fn setup(
                 .collect();
             hard_links::warn_in_background(roots, ours);
         }
+    }
+    if args.dry_run {
+        let note = "This server is a dry run: commands are checked and echoed (`[Dry Run] Would execute: ...`), never run.";
+        config.description_note = Some(match config.description_note.take() {
+            Some(sandbox) => format!("{sandbox}\n- {note}"),
+            None => note.to_owned(),
+        });
     }
     Ok(Setup {
         config,

@@ -20,7 +20,8 @@ use shell_runtime::{
 
 use crate::audit::AuditLog;
 
-/// The answer text is held to this many characters (plus one truncation line).
+/// The answer text is held to this many characters (plus one truncation
+/// line) unless [`ExecConfig::max_output_chars`] says otherwise.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// Bytes of one command's full output kept on disk.
 pub const OUTPUT_FILE_CAP: u64 = 64 * 1024 * 1024;
@@ -55,6 +56,10 @@ pub struct ExecConfig {
     pub collapse_progress: bool,
     /// One sentence appended to the Bash description (the sandbox, say).
     pub description_note: Option<String>,
+    /// The most characters of output an answer of `Bash` or `BashOutput`
+    /// shows (head and tail, plus one truncation line; [`MAX_OUTPUT_CHARS`]
+    /// unless changed, for clients that keep less of a tool result).
+    pub max_output_chars: usize,
     /// The sandbox every command runs in, prepared by [`prepare_sandbox`].
     pub confinement: Option<Arc<Confinement>>,
     /// `TMPDIR` for commands (the sandbox's private temp dir), if set.
@@ -151,6 +156,7 @@ impl ExecConfig {
             strip_ansi: true,
             collapse_progress: true,
             description_note: None,
+            max_output_chars: MAX_OUTPUT_CHARS,
             confinement: None,
             tmpdir: None,
             background_after: None,

@@ -34,6 +34,7 @@ mod bash_output;
 mod carried_state;
 mod environment;
 mod kill_shell;
+mod metadata;
 mod network;
 mod quote;
 mod render;
@@ -52,6 +53,7 @@ pub use environment::{
     MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
+pub use metadata::{BashMetadata, COMMAND_META_CHARS, KillShellMetadata, ShellMetadata};
 pub use write_stdin::{WriteStdinParams, WriteStdinTool};
 
 /// Quoting for shell text; public only for the fuzz targets.

@@ -15,6 +15,8 @@ pub(crate) struct Rendered {
     pub(crate) text: String,
     pub(crate) truncated: bool,
     pub(crate) output_file: Option<PathBuf>,
+    /// Characters of output the text leaves out (the truncation line's count).
+    pub(crate) omitted_chars: Option<u64>,
 }
 
 /// Applies the configured clean-ups (escape sequences, progress redraws)
@@ -218,6 +220,7 @@ pub(crate) fn layout(
             .sum::<usize>();
     let room = budget.saturating_sub(fixed + 1);
     let mut file = None;
+    let mut omitted_chars = None;
     let (body, truncated) = match plan_cut(body.text(), room) {
         None => (body.text().to_owned(), false),
         Some(cut) => {
@@ -228,6 +231,7 @@ pub(crate) fn layout(
                 .map(|saved| format!("; {}", saved.place))
                 .unwrap_or_default();
             file = saved.and_then(|saved| saved.path);
+            omitted_chars = Some(omitted);
             let marker = format!("[Output truncated: {omitted} characters omitted{place}]");
             (assemble(body.text(), cut, &marker), true)
         }
@@ -250,6 +254,7 @@ pub(crate) fn layout(
         text,
         truncated,
         output_file: file,
+        omitted_chars,
     }
 }
 

@@ -20,7 +20,14 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(dir: &std::path::Path) -> Self {
-        let mut child = server_command(dir).spawn().expect("server starts");
+        Self::start_binary(std::path::Path::new(env!("CARGO_BIN_EXE_agent-exec")), dir)
+    }
+
+    /// `binary mcp` (another build of agent-exec, to compare against).
+    pub(crate) fn start_binary(binary: &std::path::Path, dir: &std::path::Path) -> Self {
+        let mut child = server_command_of(binary, dir)
+            .spawn()
+            .expect("server starts");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut server = Self {
@@ -153,7 +160,11 @@ impl Server {
 }
 
 pub(crate) fn server_command(dir: &std::path::Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-exec"));
+    server_command_of(std::path::Path::new(env!("CARGO_BIN_EXE_agent-exec")), dir)
+}
+
+fn server_command_of(binary: &std::path::Path, dir: &std::path::Path) -> Command {
+    let mut command = Command::new(binary);
     command
         .args(["mcp", "--cwd"])
         .arg(dir)
