@@ -145,6 +145,11 @@ fn a_command_that_kills_the_janitor_does_not_leave_the_server_without_one() {
     let (text, _) =
         server.bash("kill -9 $(pgrep -P $PPID -f '__agent-exec-janito[r]') && echo killed");
     assert!(text.contains("killed"), "{text}");
+    // SIGKILL is delivered after kill(2) returns: give the death a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(first) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(!alive(first), "the command could not kill the janitor");
     new_janitor(server_pid, first);
     kill_the_server_and_check_its_commands_end(server, dir.path());
