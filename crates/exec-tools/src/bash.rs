@@ -21,7 +21,7 @@ use tool_core::{
 use crate::approval::{
     Asked, Waiting, approval_key, approval_message, declined, timed_out, wait_for_approval,
 };
-use crate::audit::{AuditEntry, AuditError, AuditLog};
+use crate::audit::{AuditEntry, AuditError, AuditLog, with_notes};
 use crate::carried_state::{
     CarriedStateSlot, STATELESS_BUILTINS, StateFiles, Vars, may_change_state, wrap_command,
 };
@@ -132,6 +132,20 @@ impl Tool for BashTool {
     }
 
     async fn execute(&self, context: &ExecutionContext, params: BashParams) -> BashAnswer {
+        let id = None::<String>;
+        let answer = self.answer(context, params).await;
+        // What the audit log could not do since the last answer.
+        with_notes(
+            self.exec.config.audit.as_deref(),
+            id.as_deref(),
+            answer,
+            |m| m.audit_error = Some(true),
+        )
+    }
+}
+
+impl BashTool {
+    async fn answer(&self, context: &ExecutionContext, params: BashParams) -> BashAnswer {
         let exec = &self.exec;
         let carried = context.session().state::<CarriedStateSlot>();
         let state = carried.lock().clone();
@@ -415,8 +429,9 @@ fn audit_when_ended(
     if let Some((log, entry)) = ended {
         tokio::spawn(async move {
             shell.wait().await;
-            // Nobody is waiting for an answer any more: a failure can only be dropped.
-            let _ = log.write(&ended_entry(&entry, &shell, Some(&id)));
+            // Nobody is waiting for an answer: a line that cannot be written
+            // is queued and flagged in the shell's next answer.
+            let _ = log.write_ended(&ended_entry(&entry, &shell, Some(&id)));
         });
     }
 }
@@ -424,8 +439,9 @@ fn audit_when_ended(
 /// The end line of a command that could not start.
 fn audit_not_started(ended: Option<(Arc<AuditLog>, AuditEntry)>) {
     if let Some((log, entry)) = ended {
-        // The answer already says the command did not start.
-        let _ = log.write(&AuditEntry {
+        // The answer already says the command did not start; a line that
+        // cannot be written is queued for a retry.
+        let _ = log.write_ended(&AuditEntry {
             status: Some("error".to_owned()),
             ..entry
         });
@@ -441,6 +457,26 @@ fn with_audit_failure(answer: BashAnswer, written: Result<(), AuditError>) -> Ba
             BashAnswer::fail(text).meta(|m| m.audit_error = Some(true))
         }
     }
+}
+
+/// `answer`, noting that the end line of its command could not be written
+/// yet: it is queued and retried, the answer is otherwise as it was.
+fn with_unlogged_end(answer: BashAnswer, error: &AuditError) -> BashAnswer {
+    let mut answer = answer.meta(|m| m.audit_error = Some(true));
+    let note = format!(
+        "[audit: the end of this command could not be logged: {}; will retry]",
+        crate::error_chain(&error.source)
+    );
+    let text = if answer.success {
+        &mut answer.output
+    } else {
+        answer.error.get_or_insert_with(String::new)
+    };
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&note);
+    answer
 }
 
 fn audit_message(error: &AuditError) -> String {
@@ -755,7 +791,7 @@ async fn run_foreground(
     }
     // The end line goes out before the answer.
     let audit_failed =
-        ended.and_then(|(log, entry)| log.write(&ended_entry(&entry, &shell, None)).err());
+        ended.and_then(|(log, entry)| log.write_ended(&ended_entry(&entry, &shell, None)).err());
 
     let exit = shell.exit();
     let request = shell.end_request();
@@ -813,7 +849,7 @@ async fn run_foreground(
         BashAnswer::fail(text)
     };
     let result = match audit_failed {
-        Some(error) => with_audit_failure(result, Err(error)),
+        Some(error) => with_unlogged_end(result, &error),
         None => result,
     };
     result.meta(|m| {
@@ -958,7 +994,7 @@ async fn run_tty(
         }
     }
     let audit_failed =
-        ended.and_then(|(log, entry)| log.write(&ended_entry(&entry, &shell, None)).err());
+        ended.and_then(|(log, entry)| log.write_ended(&ended_entry(&entry, &shell, None)).err());
     let exit = shell.exit();
     let (request, timeout) = if timed_out {
         (Some(EndRequest::Timeout), Some(default_timeout))
@@ -988,7 +1024,7 @@ async fn run_tty(
         BashAnswer::fail(text)
     };
     let result = match audit_failed {
-        Some(error) => with_audit_failure(result, Err(error)),
+        Some(error) => with_unlogged_end(result, &error),
         None => result,
     };
     result.meta(|m| {

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use shell_runtime::{ShellProcess, ShellStatus, SpillReport, Stream};
 use tool_core::{Answer, ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
+use crate::audit::with_notes;
 use crate::environment::ExecEnvironment;
 use crate::metadata::{ShellMetadata, capped_command};
 use crate::render::{Body, SavedOutput, clean, layout};
@@ -219,7 +220,21 @@ impl Tool for BashOutputTool {
         }
     }
 
-    async fn execute(&self, _context: &ExecutionContext, params: BashOutputParams) -> ShellAnswer {
+    async fn execute(&self, context: &ExecutionContext, params: BashOutputParams) -> ShellAnswer {
+        let id = Some(params.bash_id.clone());
+        let answer = self.answer(context, params).await;
+        // What the audit log could not do since the last answer.
+        with_notes(
+            self.env.config.audit.as_deref(),
+            id.as_deref(),
+            answer,
+            |m| m.audit_error = Some(true),
+        )
+    }
+}
+
+impl BashOutputTool {
+    async fn answer(&self, _context: &ExecutionContext, params: BashOutputParams) -> ShellAnswer {
         let env = &self.env;
         let filter = match params.filter.as_deref().map(Regex::new).transpose() {
             Ok(filter) => filter,

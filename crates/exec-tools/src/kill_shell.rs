@@ -8,7 +8,7 @@ use serde::Deserialize;
 use shell_runtime::{KILL_GRACE, KillOutcome};
 use tool_core::{Answer, ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
-use crate::audit::AuditEntry;
+use crate::audit::{AuditEntry, with_notes};
 use crate::bash_output::not_found;
 use crate::environment::ExecEnvironment;
 use crate::metadata::{KillShellMetadata, capped_command};
@@ -66,7 +66,21 @@ Stopping a shell that already ended is not an error; the answer says how it ende
         }
     }
 
-    async fn execute(&self, _context: &ExecutionContext, params: KillShellParams) -> KillAnswer {
+    async fn execute(&self, context: &ExecutionContext, params: KillShellParams) -> KillAnswer {
+        let id = Some(params.shell_id.clone());
+        let answer = self.answer(context, params).await;
+        // What the audit log could not do since the last answer.
+        with_notes(
+            self.env.config.audit.as_deref(),
+            id.as_deref(),
+            answer,
+            |m| m.audit_error = Some(true),
+        )
+    }
+}
+
+impl KillShellTool {
+    async fn answer(&self, _context: &ExecutionContext, params: KillShellParams) -> KillAnswer {
         let env = &self.env;
         let id = params.shell_id;
         let Some(shell) = env.manager.get(&id) else {

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use tool_core::{Approval, ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
 use crate::approval::{Waiting, approval_key, approval_message, wait_for_approval};
-use crate::audit::AuditEntry;
+use crate::audit::{AuditEntry, with_notes};
 use crate::bash_output::{ShellAnswer, not_found, read_answer};
 use crate::carried_state::CarriedStateSlot;
 use crate::environment::{AskFallback, ExecEnvironment};
@@ -217,6 +217,20 @@ impl Tool for WriteStdinTool {
     }
 
     async fn execute(&self, context: &ExecutionContext, params: WriteStdinParams) -> ShellAnswer {
+        let id = Some(params.bash_id.clone());
+        let answer = self.answer(context, params).await;
+        // What the audit log could not do since the last answer.
+        with_notes(
+            self.env.config.audit.as_deref(),
+            id.as_deref(),
+            answer,
+            |m| m.audit_error = Some(true),
+        )
+    }
+}
+
+impl WriteStdinTool {
+    async fn answer(&self, context: &ExecutionContext, params: WriteStdinParams) -> ShellAnswer {
         let env = &self.env;
         let id = params.bash_id.clone();
         let keys = match parse_keys(&params.keys) {
