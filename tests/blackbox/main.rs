@@ -20,6 +20,7 @@ mod escapes;
 mod log;
 mod mcp;
 mod policy_check;
+mod reliability;
 mod rmcp_client;
 mod rmcp_support;
 mod run;

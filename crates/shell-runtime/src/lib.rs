@@ -22,6 +22,7 @@ mod buffer;
 mod cgroup;
 mod decode;
 mod error;
+mod fds;
 mod manager;
 mod pool;
 mod process;
@@ -38,6 +39,9 @@ mod tty_wait;
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
 pub use cgroup::{command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
+pub use fds::{
+    Descriptors, FDS_PER_SHELL, FOREGROUND_RESERVE, OpenFileLimit, raise_open_file_limit,
+};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ShellId, ShellManager};
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{
@@ -49,8 +53,9 @@ pub use redact::{
 pub use spawn::confine::{ConfineError, Confinement};
 #[cfg(unix)]
 pub use spawn::janitor::{Janitor, run_janitor, start_janitor};
-#[cfg(target_os = "linux")]
 pub use spawn::pty::{TERMINAL_COLUMNS, TERMINAL_ROWS, TERMINAL_TYPE, TerminalWriter};
+#[cfg(target_os = "linux")]
+pub use spawn::trim::{map_large_blocks, release_free_memory};
 pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
 pub use tree::SHELL_TAG_VAR;

@@ -20,7 +20,13 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(dir: &std::path::Path) -> Self {
-        let mut child = server_command(dir).spawn().expect("server starts");
+        Self::start_command(server_command(dir))
+    }
+
+    /// The server `command` starts (with piped stdin and stdout), after
+    /// the handshake.
+    pub(crate) fn start_command(mut command: Command) -> Self {
+        let mut child = command.spawn().expect("server starts");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut server = Self {
