@@ -6,9 +6,10 @@
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
-/// Descriptors one background shell may hold in the server: its output
-/// pipes or terminal, its output file, its process handle (4 measured; 8
-/// leaves room for a shell with a terminal and its state channel).
+/// Descriptors counted for the background shell about to start: its
+/// output pipes or terminal, its output file, its process handle (4
+/// measured once it runs, 2 to 3 with a terminal; 8 covers what its start
+/// opens for a moment).
 pub const FDS_PER_SHELL: u64 = 8;
 
 /// Descriptors kept free for foreground calls (a few each) and the
