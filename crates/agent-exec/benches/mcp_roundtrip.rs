@@ -190,14 +190,27 @@ fn soak_round(calls: &mut Timed<'_>, round: usize, tty_every: usize) {
         let id = structured(&session)["bash_id"].clone();
         assert!(id.is_string(), "{session}");
         let line = format!("soak-{round}");
-        let mut seen = text(&calls.call(&json!({"tool": "WriteStdin", "args": {"bash_id": id, "input": format!("{line}\n"), "wait_ms": 1000}}))).contains(&line);
-        while !seen {
-            seen = text(
-                &calls
-                    .call(&json!({"tool": "BashOutput", "args": {"bash_id": id, "wait_ms": 1000}})),
-            )
-            .contains(&line);
+        // Refused while `cat` is not back in `read` yet: written again.
+        let written = loop {
+            let written = calls.call(&json!({"tool": "WriteStdin", "args": {"bash_id": id, "input": format!("{line}\n"), "wait_ms": 1000}}));
+            if written["result"]["isError"] == false {
+                break written;
+            }
+            assert!(
+                text(&written).contains("not waiting for input"),
+                "{written}"
+            );
+        };
+        let mut seen = text(&written).contains(&line);
+        for _ in 0..30 {
+            if seen {
+                break;
+            }
+            let read = calls
+                .call(&json!({"tool": "BashOutput", "args": {"bash_id": id, "wait_ms": 1000}}));
+            seen = text(&read).contains(&line);
         }
+        assert!(seen, "the tty session never showed {line}");
         let killed = calls.call(&json!({"tool": "KillShell", "args": {"shell_id": id}}));
         assert_eq!(killed["result"]["isError"], false);
     }
