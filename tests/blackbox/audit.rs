@@ -211,3 +211,40 @@ fn a_log_that_cannot_be_written_stops_the_command() {
     );
     assert!(!marker.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_starts_decision_line_names_the_shell_it_starts() {
+    use crate::rmcp_support::{call, mcp_command, serve};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("audit.jsonl");
+    let mut command = mcp_command(dir.path());
+    command.arg("--audit-log").arg(&log);
+    let client = serve((), command).await.0;
+    let started = call(
+        &client,
+        "Bash",
+        serde_json::json!({ "command": "echo hi", "run_in_background": true }),
+    )
+    .await;
+    let id = started.structured_content.as_ref().expect("metadata")["bash_id"].clone();
+    assert!(id.is_string(), "{started:?}");
+    call(
+        &client,
+        "BashOutput",
+        serde_json::json!({ "bash_id": id, "wait_ms": 10000 }),
+    )
+    .await;
+    // The end line is written by a task of its own once the shell ended.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while lines(&log).len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let lines = lines(&log);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["event"], "decision");
+    assert_eq!(lines[0]["status"], "running");
+    assert_eq!(lines[0]["bash_id"], id, "{lines:?}");
+    assert_eq!(lines[1]["event"], "ended");
+    assert_eq!(lines[1]["bash_id"], id, "{lines:?}");
+    client.cancel().await.expect("closes");
+}

@@ -26,6 +26,7 @@ mod rmcp_support;
 mod run;
 mod sandbox;
 mod schema;
+mod session;
 mod stale;
 mod tty;
 

@@ -27,6 +27,7 @@ fn allow_exits_0_with_the_simple_commands() {
             "decision": "allow",
             "rule": null,
             "reason": null,
+            "matched": null,
             "commands": ["cd src", "git status"],
         })
     );
@@ -132,4 +133,46 @@ fn undecidable_exits_64_with_nothing_on_stdout() {
     // Help is not a failure.
     let help = agent_exec(&["policy", "check", "--help"]);
     assert_eq!(help.status.code(), Some(0));
+}
+
+#[test]
+fn a_user_deny_regex_refuses_version_and_help_and_says_what_matched() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[deny]\nregex = [\"curl\"]\n").expect("write policy");
+    let policy = policy.to_str().expect("utf-8");
+    for command in ["curl --version", "curl --help"] {
+        let (code, json, _) = check(&["--policy", policy, "--", command]);
+        assert_eq!(code, Some(2), "{command}: {json}");
+        assert_eq!(json["decision"], "deny", "{command}");
+        assert_eq!(json["rule"], "policy.deny[0]", "{command}");
+        assert_eq!(json["matched"], "curl", "{command}");
+    }
+    // Without the user's rule, `--version` only prints.
+    let (code, json, _) = check(&["--", "mkfs.ext4 --version"]);
+    assert_eq!(code, Some(0), "{json}");
+}
+
+#[test]
+fn args_any_with_a_value_matches_both_spellings_and_names_the_argument() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\nid = \"host-network\"\ndecision = \"deny\"\nprogram = \"docker\"\nargs_prefix = [\"run\"]\nargs_any = [\"--net=host\"]\nreason = \"no host network\"\n",
+    )
+    .expect("write policy");
+    let policy = policy.to_str().expect("utf-8");
+    for (command, matched) in [
+        ("docker run --net=host img", "--net=host"),
+        ("docker run --net host img", "--net host"),
+    ] {
+        let (code, json, _) = check(&["--policy", policy, "--", command]);
+        assert_eq!(code, Some(2), "{command}: {json}");
+        assert_eq!(json["rule"], "host-network", "{command}");
+        assert_eq!(json["matched"], matched, "{command}");
+    }
+    let (code, json, _) = check(&["--policy", policy, "--", "docker run --net=bridge img"]);
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(json["matched"], serde_json::Value::Null);
 }

@@ -75,6 +75,54 @@ fn network_deny_refuses_tcp_but_not_unix_sockets() {
 }
 
 #[test]
+fn network_failures_under_network_deny_say_the_network_is_off() {
+    const NOTE: &str = "[network is off for commands (--network deny)]";
+    let root = tempfile::tempdir().expect("root");
+    let connect = "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 9))'";
+    for command in [connect, "getent hosts example.com"] {
+        let (code, text) = run(root.path(), &["--network", "deny"], command);
+        assert_ne!(code, 0, "{command}: {text}");
+        assert!(text.ends_with(&format!("\n{NOTE}\n")), "{command}: {text}");
+    }
+    // Other failures, and network failures with the network on, say nothing.
+    let (code, text) = run(root.path(), &["--network", "deny"], "ls /nonexistent-dir");
+    assert_ne!(code, 0, "{text}");
+    assert!(!text.contains(NOTE), "{text}");
+    let (code, text) = run(root.path(), &[], connect);
+    assert_ne!(code, 0, "{text}");
+    assert!(!text.contains(NOTE), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_shells_network_failure_is_named_when_it_is_read() {
+    use crate::rmcp_support::{call, mcp_command, serve, text};
+    let root = tempfile::tempdir().expect("root");
+    let mut command = mcp_command(root.path());
+    command.args(["--network", "deny"]);
+    let client = serve((), command).await.0;
+    let started = call(
+        &client,
+        "Bash",
+        serde_json::json!({ "command": "getent hosts example.com", "run_in_background": true }),
+    )
+    .await;
+    let id = started.structured_content.as_ref().expect("metadata")["bash_id"].clone();
+    let read = call(
+        &client,
+        "BashOutput",
+        serde_json::json!({ "bash_id": id, "wait_ms": 20000 }),
+    )
+    .await;
+    let answer = text(&read);
+    assert!(answer.starts_with("Status: failed"), "{answer}");
+    assert!(
+        answer.ends_with("\n[network is off for commands (--network deny)]"),
+        "{answer}"
+    );
+    client.cancel().await.expect("closes");
+}
+
+#[test]
 fn the_bash_description_says_the_sandbox_is_on() {
     let root = tempfile::tempdir().expect("root");
     let (_, text) = run(root.path(), &["--sandbox", "workspace-write"], "true");

@@ -2,9 +2,11 @@
 //! served with its own name, description and schema; nothing here knows
 //! which tools exist.
 
+use std::collections::HashMap;
+use std::io::Read as _;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -12,14 +14,19 @@ use rmcp::model::{
     ServerCapabilities, Tool,
 };
 use rmcp::model::{
-    CancelledNotificationParam, ClientResult, ElicitRequest, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ProtocolVersion, RequestId, ServerRequest,
+    CancelledNotificationParam, ClientCapabilities, ClientResult, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest,
+    InputRequests, InputRequiredResult, InputResponses, ProtocolVersion, RequestId, ServerRequest,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
-use tokio::sync::mpsc;
-use tool_core::{Approval, Approver, ExecutionContext, ProgressSink, Session, ToolExecutor};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tool_core::{
+    Approval, Approver, ExecutedCall, ExecutionContext, ExecutorError, ProgressSink,
+    ProgressUpdate, Session, ToolExecutor,
+};
 
 /// The server side of one MCP connection (an rmcp `ServerHandler`).
 #[derive(Clone)]
@@ -30,8 +37,9 @@ pub struct Bridge {
     dry_run: bool,
     /// One session per server: `cd` and `export` carry over between calls.
     session: Arc<Session>,
-    /// Held while a question is open: one at a time, the others wait.
-    asking: Arc<tokio::sync::Mutex<()>>,
+    /// Calls whose question went out in an input-required result
+    /// (protocol 2026-07-28), by the request state that binds the retry.
+    pending: Arc<Mutex<HashMap<String, Pending>>>,
 }
 
 impl Bridge {
@@ -55,42 +63,79 @@ impl Bridge {
             working_dir,
             dry_run,
             session: Arc::new(Session::new()),
-            asking: Arc::new(tokio::sync::Mutex::new(())),
+            pending: Arc::default(),
         }
+    }
+}
+
+/// Whether a client's capabilities let it be asked a form question.
+/// Form mode: declared, or implied by a bare `elicitation: {}` (the
+/// 2025-06-18 shape). rmcp's own check sits behind its `elicitation`
+/// feature, which would add a URL parser we do not need.
+fn can_answer_forms(capabilities: Option<&ClientCapabilities>) -> bool {
+    capabilities
+        .and_then(|capabilities| capabilities.elicitation.as_ref())
+        .is_some_and(|capability| capability.form.is_some() || capability.url.is_none())
+}
+
+/// The question as an `elicitation/create` request: the message and one
+/// optional boolean, `remember`. The same for both ways of asking.
+fn question(message: String) -> Option<ElicitRequest> {
+    let schema = ElicitationSchema::builder()
+        .optional_bool_with("remember", |schema| {
+            schema.with_default(false).description(
+                "Run this command unasked from now on (same text, directory and variables)",
+            )
+        })
+        .build()
+        .ok()?;
+    Some(ElicitRequest::new(
+        ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        },
+    ))
+}
+
+/// What an elicitation answer means for the command.
+fn approval_of(result: &ElicitResult) -> Approval {
+    match result.action {
+        ElicitationAction::Accept => Approval::Accept {
+            remember: result
+                .content
+                .as_ref()
+                .and_then(|content| content.get("remember"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        },
+        ElicitationAction::Decline => Approval::Decline,
+        // Cancel, and any action a later revision adds.
+        _ => Approval::Cancel,
     }
 }
 
 /// Asks the person behind the client with `elicitation/create` (form
 /// mode, one optional boolean `remember`). Only made for clients that
 /// declared the capability on a protocol that lets a server send requests
-/// (before 2026-07-28: rmcp refuses server-to-client requests there and
-/// does not drive that revision's input-required result for us).
+/// (before 2026-07-28, where rmcp refuses server-to-client requests; that
+/// revision is asked by `InputRequiredApprover`).
 struct ElicitationApprover {
     peer: Peer<RoleServer>,
-    asking: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl ElicitationApprover {
-    /// An approver for the client of `context`, when it can be asked.
-    fn for_client(
-        context: &RequestContext<RoleServer>,
-        asking: &Arc<tokio::sync::Mutex<()>>,
-    ) -> Option<Arc<dyn Approver>> {
+    /// An approver for the client of `context`, when it can be asked by
+    /// a request of ours (protocols before 2026-07-28).
+    fn for_client(context: &RequestContext<RoleServer>) -> Option<Arc<dyn Approver>> {
         let version = context.protocol_version()?;
-        if version >= ProtocolVersion::V_2026_07_28 {
-            return None;
-        }
-        // Form mode: declared, or implied by a bare `elicitation: {}` (the
-        // 2025-06-18 shape). rmcp's own check sits behind its `elicitation`
-        // feature, which would add a URL parser we do not need.
-        let info = context.peer.peer_info()?;
-        let capability = info.capabilities.elicitation.as_ref()?;
-        if capability.form.is_none() && capability.url.is_some() {
+        if version >= ProtocolVersion::V_2026_07_28
+            || !can_answer_forms(context.client_capabilities().as_ref())
+        {
             return None;
         }
         Some(Arc::new(Self {
             peer: context.peer.clone(),
-            asking: Arc::clone(asking),
         }))
     }
 }
@@ -122,27 +167,15 @@ impl Drop for Withdraw {
 #[async_trait::async_trait]
 impl Approver for ElicitationApprover {
     async fn ask(&self, message: String) -> Approval {
-        let _turn = self.asking.lock().await;
-        let Ok(schema) = ElicitationSchema::builder()
-            .optional_bool_with("remember", |schema| {
-                schema.with_default(false).description(
-                    "Run this command unasked from now on (same text, directory and variables)",
-                )
-            })
-            .build()
-        else {
+        let Some(request) = question(message) else {
             return Approval::Unavailable;
         };
-        let request = ServerRequest::ElicitRequest(ElicitRequest::new(
-            ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message,
-                requested_schema: schema,
-            },
-        ));
         let Ok(handle) = self
             .peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .send_request_with_option(
+                ServerRequest::ElicitRequest(request),
+                PeerRequestOptions::no_options(),
+            )
             .await
         else {
             return Approval::Unavailable;
@@ -154,22 +187,87 @@ impl Approver for ElicitationApprover {
         let answer = handle.await_response().await;
         withdraw.id = None;
         match answer {
-            Ok(ClientResult::ElicitResult(result)) => match result.action {
-                ElicitationAction::Accept => Approval::Accept {
-                    remember: result
-                        .content
-                        .as_ref()
-                        .and_then(|content| content.get("remember"))
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
-                },
-                ElicitationAction::Decline => Approval::Decline,
-                // Cancel, and any action a later revision adds.
-                _ => Approval::Cancel,
-            },
+            Ok(ClientResult::ElicitResult(result)) => approval_of(&result),
             _ => Approval::Unavailable,
         }
     }
+}
+
+/// The key of the question in an input-required result's `inputRequests`
+/// (and of its answer in the retry's `inputResponses`).
+const QUESTION_KEY: &str = "approval";
+
+/// How long after its question went out a call that has ended unanswered
+/// (its `--ask-timeout` passed) is kept: a late retry still gets the
+/// `timed out` refusal rather than an unknown state.
+const PENDING_KEEP: Duration = Duration::from_secs(3600);
+
+/// A question the call's task puts to the bridge, and where its answer goes.
+struct Question {
+    message: String,
+    answer: oneshot::Sender<Approval>,
+}
+
+/// Asks the person behind a client on protocol 2026-07-28, where a server
+/// may not send requests: the question goes to the bridge, which answers
+/// the request with an input-required result and hands over the answer
+/// the client's retry carries. Dropping the ask (cancellation,
+/// `--ask-timeout`) drops the answer's receiver, so a late answer is lost.
+struct InputRequiredApprover {
+    questions: mpsc::UnboundedSender<Question>,
+}
+
+#[async_trait::async_trait]
+impl Approver for InputRequiredApprover {
+    async fn ask(&self, message: String) -> Approval {
+        let (answer, answered) = oneshot::channel();
+        if self.questions.send(Question { message, answer }).is_err() {
+            return Approval::Unavailable;
+        }
+        answered.await.unwrap_or(Approval::Unavailable)
+    }
+}
+
+/// A tool call running on a task of its own, so that it can wait for an
+/// answer across requests: the input-required result ends one request and
+/// the client's retry, a new request, picks the call up again.
+struct Call {
+    /// The tool and arguments the call was made with: a retry must carry
+    /// the same.
+    tool: String,
+    arguments: Value,
+    task: tokio::task::JoinHandle<Result<CallToolResult, ErrorData>>,
+    questions: mpsc::UnboundedReceiver<Question>,
+    /// The call's own cancellation: each request that follows it links its
+    /// token here.
+    cancel: CancellationToken,
+    /// Where the call's progress goes: the sink of the request following it.
+    progress: Arc<Mutex<ProgressSink>>,
+}
+
+/// A call whose question went out, waiting for the retry with the answer.
+struct Pending {
+    answer: oneshot::Sender<Approval>,
+    call: Call,
+    shown: Instant,
+}
+
+/// An unguessable request state: 128 bits from the system's generator.
+fn new_request_state() -> Option<String> {
+    let mut bytes = [0_u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut file| file.read_exact(&mut bytes))
+        .ok()?;
+    Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+/// The answer a retry's `inputResponses` holds; anything but an
+/// elicitation result for our question counts as dismissed.
+fn answer_of(responses: Option<&InputResponses>) -> Approval {
+    responses
+        .and_then(|responses| responses.get(QUESTION_KEY))
+        .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok())
+        .map_or(Approval::Cancel, |result| approval_of(&result))
 }
 
 /// A progress sink that forwards reports, in order, as
@@ -236,32 +334,202 @@ impl ServerHandler for Bridge {
             ));
         }
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
-        let call_context = ExecutionContext::new(self.working_dir.clone())
-            .with_dry_run(self.dry_run)
-            .with_session(Arc::clone(&self.session))
+        let modern = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        if modern {
+            if let Some(state) = request.request_state {
+                return self
+                    .resume(
+                        &state,
+                        &name,
+                        &arguments,
+                        request.input_responses.as_ref(),
+                        &context,
+                    )
+                    .await;
+            }
+            if can_answer_forms(context.client_capabilities().as_ref()) {
+                let call = self.start(name, arguments);
+                return self.follow(call, &context).await;
+            }
+        }
+        let call_context = self
+            .call_context()
             .with_cancellation(context.ct.clone())
             .with_progress(progress_sink(&context));
-        let call_context = match ElicitationApprover::for_client(&context, &self.asking) {
+        let call_context = match ElicitationApprover::for_client(&context) {
             Some(approver) => call_context.with_approver(approver),
             None => call_context,
         };
         let started = Instant::now();
-        let executed = self
-            .executor
-            .execute(&name, &call_context, arguments)
-            .await
-            .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?;
-        let result = executed.result;
-        log_call(&name, &result, started);
-        let content = vec![ContentBlock::text(result.text().to_owned())];
-        let mut answer = if result.success {
-            CallToolResult::success(content)
-        } else {
-            CallToolResult::error(content)
-        };
-        answer.structured_content = Some(structured_content(&result));
-        Ok(answer.into())
+        let executed = self.executor.execute(&name, &call_context, arguments).await;
+        answer(&name, executed, started).map(Into::into)
     }
+}
+
+impl Bridge {
+    /// The context every call starts from.
+    fn call_context(&self) -> ExecutionContext {
+        ExecutionContext::new(self.working_dir.clone())
+            .with_dry_run(self.dry_run)
+            .with_session(Arc::clone(&self.session))
+    }
+
+    /// Starts a call on a task of its own, asking through input-required
+    /// results.
+    fn start(&self, name: String, arguments: Value) -> Call {
+        let (sender, questions) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let progress = Arc::new(Mutex::new(ProgressSink::none()));
+        let forward = Arc::clone(&progress);
+        let call_context = self
+            .call_context()
+            .with_cancellation(cancel.clone())
+            .with_progress(ProgressSink::new(move |update: ProgressUpdate| {
+                let sink = forward
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                sink.report(update);
+            }))
+            .with_approver(Arc::new(InputRequiredApprover { questions: sender }));
+        let executor = Arc::clone(&self.executor);
+        let (tool, given) = (name.clone(), arguments.clone());
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let executed = executor.execute(&name, &call_context, arguments).await;
+            answer(&name, executed, started)
+        });
+        Call {
+            tool,
+            arguments: given,
+            task,
+            questions,
+            cancel,
+            progress,
+        }
+    }
+
+    /// Follows `call` for the request of `context` until it ends (its
+    /// answer) or asks (an input-required result whose request state binds
+    /// the retry to this call); the request's cancellation ends the call.
+    async fn follow(
+        &self,
+        mut call: Call,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        *call.progress.lock().unwrap_or_else(PoisonError::into_inner) = progress_sink(context);
+        // A request dropped while following (rmcp stopping, the client
+        // gone) ends the call as its cancellation would; disarmed when the
+        // call ends or is handed over to the retry.
+        let abandon = call.cancel.clone().drop_guard();
+        let mut cancelled = false;
+        loop {
+            let asked = tokio::select! {
+                biased;
+                ended = &mut call.task => {
+                    abandon.disarm();
+                    return ended
+                        .unwrap_or_else(|error| {
+                            Err(ErrorData::internal_error(
+                                format!("the call ended abnormally: {error}"),
+                                None,
+                            ))
+                        })
+                        .map(Into::into);
+                }
+                Some(asked) = call.questions.recv() => asked,
+                () = context.ct.cancelled(), if !cancelled => {
+                    // The call ends as cancelled; its answer is awaited.
+                    cancelled = true;
+                    call.cancel.cancel();
+                    continue;
+                }
+            };
+            let (Some(state), Some(request)) = (new_request_state(), question(asked.message))
+            else {
+                let _ = asked.answer.send(Approval::Unavailable);
+                continue;
+            };
+            *call.progress.lock().unwrap_or_else(PoisonError::into_inner) = ProgressSink::none();
+            abandon.disarm();
+            let requests = InputRequests::from([(
+                QUESTION_KEY.to_owned(),
+                InputRequest::Elicitation(request),
+            )]);
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            // Calls that ended unanswered long ago: nobody will come back.
+            pending.retain(|_, waiting| {
+                !(waiting.call.task.is_finished() && waiting.shown.elapsed() > PENDING_KEEP)
+            });
+            pending.insert(
+                state.clone(),
+                Pending {
+                    answer: asked.answer,
+                    call,
+                    shown: Instant::now(),
+                },
+            );
+            return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
+        }
+    }
+
+    /// A retry of a call whose question went out: the request state must be
+    /// one we issued and not yet used, for the same tool and arguments;
+    /// then the answer goes to the call, which is followed again.
+    async fn resume(
+        &self,
+        state: &str,
+        tool: &str,
+        arguments: &Value,
+        responses: Option<&InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let waiting = {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(waiting) = pending.remove(state) else {
+                return Err(ErrorData::invalid_params(
+                    "Unknown, expired or already used requestState: nothing ran. Call the tool \
+                     again without requestState to be asked again.",
+                    None,
+                ));
+            };
+            if waiting.call.tool != tool || waiting.call.arguments != *arguments {
+                // The question stays open for the call it belongs to.
+                pending.insert(state.to_owned(), waiting);
+                return Err(ErrorData::invalid_params(
+                    "This requestState belongs to a call with another tool or other arguments: \
+                     nothing ran. A retry must repeat the call it answers.",
+                    None,
+                ));
+            }
+            waiting
+        };
+        // A call whose question timed out meanwhile has dropped the receiver.
+        let _ = waiting.answer.send(answer_of(responses));
+        self.follow(waiting.call, context).await
+    }
+}
+
+/// The MCP answer for a call's outcome.
+fn answer(
+    name: &str,
+    executed: Result<ExecutedCall, ExecutorError>,
+    started: Instant,
+) -> Result<CallToolResult, ErrorData> {
+    let result = executed
+        .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?
+        .result;
+    log_call(name, &result, started);
+    let content = vec![ContentBlock::text(result.text().to_owned())];
+    let mut answer = if result.success {
+        CallToolResult::success(content)
+    } else {
+        CallToolResult::error(content)
+    };
+    answer.structured_content = Some(structured_content(&result));
+    Ok(answer)
 }
 
 /// The answer's `structuredContent`: the metadata, then `output`, the same
@@ -313,4 +581,60 @@ fn log_call(tool: &str, result: &tool_core::ToolResult, started: Instant) {
         is_error = !result.success,
         "tool call"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_answer_is_read_from_its_key_and_anything_else_is_a_dismissal() {
+        let responses = |value: Value| -> InputResponses {
+            serde_json::from_value(serde_json::json!({ QUESTION_KEY: value })).unwrap_or_default()
+        };
+        let accept = serde_json::json!({ "action": "accept", "content": { "remember": true } });
+        assert_eq!(
+            answer_of(Some(&responses(accept))),
+            Approval::Accept { remember: true }
+        );
+        let bare = serde_json::json!({ "action": "accept" });
+        assert_eq!(
+            answer_of(Some(&responses(bare))),
+            Approval::Accept { remember: false }
+        );
+        let decline = serde_json::json!({ "action": "decline" });
+        assert_eq!(answer_of(Some(&responses(decline))), Approval::Decline);
+        let nonsense = serde_json::json!({ "action": 7 });
+        assert_eq!(answer_of(Some(&responses(nonsense))), Approval::Cancel);
+        assert_eq!(answer_of(None), Approval::Cancel);
+        let other_key: InputResponses =
+            serde_json::from_value(serde_json::json!({ "other": { "action": "accept" } }))
+                .unwrap_or_default();
+        assert_eq!(answer_of(Some(&other_key)), Approval::Cancel);
+    }
+
+    #[test]
+    fn request_states_are_128_random_bits_in_hex() {
+        let first = new_request_state().unwrap_or_default();
+        let second = new_request_state().unwrap_or_default();
+        assert_eq!(first.len(), 32, "{first}");
+        assert!(first.bytes().all(|b| b.is_ascii_hexdigit()), "{first}");
+        assert_ne!(first, second);
+    }
+
+    #[test]
+    fn form_questions_need_form_mode_or_the_bare_capability() {
+        let capabilities = |value: Value| -> ClientCapabilities {
+            serde_json::from_value(value).unwrap_or_default()
+        };
+        let form = capabilities(serde_json::json!({ "elicitation": { "form": {} } }));
+        let bare = capabilities(serde_json::json!({ "elicitation": {} }));
+        let url_only = capabilities(serde_json::json!({ "elicitation": { "url": {} } }));
+        let none = capabilities(serde_json::json!({}));
+        assert!(can_answer_forms(Some(&form)));
+        assert!(can_answer_forms(Some(&bare)));
+        assert!(!can_answer_forms(Some(&url_only)));
+        assert!(!can_answer_forms(Some(&none)));
+        assert!(!can_answer_forms(None));
+    }
 }

@@ -62,6 +62,7 @@ fn decide(args: &CheckArgs) -> anyhow::Result<(Decision, serde_json::Value)> {
         "decision": decision.name(),
         "rule": denial.map(|d| d.rule_id.clone()),
         "reason": denial.map(|d| d.reason.clone()),
+        "matched": denial.and_then(|d| d.matched.clone()),
         "commands": commands,
     });
     Ok((decision, json))

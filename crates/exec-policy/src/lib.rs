@@ -36,4 +36,6 @@ pub use sandbox::{NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, Skipp
 pub use tokens::{
     NOT_SECRETS, TOKEN_FORMATS, TokenFormat, TokenMatch, find_token, is_secret_value,
 };
-pub use workdir::{WorkdirError, canonical_dir, is_within_roots, resolve_working_dir};
+pub use workdir::{
+    WorkdirError, canonical_dir, is_within_roots, nearest_existing_ancestor, resolve_working_dir,
+};

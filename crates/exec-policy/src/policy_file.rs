@@ -214,56 +214,72 @@ fn global_valued_options(program: &str) -> &'static [&'static str] {
     }
 }
 
+/// One argument as rules match it: its normalised value (`None` when
+/// known only at run time) and the index of the argument it came from.
+type Normalised = (Option<String>, usize);
+
 /// The arguments of a simple command as rules match them: `None` for a
 /// word whose value is known only at run time.
-fn normalise(program: &str, args: &[Option<&str>], skip_globals: bool) -> Vec<Option<String>> {
-    let mut rest = args;
+fn normalise(program: &str, args: &[Option<&str>], skip_globals: bool) -> Vec<Normalised> {
+    let mut first = 0;
     if skip_globals {
         let valued = global_valued_options(program);
         loop {
-            match rest.first() {
+            match args.get(first) {
                 Some(Some("--")) => {
-                    rest = &rest[1..];
+                    first += 1;
                     break;
                 }
                 Some(Some(word)) if word.starts_with('-') && word.len() > 1 => {
-                    let skip = if valued.contains(word) { 2 } else { 1 };
-                    rest = rest.get(skip..).unwrap_or_default();
+                    first += if valued.contains(word) { 2 } else { 1 };
                 }
                 _ => break,
             }
         }
     }
-    let mut out = Vec::with_capacity(rest.len());
+    let mut out = Vec::with_capacity(args.len().saturating_sub(first));
     let mut options = true;
-    for word in rest {
+    for (at, word) in args.iter().enumerate().skip(first) {
         let Some(word) = word else {
-            out.push(None);
+            out.push((None, at));
             continue;
         };
         if !options {
-            out.push(Some((*word).to_owned()));
+            out.push((Some((*word).to_owned()), at));
         } else if *word == "--" {
             options = false;
-            out.push(Some("--".to_owned()));
+            out.push((Some("--".to_owned()), at));
         } else if let Some(long) = word.strip_prefix("--") {
             match long.split_once('=') {
                 Some((name, value)) => {
-                    out.push(Some(format!("--{name}")));
-                    out.push(Some(value.to_owned()));
+                    out.push((Some(format!("--{name}")), at));
+                    out.push((Some(value.to_owned()), at));
                 }
-                None => out.push(Some((*word).to_owned())),
+                None => out.push((Some((*word).to_owned()), at)),
             }
         } else if let Some(cluster) = word.strip_prefix('-')
             && cluster.len() > 1
             && cluster.chars().all(|c| c.is_ascii_alphabetic())
         {
-            out.extend(cluster.chars().map(|c| Some(format!("-{c}"))));
+            out.extend(cluster.chars().map(|c| (Some(format!("-{c}")), at)));
         } else {
-            out.push(Some((*word).to_owned()));
+            out.push((Some((*word).to_owned()), at));
         }
     }
     out
+}
+
+/// A rule's argument as the words it must match: `--opt=value` is the
+/// option followed by its value (so it matches `--opt=value` and
+/// `--opt value`, never `--opt=other`); anything else is one word.
+fn wanted_words(wanted: &str) -> Vec<&str> {
+    match wanted
+        .strip_prefix("--")
+        .and_then(|long| long.split_once('='))
+    {
+        Some((name, value)) => vec![&wanted[..name.len() + 2], value],
+        None => vec![wanted],
+    }
 }
 
 /// Whether `word` stands for `wanted`: the same, or a long option
@@ -288,41 +304,75 @@ impl PolicyRule {
     /// (`None` when not a literal), its arguments (`None` where not a
     /// literal), and its text as the regexes see it.
     pub(crate) fn matches(&self, program: Option<&str>, args: &[Option<&str>], text: &str) -> bool {
+        self.find(program, args, text).is_some()
+    }
+
+    /// What of one simple command the rule matches, when it does: the
+    /// argument `args_any` found (as written, `--net host` for two
+    /// words), else the `args_prefix` arguments, else the program; for a
+    /// regex, the text it matched.
+    pub(crate) fn find(
+        &self,
+        program: Option<&str>,
+        args: &[Option<&str>],
+        text: &str,
+    ) -> Option<String> {
         match &self.matcher {
-            RuleMatcher::Regex(re) => re.find(text).is_some_and(|m| m.start() == 0),
+            RuleMatcher::Regex(re) => re
+                .find(text)
+                .filter(|m| m.start() == 0)
+                .map(|m| m.as_str().to_owned()),
             RuleMatcher::Program {
                 program: wanted,
                 args_prefix,
                 args_any,
             } => {
-                let Some(program) = program else {
-                    return false;
-                };
+                let program = program?;
                 if program != wanted {
-                    return false;
+                    return None;
                 }
                 let skip_globals = args_prefix.first().is_some_and(|a| !a.starts_with('-'));
-                let args = normalise(program, args, skip_globals);
-                let known: Vec<&str> = args_prefix
+                let words = normalise(program, args, skip_globals);
+                let prefix: Vec<&str> = args_prefix.iter().flat_map(|a| wanted_words(a)).collect();
+                let any: Vec<Vec<&str>> = args_any.iter().map(|a| wanted_words(a)).collect();
+                let known: Vec<&str> = prefix
                     .iter()
-                    .chain(args_any)
-                    .map(String::as_str)
+                    .chain(any.iter().flatten())
+                    .copied()
                     .filter(|a| a.starts_with("--"))
                     .collect();
-                let is = |word: &Option<String>, wanted: &str| {
-                    word.as_deref()
-                        .is_some_and(|word| same_argument(word, wanted, &known))
+                // The words from `at` on begin with `wanted`, in order.
+                let run_at = |at: usize, wanted: &[&str]| {
+                    wanted.len() <= words.len().saturating_sub(at)
+                        && wanted.iter().zip(&words[at..]).all(|(wanted, (word, _))| {
+                            word.as_deref()
+                                .is_some_and(|word| same_argument(word, wanted, &known))
+                        })
                 };
-                let prefix = args_prefix.len() <= args.len()
-                    && args_prefix
+                // The arguments as written that words `from..to` came from.
+                let shown = |from: usize, to: usize| {
+                    let (first, last) = (words[from].1, words[to - 1].1);
+                    args[first..=last]
                         .iter()
-                        .zip(&args)
-                        .all(|(wanted, word)| is(word, wanted));
-                prefix
-                    && (args_any.is_empty()
-                        || args
-                            .iter()
-                            .any(|word| args_any.iter().any(|wanted| is(word, wanted))))
+                        .map(|arg| arg.unwrap_or("?"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                if !run_at(0, &prefix) {
+                    return None;
+                }
+                if any.is_empty() {
+                    return Some(if prefix.is_empty() {
+                        program.to_owned()
+                    } else {
+                        shown(0, prefix.len())
+                    });
+                }
+                (0..words.len()).find_map(|at| {
+                    any.iter()
+                        .find(|wanted| run_at(at, wanted))
+                        .map(|wanted| shown(at, at + wanted.len()))
+                })
             }
         }
     }
@@ -795,6 +845,91 @@ args_prefix = ["deploy"]
         assert!(analyzer.check("npm test").is_allowed());
     }
 
+    #[test]
+    fn user_rules_refuse_help_and_version_forms_too() {
+        // The built-in exemption stays: `--help` only prints.
+        assert!(Analyzer::default().check("mkfs.ext4 --help").is_allowed());
+        let regex = analyzer("[deny]\nregex = [\"curl\"]\n");
+        let rule = analyzer("[[rule]]\ndecision = \"deny\"\nregex = \"curl\"\n");
+        let program = analyzer("[[rule]]\ndecision = \"deny\"\nprogram = \"curl\"\n");
+        for analyzer in [&regex, &rule, &program] {
+            for command in [
+                "curl --version",
+                "curl --help",
+                "curl -h",
+                "curl example.com",
+            ] {
+                assert!(
+                    matches!(analyzer.check(command), Decision::Deny(_)),
+                    "{command}: {:?}",
+                    analyzer.check(command)
+                );
+            }
+        }
+        let Decision::Deny(denial) = regex.check("curl --version") else {
+            panic!("not refused")
+        };
+        assert_eq!(denial.rule_id, "policy.deny[0]");
+        assert_eq!(denial.matched.as_deref(), Some("curl"));
+        let ask = analyzer(
+            "[[rule]]\ndecision = \"ask\"\nprogram = \"npm\"\nargs_prefix = [\"publish\"]\n",
+        );
+        assert!(matches!(ask.check("npm publish --help"), Decision::Ask(_)));
+    }
+
+    #[test]
+    fn an_option_with_its_value_matches_both_spellings_and_no_other_value() {
+        let docker = analyzer(
+            r#"
+[[rule]]
+id = "host-network"
+decision = "deny"
+program = "docker"
+args_prefix = ["run"]
+args_any = ["--net=host", "--privileged"]
+"#,
+        );
+        for (command, matched) in [
+            ("docker run --net=host img", "--net=host"),
+            ("docker run --net host img", "--net host"),
+            ("docker run --rm --net=host img", "--net=host"),
+            ("docker -H x run --privileged img", "--privileged"),
+        ] {
+            let Decision::Deny(denial) = docker.check(command) else {
+                panic!("{command}: {:?}", docker.check(command))
+            };
+            assert_eq!(denial.rule_id, "host-network", "{command}");
+            assert_eq!(denial.matched.as_deref(), Some(matched), "{command}");
+        }
+        for command in [
+            "docker run --net=bridge img",
+            "docker run --net bridge img",
+            "docker run --net=hostile img",
+            "docker run img --net",
+            "docker ps --net=host",
+        ] {
+            assert!(docker.check(command).is_allowed(), "{command}");
+        }
+        // In `args_prefix` too.
+        let prefix = analyzer(
+            "[[rule]]\ndecision = \"ask\"\nprogram = \"kubectl\"\nargs_prefix = [\"delete\", \"--all=true\"]\n",
+        );
+        assert!(matches!(
+            prefix.check("kubectl delete --all true"),
+            Decision::Ask(_)
+        ));
+        assert!(matches!(
+            prefix.check("kubectl delete --all=true"),
+            Decision::Ask(_)
+        ));
+        assert!(prefix.check("kubectl delete --all=false").is_allowed());
+        // What matched, for the forms without `args_any`.
+        let Decision::Ask(denial) = prefix.check("kubectl delete --all=true pods") else {
+            panic!("not asked")
+        };
+        assert_eq!(denial.matched.as_deref(), Some("delete --all=true"));
+    }
+
     fn analyzer_from(parts: &[&str]) -> Analyzer {
         analyzer(&parts.concat())
     }
@@ -875,6 +1010,9 @@ args_prefix = ["deploy"]
         let args = |words: &[&str]| -> Vec<Option<String>> {
             let words: Vec<Option<&str>> = words.iter().map(|w| Some(*w)).collect();
             normalise("git", &words, true)
+                .into_iter()
+                .map(|(word, _)| word)
+                .collect()
         };
         let some = |words: &[&str]| -> Vec<Option<String>> {
             words.iter().map(|w| Some((*w).to_owned())).collect()

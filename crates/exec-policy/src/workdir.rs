@@ -85,6 +85,27 @@ pub fn resolve_working_dir(path: &Path, roots: &[PathBuf]) -> Result<PathBuf, Wo
     Ok(canonical)
 }
 
+/// For a working directory that no longer exists (deleted, or replaced by
+/// a file): the nearest directory above `path` that still does and lies
+/// inside `roots`, as `(path, canonical)`, where `path` is the ancestor as
+/// written (a prefix of `path`, so the session keeps the names it used).
+/// `None` when the walk leaves the roots, or reaches one that cannot be
+/// examined, before it finds one.
+pub fn nearest_existing_ancestor(path: &Path, roots: &[PathBuf]) -> Option<(PathBuf, PathBuf)> {
+    for ancestor in path.ancestors().skip(1) {
+        match canonical_dir(ancestor) {
+            Ok(canonical) if is_within_roots(&canonical, roots) => {
+                return Some((ancestor.to_owned(), canonical));
+            }
+            Err(WorkdirError::NotFound { .. } | WorkdirError::NotADirectory { .. }) => {}
+            // Outside the roots, or unreadable: going higher would only
+            // leave the roots further behind.
+            Ok(_) | Err(_) => return None,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +147,26 @@ mod tests {
             outside.to_string().contains("is outside the allowed roots"),
             "{outside}"
         );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_deleted_directory_falls_back_to_its_nearest_ancestor_inside_the_roots() {
+        let dir = scratch("ancestor");
+        let roots = [dir.join("root")];
+        let deep = dir.join("root/inner/gone/deeper");
+        assert_eq!(
+            nearest_existing_ancestor(&deep, &roots),
+            Some((dir.join("root/inner"), dir.join("root/inner")))
+        );
+        // A file where the directory was is no directory either.
+        assert_eq!(
+            nearest_existing_ancestor(&dir.join("root/file/x"), &roots),
+            Some((dir.join("root"), dir.join("root")))
+        );
+        // The root itself gone: nothing above it is inside the roots.
+        let gone_root = [dir.join("root/inner/gone")];
+        assert_eq!(nearest_existing_ancestor(&deep, &gone_root), None);
         fs::remove_dir_all(dir).unwrap();
     }
 

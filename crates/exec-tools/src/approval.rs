@@ -1,7 +1,7 @@
-//! The ask tier inside `Bash`: asking the context's `Approver` while
-//! reporting progress, withdrawing the question on cancellation or
-//! `--ask-timeout`, the question's text, and what a remembered approval
-//! is keyed by.
+//! The ask tier inside `Bash`: asking the context's `Approver` one
+//! question at a time per session while reporting progress, withdrawing
+//! the question on cancellation or `--ask-timeout`, the question's text,
+//! and what a remembered approval is keyed by.
 
 use std::time::{Duration, Instant};
 
@@ -16,23 +16,33 @@ pub(crate) enum Asked {
     Approved(&'static str),
     /// Nobody could be asked: the fallback decides.
     Nobody,
-    /// The person declined or dismissed it, or it timed out.
+    /// The person declined or dismissed it.
     Declined,
+    /// Nobody answered within `--ask-timeout`.
+    TimedOut,
     /// The tool call was cancelled while waiting.
     CallCancelled,
 }
 
 /// How a wait for the person ended.
 pub(crate) enum Waiting {
-    /// The person (or the timeout, as `Cancel`) answered.
+    /// The person answered (or the client said nobody can be asked).
     Answer(Approval),
+    /// `--ask-timeout` passed unanswered; the question was withdrawn.
+    TimedOut,
     /// The call was cancelled first; the question was withdrawn.
     CallCancelled,
 }
 
+/// The session's turn to ask: one question is open at a time, the others
+/// wait for it before theirs is put.
+#[derive(Default)]
+struct AskTurn(tokio::sync::Mutex<()>);
+
 /// Asks `approver`, reporting `waiting for approval` at least once a second
-/// meanwhile; the call's cancellation and `--ask-timeout` withdraw the
-/// question (the ask future is dropped).
+/// meanwhile (while waiting for the turn, too); `--ask-timeout` counts from
+/// when the question is put, and it and the call's cancellation withdraw
+/// the question (the ask future is dropped).
 pub(crate) async fn wait_for_approval(
     exec: &ExecEnvironment,
     context: &ExecutionContext,
@@ -40,23 +50,34 @@ pub(crate) async fn wait_for_approval(
     message: String,
 ) -> Waiting {
     let started = Instant::now();
+    let report = || {
+        context.progress().report(ProgressUpdate {
+            progress: started.elapsed().as_secs_f64(),
+            total: None,
+            message: Some("waiting for approval".to_owned()),
+        });
+    };
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    let turn = context.session().state::<AskTurn>();
+    let take_turn = turn.0.lock();
+    tokio::pin!(take_turn);
+    let _turn = loop {
+        tokio::select! {
+            turn = &mut take_turn => break turn,
+            () = context.cancellation().cancelled() => return Waiting::CallCancelled,
+            _ = ticker.tick() => report(),
+        }
+    };
     let ask = approver.ask(message);
     tokio::pin!(ask);
     let deadline = tokio::time::sleep(exec.config.ask_timeout);
     tokio::pin!(deadline);
-    let mut ticker = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
             answer = &mut ask => return Waiting::Answer(answer),
             () = context.cancellation().cancelled() => return Waiting::CallCancelled,
-            () = &mut deadline => return Waiting::Answer(Approval::Cancel),
-            _ = ticker.tick() => {
-                context.progress().report(ProgressUpdate {
-                    progress: started.elapsed().as_secs_f64(),
-                    total: None,
-                    message: Some("waiting for approval".to_owned()),
-                });
-            }
+            () = &mut deadline => return Waiting::TimedOut,
+            _ = ticker.tick() => report(),
         }
     }
 }
@@ -136,6 +157,22 @@ pub(crate) fn approval_message(
         denial.rule_id,
         denial.reason,
     )
+}
+
+/// The answer for a question nobody answered within `--ask-timeout`:
+/// worded apart from a refusal by the person, who may never have seen it.
+pub(crate) fn timed_out(exec: &ExecEnvironment, denial: &Denial) -> ToolResult {
+    ToolResult::fail(exec.redact(&format!(
+        "Command blocked: the approval question timed out unanswered after {} ms \
+         (`--ask-timeout`; rule `{}`: {}) in `{}`; nothing ran",
+        exec.config.ask_timeout.as_millis(),
+        denial.rule_id,
+        denial.reason,
+        denial.command
+    )))
+    .with_meta("status", "blocked")
+    .with_meta("decision", "ask")
+    .with_meta("rule", denial.rule_id.clone())
 }
 
 /// The answer for a question the person declined or dismissed.

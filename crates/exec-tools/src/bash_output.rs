@@ -233,6 +233,19 @@ impl Tool for BashOutputTool {
     }
 }
 
+/// Once the shell finished: the processes it left running (`setsid -f`,
+/// `nohup ... &`), which were ended with it, counted as the foreground's
+/// `[ended N background job(s) ...]` line counts them.
+fn left_running_note(shell: &ShellProcess, status: ShellStatus) -> Vec<String> {
+    let ended = shell.ended_jobs();
+    if !status.is_finished() || ended == 0 {
+        return Vec::new();
+    }
+    vec![format!(
+        "[ended {ended} process(es) the shell left running; see [processes] keep]"
+    )]
+}
+
 /// The answer `BashOutput` (and `WriteStdin`) gives: the status line, a blank
 /// line, the output new since the last read; the metadata.
 pub(crate) fn read_answer(
@@ -249,10 +262,22 @@ pub(crate) fn read_answer(
         let header = status_line(shell, waiting);
         let body = Body::from_streams(&new.stdout, &new.stderr, shape);
         let prefix = format!("{header}\n");
-        let rendered = layout(Some(&prefix), &body, &[], MAX_OUTPUT_CHARS, || {
+        let status = shell.status();
+        let mut notes = left_running_note(shell, status);
+        // From the output this read shows: what earlier reads took is gone.
+        notes.extend(crate::network::network_note(
+            env,
+            shell.command(),
+            shell,
+            || {
+                let mut output = new.stdout.render();
+                output.push_str(&new.stderr.render());
+                output
+            },
+        ));
+        let rendered = layout(Some(&prefix), &body, &notes, MAX_OUTPUT_CHARS, || {
             saved_output(shell)
         });
-        let status = shell.status();
         ToolResult::ok(rendered.text)
             .with_meta("bash_id", id)
             .with_meta("status", status.as_str())

@@ -35,6 +35,7 @@ mod carriage;
 mod carried_state;
 mod environment;
 mod kill_shell;
+mod network;
 mod quote;
 mod render;
 mod text;

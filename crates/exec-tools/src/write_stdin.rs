@@ -640,6 +640,11 @@ impl WriteStdinTool {
                     Waiting::Answer(Approval::Decline | Approval::Cancel) => {
                         refused(env.redact(&format!("approval declined ({})", denial.rule_id)))
                     }
+                    Waiting::TimedOut => refused(env.redact(&format!(
+                        "the approval question timed out unanswered after {} ms ({})",
+                        env.config.ask_timeout.as_millis(),
+                        denial.rule_id
+                    ))),
                     Waiting::CallCancelled => {
                         refused("the call was cancelled while waiting for approval".to_owned())
                     }

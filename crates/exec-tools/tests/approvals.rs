@@ -109,7 +109,15 @@ async fn the_person_decides_and_a_remembered_approval_is_scoped() {
     // A client that refuses the request: the fallback decides.
     person.answers.lock().unwrap().push(Approval::Unavailable);
     let refused = touch(&world, &context, "2").await;
-    assert!(refused.text().contains("approval"), "{}", refused.text());
+    let text = refused.text();
+    assert!(
+        text.contains("blocked") && text.contains("approval") && text.contains("cannot be asked"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("declined") && !text.contains("timed out"),
+        "{text}"
+    );
 
     // A dry run never asks.
     let asked = person.asked.lock().unwrap().len();
@@ -134,7 +142,9 @@ async fn waiting_reports_progress_times_out_and_yields_to_cancellation() {
         .with_progress(sink);
     let timed_out = touch(&world, &context, "late").await;
     assert!(
-        timed_out.text().contains("declined"),
+        timed_out.text().contains("blocked")
+            && timed_out.text().contains("timed out")
+            && !timed_out.text().contains("declined"),
         "{}",
         timed_out.text()
     );
@@ -178,4 +188,43 @@ async fn waiting_reports_progress_times_out_and_yields_to_cancellation() {
         .call("Bash", json!({ "command": "touch fallback" }))
         .await;
     assert_eq!(meta_str(&ran, "approved_by"), "fallback", "{}", ran.text());
+}
+
+/// Answers accept after a delay, counting the questions open at once.
+#[derive(Default)]
+struct SlowPerson {
+    open: Mutex<(usize, usize)>,
+}
+
+#[async_trait]
+impl Approver for SlowPerson {
+    async fn ask(&self, _message: String) -> Approval {
+        {
+            let mut open = self.open.lock().unwrap();
+            open.0 += 1;
+            open.1 = open.1.max(open.0);
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        self.open.lock().unwrap().0 -= 1;
+        Approval::Accept { remember: false }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_question_at_a_time_and_the_timeout_counts_from_when_it_is_put() {
+    // Each answer takes 1 s; the second question waits for the first, so
+    // it is answered 2 s after its call began, past a 1.5 s timeout
+    // counted from the call, within one counted from the question.
+    let world = world(AskFallback::Deny, Duration::from_millis(1500));
+    let person = Arc::new(SlowPerson::default());
+    let context = world.context.clone().with_approver(person.clone());
+    let (first, second) = tokio::join!(
+        touch(&world, &context, "first"),
+        touch(&world, &context, "second")
+    );
+    for result in [&first, &second] {
+        assert!(result.success, "{}", result.text());
+        assert_eq!(meta_str(result, "approved_by"), "user");
+    }
+    assert_eq!(person.open.lock().unwrap().1, 1, "questions open at once");
 }

@@ -113,7 +113,10 @@ async fn non_ascii_values_and_directories_survive_without_a_utf8_locale() {
             single_quoted(&world.root().join("réper toire").to_string_lossy())
         ))
         .await;
-    assert_eq!(later.text(), "same\n");
+    assert_eq!(
+        later.text(),
+        format!("same\n[cwd now {}]", world.root().display())
+    );
     assert_eq!(
         world.bash("pwd").await.text(),
         format!("{}\n", world.root().display())

@@ -38,6 +38,9 @@ struct Tracked {
     /// Background shells being started: their places are taken already, so
     /// concurrent starts cannot overshoot the limit.
     starting: usize,
+    /// Ids handed out by [`ShellManager::reserve_id`] and not yet used or
+    /// given back: no other shell may take them meanwhile.
+    reserved: Vec<ShellId>,
     next_foreground: u64,
 }
 
@@ -112,10 +115,31 @@ impl ShellManager {
         &self,
         spec: SpawnSpec,
     ) -> Result<(ShellId, Arc<ShellProcess>), ManagerError> {
+        self.spawn_as(self.reserve_id(), spec).await
+    }
+
+    /// Takes an id for a background shell about to start, so that it can
+    /// be named (in an audit line written before the start, say) before
+    /// the shell exists. Start it with [`spawn_as`](Self::spawn_as); an id
+    /// dropped unused is given back.
+    pub fn reserve_id(&self) -> ReservedId<'_> {
+        let mut tracked = self.lock();
+        let id = Self::fresh_id(&tracked);
+        tracked.reserved.push(id.clone());
+        ReservedId { manager: self, id }
+    }
+
+    /// [`spawn`](Self::spawn), tracking the shell under the id `reserved`.
+    pub async fn spawn_as(
+        &self,
+        reserved: ReservedId<'_>,
+        spec: SpawnSpec,
+    ) -> Result<(ShellId, Arc<ShellProcess>), ManagerError> {
         let place = self.reserve()?;
         let shell = ShellProcess::spawn(self.in_budget(spec)).await?;
         let mut tracked = self.lock();
-        let id = Self::fresh_id(&tracked);
+        let id = reserved.id.clone();
+        tracked.reserved.retain(|known| *known != id);
         tracked.shells.push((id.clone(), Arc::clone(&shell)));
         place.fill(&mut tracked);
         Ok((id, shell))
@@ -194,7 +218,9 @@ impl ShellManager {
     fn fresh_id(tracked: &Tracked) -> ShellId {
         loop {
             let id = new_id();
-            if !tracked.shells.iter().any(|(known, _)| *known == id) {
+            if !tracked.shells.iter().any(|(known, _)| *known == id)
+                && !tracked.reserved.contains(&id)
+            {
                 return id;
             }
         }
@@ -293,6 +319,32 @@ impl ShellManager {
     }
 }
 
+/// An id taken for a background shell before it starts
+/// ([`ShellManager::reserve_id`]); given back when dropped unused.
+#[derive(Debug)]
+pub struct ReservedId<'a> {
+    manager: &'a ShellManager,
+    id: ShellId,
+}
+
+impl ReservedId<'_> {
+    /// The id the shell will have.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Drop for ReservedId<'_> {
+    fn drop(&mut self) {
+        // Used ids left the list when their shell was tracked; this gives
+        // back only what was never used.
+        self.manager
+            .lock()
+            .reserved
+            .retain(|known| *known != self.id);
+    }
+}
+
 /// A place taken among the tracked shells for one that is starting.
 struct Reservation<'a> {
     manager: &'a ShellManager,
@@ -367,6 +419,25 @@ mod tests {
         assert_eq!(accepted, 8);
         assert_eq!(manager.list().len(), 8);
         assert_eq!(manager.lock().starting, 0);
+        manager.shutdown(Duration::ZERO).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reserved_id_is_the_shells_and_is_given_back_unused() {
+        let dir = std::env::temp_dir();
+        let manager = ShellManager::new();
+        let unused = manager.reserve_id();
+        let reserved = manager.reserve_id();
+        let expected = reserved.id().to_owned();
+        assert_ne!(unused.id(), expected);
+        let spec = SpawnSpec::shell("true", &dir)
+            .with_env(std::env::vars_os().filter(|(name, _)| name == "PATH"));
+        let (id, _shell) = manager.spawn_as(reserved, spec).await.expect("spawns");
+        assert_eq!(id, expected);
+        assert!(manager.get(&expected).is_some());
+        assert_eq!(manager.lock().reserved, [unused.id().to_owned()]);
+        drop(unused);
+        assert!(manager.lock().reserved.is_empty());
         manager.shutdown(Duration::ZERO).await;
     }
 

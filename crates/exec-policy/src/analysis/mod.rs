@@ -109,6 +109,10 @@ pub struct Denial {
     pub command: String,
     /// Whether part of the command could not be parsed and was checked token by token.
     pub fallback: bool,
+    /// What of the command the rule matched, as written, when a policy-file
+    /// rule or a regex decided: the argument (`--net host`), the regex's
+    /// text (`curl`); `None` for the built-in rules.
+    pub matched: Option<String>,
 }
 
 impl Denial {
@@ -328,8 +332,10 @@ impl Analyzer {
                 RuleDecision::Ask => &mut found.ask,
                 RuleDecision::Allow => &mut found.allow,
             };
-            if slot.is_none() && rule.matches(program, &args, &text) {
-                *slot = Some(rule);
+            if slot.is_none()
+                && let Some(matched) = rule.find(program, &args, &text)
+            {
+                *slot = Some((rule, matched));
             }
         }
         found
@@ -386,17 +392,19 @@ impl Analyzer {
                 reason: reason.to_owned(),
                 command,
                 fallback,
+                matched: None,
             }
         };
         let deny = |rule_id: &str, reason: &str, command: String| {
             Decision::Deny(denial(rule_id, reason, command))
         };
-        let by_policy = |rule: &PolicyRule, cmd: &Cmd| Denial {
+        let by_policy = |(rule, matched): &(&PolicyRule, String), cmd: &Cmd| Denial {
             rule_id: rule.id.clone(),
             source: RuleSource::PolicyFile,
             reason: rule.reason.clone(),
             command: cmd.text(),
             fallback,
+            matched: Some(matched.clone()),
         };
         for cmd in &collected.cmds {
             if let Some(rule) = RULES.iter().find(|rule| (rule.check)(cmd, &self.protected)) {
@@ -409,7 +417,7 @@ impl Analyzer {
             .map(|cmd| self.policy_rules(cmd))
             .collect();
         for (cmd, found) in collected.cmds.iter().zip(&policy) {
-            if let Some(rule) = found.deny {
+            if let Some(rule) = &found.deny {
                 return Decision::Deny(by_policy(rule, cmd));
             }
         }
@@ -456,13 +464,13 @@ impl Analyzer {
         for (cmd, found) in collected.cmds.iter().zip(&policy) {
             let text = cmd.text();
             let matched = cmd.regex_text();
-            // `--help` and `--version` only print (`mkfs.ext4 --help`).
-            if rules::asks_help(cmd) || self.allow.iter().any(|re| matches_from_start(re, &matched))
-            {
+            if self.allow.iter().any(|re| matches_from_start(re, &matched)) {
                 continue;
             }
-            // A `[[rule]]` allow exempts from the seed patterns only.
-            let exempt = found.allow.is_some();
+            // A `[[rule]]` allow exempts from the seed patterns only, and so
+            // do `--help` and `--version`, which only print (`mkfs.ext4
+            // --help`); the user's own `[deny]` regexes still refuse them.
+            let exempt = found.allow.is_some() || rules::asks_help(cmd);
             let seed = SEED
                 .iter()
                 .filter(|(_, re)| !exempt && re.is_match(&matched));
@@ -477,13 +485,15 @@ impl Analyzer {
                 } else {
                     format!("matches the seed pattern `{}`", re.as_str())
                 };
-                return deny(id, &reason, text);
+                let mut refusal = denial(id, &reason, text);
+                refusal.matched = re.find(&matched).map(|m| m.as_str().to_owned());
+                return Decision::Deny(refusal);
             }
         }
         // Asking is weaker than refusing: only when no deny rule applies
         // anywhere in the command does an ask rule decide.
         for (cmd, found) in collected.cmds.iter().zip(&policy) {
-            if let Some(rule) = found.ask {
+            if let Some(rule) = &found.ask {
                 return Decision::Ask(by_policy(rule, cmd));
             }
         }
@@ -512,9 +522,9 @@ fn bounded_by_script(rule: &Rule, cmd: &Cmd, script: &str) -> bool {
 /// The policy-file rules that match one simple command, one per decision.
 #[derive(Default)]
 struct PolicyMatches<'a> {
-    deny: Option<&'a PolicyRule>,
-    ask: Option<&'a PolicyRule>,
-    allow: Option<&'a PolicyRule>,
+    deny: Option<(&'a PolicyRule, String)>,
+    ask: Option<(&'a PolicyRule, String)>,
+    allow: Option<(&'a PolicyRule, String)>,
 }
 
 /// Whether a policy-file rule matches one simple command.

@@ -90,6 +90,8 @@ pub struct Confinement {
     namespace: Option<Namespace>,
     /// Set when a process cap was asked for but no cgroup could be made.
     pub missing_process_cap: Option<String>,
+    /// Whether non-Unix sockets are refused (`ConfinementSpec::deny_network`).
+    deny_network: bool,
 }
 
 /// What a command's own PID and mount namespace needs, prepared once.
@@ -171,11 +173,18 @@ impl Confinement {
             cgroup,
             namespace,
             missing_process_cap,
+            deny_network: spec.deny_network,
         };
         if let Some(namespace) = &confinement.namespace {
             probe(&confinement, namespace)?;
         }
         Ok(confinement)
+    }
+
+    /// Whether commands are refused network sockets, so their network
+    /// failures can be explained.
+    pub fn denies_network(&self) -> bool {
+        self.deny_network
     }
 
     /// Whether each command gets a PID namespace of its own.
