@@ -236,6 +236,7 @@ fn soak(dir: &std::path::Path, quick: bool) {
     let mut round = 0;
     let mut windows = Vec::new();
     let mut rss_max: f64 = rss_start;
+    let mut rss_windows = Vec::new();
     while calls.times.len() < total {
         soak_round(&mut calls, round, tty_every);
         round += 1;
@@ -245,7 +246,9 @@ fn soak(dir: &std::path::Path, quick: bool) {
                 &mut calls.times[start..start + window].to_vec(),
                 99,
             ));
-            rss_max = rss_max.max(calls.server.rss_mib());
+            let rss = calls.server.rss_mib();
+            rss_max = rss_max.max(rss);
+            rss_windows.push(format!("{rss:.1}"));
         }
     }
     let made = calls.times.len();
@@ -259,7 +262,8 @@ fn soak(dir: &std::path::Path, quick: bool) {
         &Figure::new(
             "soak-rss",
             format!(
-                "RSS growth over {made} mixed calls, a tty session every {tty_every} rounds ({rss_start:.1} MiB at start, {rss_max:.1} MiB at most, {rss_end:.1} MiB at end)"
+                "RSS growth over {made} mixed calls, a tty session every {tty_every} rounds ({rss_start:.1} MiB at start, {rss_max:.1} MiB at most, {rss_end:.1} MiB at end; MiB after each window of {window}: {})",
+                rss_windows.join(", ")
             ),
         )
         .value(rss_end - rss_start, Unit::MiB)
