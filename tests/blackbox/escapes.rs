@@ -235,32 +235,20 @@ fn server_cgroup(pid: u32) -> Option<PathBuf> {
         .then(|| parent.to_path_buf())
 }
 
-fn server_temp_dirs(server_pid: u32) -> Vec<PathBuf> {
-    let prefix = format!("agent-exec-{server_pid}-");
-    std::fs::read_dir(std::env::temp_dir())
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
-                .map(|entry| entry.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn server_killed(sandbox: bool) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut server = start(dir.path(), sandbox, None);
     let server_pid = server.pid();
     let (_, markers) = background_escapes(&mut server, dir.path());
     let cgroup = server_cgroup(markers.0[0].1);
-    assert!(!server_temp_dirs(server_pid).is_empty(), "no temp dir seen");
+    let temp_dirs = crate::server_temp_dirs(server_pid);
+    assert!(!temp_dirs.is_empty(), "no temp dir seen");
     server.kill_hard();
     let deadline = Instant::now() + Duration::from_secs(2);
     let all_gone = || {
         markers.0.iter().all(|(_, pid)| !alive(*pid))
             && cgroup.as_ref().is_none_or(|cgroup| !cgroup.exists())
-            && server_temp_dirs(server_pid).is_empty()
+            && temp_dirs.iter().all(|dir| !dir.exists())
     };
     while !all_gone() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -278,7 +266,11 @@ fn server_killed(sandbox: bool) {
     if let Some(cgroup) = &cgroup {
         assert!(!cgroup.exists(), "{} is still there", cgroup.display());
     }
-    assert_eq!(server_temp_dirs(server_pid), Vec::<PathBuf>::new());
+    let left: Vec<&PathBuf> = temp_dirs.iter().filter(|dir| dir.exists()).collect();
+    assert!(
+        left.is_empty(),
+        "the temp dirs outlived the server: {left:?}"
+    );
 }
 
 #[test]

@@ -17,8 +17,10 @@ mod approvals;
 mod audit;
 mod containment;
 mod escapes;
+mod janitor;
 mod log;
 mod mcp;
+mod output_files;
 mod policy_check;
 mod reliability;
 mod rmcp_client;
@@ -50,4 +52,31 @@ pub(crate) fn stdout(output: &Output) -> String {
 /// Stderr as text.
 pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// A live server's temp dirs: those whose `lock` file it holds open (their
+/// names carry a random id, not its pid).
+pub(crate) fn server_temp_dirs(pid: u32) -> Vec<std::path::PathBuf> {
+    held_paths(pid)
+        .into_iter()
+        .filter(|path| path.file_name().is_some_and(|name| name == "lock"))
+        .filter_map(|path| path.parent().map(std::path::Path::to_path_buf))
+        .filter(|dir| {
+            dir.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.starts_with("agent-exec-"))
+        })
+        .collect()
+}
+
+/// The paths of the files a live process holds open.
+pub(crate) fn held_paths(pid: u32) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -313,7 +313,7 @@ fn stdin_eof_ends_every_shell_and_removes_the_temp_dir() {
     assert!(text(&started).starts_with("Started background shell: shell_"));
     let pid = read_pid(&pid_file);
     assert!(alive(pid));
-    let temp_dirs_before = own_temp_dirs(server_pid);
+    let temp_dirs_before = crate::server_temp_dirs(server_pid);
     assert_eq!(temp_dirs_before.len(), 1, "{temp_dirs_before:?}");
     assert!(server.close().success());
     assert!(wait_gone(pid), "{pid} is still running");
@@ -340,7 +340,7 @@ fn each_stop_signal_ends_every_shell_and_exits_128_plus_its_number() {
             }),
         );
         let pid = read_pid(&pid_file);
-        let temp_dirs = own_temp_dirs(server_pid);
+        let temp_dirs = crate::server_temp_dirs(server_pid);
         assert_eq!(temp_dirs.len(), 1, "{temp_dirs:?}");
         send_signal(server_pid, signal);
         let status = wait_exit(&mut server.child);
@@ -359,20 +359,6 @@ fn send_signal(pid: u32, signal: &str) {
         .status()
         .expect("kill runs");
     assert!(status.success());
-}
-
-/// The server's temp dirs: `agent-exec-<pid>-*` under the system temp dir.
-fn own_temp_dirs(pid: u32) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(std::env::temp_dir())
-        .expect("temp dir")
-        .flatten()
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.file_name()
-                .and_then(|name| name.to_str())
-                .is_some_and(|name| name.starts_with(&format!("agent-exec-{pid}-")))
-        })
-        .collect()
 }
 
 #[test]
@@ -729,7 +715,9 @@ fn kill_shell_and_cancellation_under_the_sandbox_behave_as_without_it() {
         "tools/call",
         json!({
             "name": "Bash",
-            "arguments": { "command": format!(": {marker}; while :; do :; done") }
+            // The command's own shell shows no command text: the loop runs
+            // in a bash whose command line names the marker.
+            "arguments": { "command": format!("bash -c ': {marker}; while :; do :; done'") }
         }),
     );
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -807,5 +795,142 @@ fn a_sandboxed_server_killed_with_sigkill_takes_every_namespace_with_it() {
             processes_naming(&marker)
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn ctrl_d_at_a_terminal_before_any_request_exits_0_quietly() {
+    use nix::pty::openpty;
+    use nix::sys::termios::{SpecialCharacterIndices, tcgetattr};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pty = openpty(None, None).expect("a pseudo-terminal");
+    let slave = std::fs::File::from(pty.slave);
+    let end_of_file =
+        tcgetattr(&slave).expect("termios").control_chars[SpecialCharacterIndices::VEOF as usize];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["mcp", "--cwd", dir.path().to_str().expect("utf-8")])
+        .stdin(slave.try_clone().expect("dup"))
+        .stdout(slave.try_clone().expect("dup"))
+        .stderr(slave)
+        .spawn()
+        .expect("the server starts");
+    let mut master = std::fs::File::from(pty.master);
+    // What a person types: EOF at the start of a line.
+    master.write_all(&[end_of_file]).expect("typed");
+    let reader = {
+        let mut master = master.try_clone().expect("dup");
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            // EIO once the server, the last holder of the slave, is gone.
+            let _ = std::io::Read::read_to_end(&mut master, &mut seen);
+            seen
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not end on EOF");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let seen = reader.join().expect("reader");
+    let text = String::from_utf8_lossy(&seen);
+    // The terminal echoes nothing for EOF; whatever else shows is ours.
+    assert_eq!(text.trim(), "", "the server wrote {text:?}");
+    assert_eq!(status.code(), Some(0), "{text}");
+}
+
+#[test]
+fn no_process_the_server_starts_carries_the_command_text_in_its_command_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let marker = format!("agent-exec-marker-{}", std::process::id());
+    // The marker is only in the command text: `pgrep -f` finds nothing,
+    // in the foreground, in the background and under a terminal.
+    let command = format!("pgrep -f {marker} || echo none");
+    let foreground = server.call("Bash", json!({ "command": command }));
+    assert_eq!(text(&foreground), "none\n", "{foreground}");
+    let tty = server.call("Bash", json!({ "command": command, "tty": true }));
+    assert_eq!(text(&tty), "none\n", "{tty}");
+    // The carried-state wrapper (a `cd` makes it needed) too.
+    let wrapped = server.call("Bash", json!({ "command": format!("cd .; {command}") }));
+    assert_eq!(text(&wrapped), "none\n", "{wrapped}");
+    let started = server.call(
+        "Bash",
+        json!({ "command": format!("{command}; sleep 0.5"), "run_in_background": true }),
+    );
+    let id = started["structuredContent"]["bash_id"]
+        .as_str()
+        .expect("a background shell")
+        .to_owned();
+    let read = server.call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }));
+    assert!(text(&read).ends_with("\nnone\n"), "{read}");
+    // Nor does the variable that carries it reach the command.
+    let variables = server.call(
+        "Bash",
+        json!({ "command": "env | grep -c AGENT_EXEC_SCRIPT; echo ${__agent_exec_script-unset}" }),
+    );
+    assert_eq!(text(&variables), "0\nunset\n", "{variables}");
+    assert!(server.close().success());
+}
+
+/// A loopback port no one listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[test]
+fn pkill_f_of_a_dev_server_ends_the_server_not_the_shell_asking() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid_file = dir.path().join("server.pid");
+    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let port = free_port();
+    let started = server.call(
+        "Bash",
+        json!({
+            "command": format!(
+                "python3 -m http.server {port} --bind 127.0.0.1 & echo $! > server.pid; wait"
+            ),
+            "run_in_background": true
+        }),
+    );
+    let id = started["structuredContent"]["bash_id"]
+        .as_str()
+        .expect("a background shell")
+        .to_owned();
+    let http_server = read_pid(&pid_file);
+    // Listening, so the pattern below names a running server.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the server did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stop = server.call(
+        "Bash",
+        json!({ "command": format!("pkill -f 'python3 -m http.server {port}'; echo pkill $?") }),
+    );
+    assert_eq!(text(&stop), "pkill 0\n", "{stop}");
+    assert_eq!(stop["structuredContent"]["exit_code"], 0, "{stop}");
+    assert!(wait_gone(http_server), "the http server is still running");
+    let read = server.call("BashOutput", json!({ "bash_id": id, "wait_ms": 10000 }));
+    // The background shell saw its server end and ended itself (`wait`
+    // with no job left answers 0); nothing killed it.
+    assert!(
+        text(&read).starts_with("Status: completed, Exit code: 0"),
+        "{read}"
+    );
+    assert!(server.close().success());
+    if alive(http_server) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &http_server.to_string()])
+            .status();
     }
 }

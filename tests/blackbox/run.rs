@@ -245,3 +245,37 @@ fn the_users_home_is_protected_whatever_it_is() {
     assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
     assert!(stderr(&output).contains("dangerous"), "{}", stderr(&output));
 }
+
+#[test]
+fn escape_sequences_of_every_family_leave_no_stray_character() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // `tput sgr0` writes `ESC ( B`; kitty graphics are an APC string; C1
+    // CSI is its two-byte UTF-8 form; BEL and SO/SI are stray controls.
+    let output = run_in(
+        dir.path(),
+        &["printf 'a\\033(Bb\\n'; \
+           printf 'k\\033_Gf=100;AAAA\\033\\\\l\\n'; \
+           printf '\\302\\23331mred\\302\\2330m \\033)0\\016x\\017\\007\\033=\\033>y\\n'"],
+    );
+    assert_eq!(stdout(&output), "ab\nkl\nred xy\n");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}
+
+#[test]
+fn one_program_replaces_its_shell_and_a_missing_one_is_named_by_bash() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // As `bash -c cat` would, bash execs the program: no fork, so `cat`
+    // leads the session the shell was started in.
+    let output = run_in(dir.path(), &["cat", "/proc/self/stat"]);
+    let stat = stdout(&output);
+    let fields: Vec<&str> = stat.split(' ').collect();
+    assert_eq!(fields.get(1), Some(&"(cat)"), "{stat}");
+    assert_eq!(fields.first(), fields.get(5), "pid and session: {stat}");
+    let missing = run_in(dir.path(), &["agent-exec-no-such-program"]);
+    assert_eq!(missing.status.code(), Some(127));
+    assert!(
+        stdout(&missing).contains("bash: line 1: agent-exec-no-such-program: command not found"),
+        "{}",
+        stdout(&missing)
+    );
+}

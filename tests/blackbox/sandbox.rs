@@ -467,3 +467,21 @@ fn signals_to_the_namespace_init_from_inside_are_ignored() {
     let count: u32 = lines.get(1).and_then(|n| n.parse().ok()).expect("a count");
     assert!((2..=5).contains(&count), "{text}");
 }
+
+#[test]
+fn the_inits_command_line_shows_no_server_argument() {
+    let root = tempfile::tempdir().expect("root");
+    let marker = format!("agent-exec-init-marker-{}", std::process::id());
+    // The init is PID 1 in the server's memory: its command line is the
+    // server's, which held `run`'s flags and this very command.
+    let (code, text) = run(
+        root.path(),
+        &["--sandbox", "workspace-write"],
+        &format!(
+            "tr '\\0' '\\n' < /proc/1/cmdline | grep -c .; \
+             tr '\\0' '\\n' < /proc/1/cmdline | grep -c -e run -e workspace-write -e {marker}; \
+             pgrep -f {marker} || echo none"
+        ),
+    );
+    assert_eq!(text, "1\n0\nnone\n", "exit {code}");
+}

@@ -16,13 +16,33 @@ fn schema_prints_a_json_array_in_every_format() {
     for format in ["mcp", "openai", "anthropic"] {
         let definitions = schema(format);
         for definition in &definitions {
+            let keys = |value: &Value| -> Vec<String> {
+                value
+                    .as_object()
+                    .expect("an object")
+                    .keys()
+                    .cloned()
+                    .collect()
+            };
             match format {
-                "mcp" => assert!(definition["inputSchema"].is_object()),
+                "mcp" => {
+                    assert!(definition["inputSchema"].is_object());
+                    assert_eq!(definition["outputSchema"]["type"], "object");
+                    assert!(definition["annotations"]["title"].is_string());
+                }
+                // Exactly the keys the APIs accept: they refuse unknown ones.
                 "openai" => {
-                    assert_eq!(definition["type"], "function");
+                    assert_eq!(keys(definition), ["type", "function"]);
+                    assert_eq!(
+                        keys(&definition["function"]),
+                        ["name", "description", "parameters"]
+                    );
                     assert!(definition["function"]["parameters"].is_object());
                 }
-                _ => assert!(definition["input_schema"].is_object()),
+                _ => {
+                    assert_eq!(keys(definition), ["name", "description", "input_schema"]);
+                    assert!(definition["input_schema"].is_object());
+                }
             }
         }
     }

@@ -1,9 +1,11 @@
-//! Clean-up of what dead servers left: their temp dirs (`agent-exec-<pid>-<n>`
-//! under the temp dir) go once the `initialize` answer is out; a live
-//! server's stay.
+//! Clean-up of what dead servers left: their temp dirs (`agent-exec-<id>-<n>`
+//! under the temp dir, `<id>` random) go once the `initialize` answer is out
+//! when nobody holds their `lock` file; a live server's stay, in whatever PID
+//! namespace either server runs, and so do its cgroups.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -18,42 +20,145 @@ fn dead_pid() -> u32 {
     pid
 }
 
+/// A server spoken to in raw JSON-RPC lines.
+pub(crate) struct Peer {
+    pub(crate) child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Peer {
+    /// `prefix` (a wrapper such as `unshare`, or nothing) then the binary's
+    /// `mcp` with `args`, under `TMPDIR=tmp`; answers `initialize`.
+    pub(crate) fn start(prefix: &[&str], args: &[&str], tmp: &Path) -> Self {
+        Self::start_with(prefix, args, tmp, &[], Stdio::inherit())
+    }
+
+    /// [`Peer::start`] with more environment variables and stderr sent to
+    /// `stderr`.
+    pub(crate) fn start_with(
+        prefix: &[&str],
+        args: &[&str],
+        tmp: &Path,
+        vars: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
+        let binary = env!("CARGO_BIN_EXE_agent-exec");
+        let mut command = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
+        let mut child = command
+            .arg("mcp")
+            .args(args)
+            .env("TMPDIR", tmp)
+            .envs(vars.iter().copied())
+            .stderr(stderr)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut peer = Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        };
+        let answer = peer.request(
+            "initialize",
+            &json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "blackbox", "version": "0"}}),
+        );
+        assert_eq!(answer["result"]["serverInfo"]["name"], "agent-exec");
+        peer
+    }
+
+    pub(crate) fn request(&mut self, method: &str, params: &Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{message}").expect("write");
+        stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).expect("read") > 0,
+                "the server closed stdout"
+            );
+            let answer: Value = serde_json::from_str(&line).expect("JSON");
+            if answer["id"] == id {
+                return answer;
+            }
+        }
+    }
+
+    /// Runs `command` in the foreground: its text, and whether it failed.
+    pub(crate) fn bash(&mut self, command: &str) -> (String, bool) {
+        let answer = self.request(
+            "tools/call",
+            &json!({"name": "Bash", "arguments": {"command": command}}),
+        );
+        let result = &answer["result"];
+        let text = result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (text, result["isError"] == true)
+    }
+
+    pub(crate) fn close(mut self) {
+        drop(self.stdin.take());
+        assert!(self.child.wait().expect("the server exits").success());
+    }
+}
+
+/// Plants a temp dir as a server would leave it, with a `lock` file or not.
+fn plant(base: &Path, name: &str, lock: bool) -> PathBuf {
+    let dir = base.join(name);
+    std::fs::create_dir_all(dir.join("state")).expect("plant the dir");
+    std::fs::write(dir.join("bash-0.txt"), "old output").expect("plant a file");
+    if lock {
+        std::fs::write(dir.join("lock"), "").expect("plant the lock file");
+    }
+    dir
+}
+
 #[test]
-fn a_dead_servers_temp_dir_is_removed_after_start_up_and_a_live_ones_kept() {
+fn a_dead_servers_temp_dir_is_removed_after_start_up_and_no_other() {
     let base = tempfile::tempdir().expect("temp base");
     let cwd = tempfile::tempdir().expect("cwd");
+    // Nobody holds its lock: its server is gone.
+    let stale = plant(base.path(), "agent-exec-a000000000000001-0", true);
+    // This test holds the lock: a live server's, whatever its pid.
+    let live = plant(base.path(), "agent-exec-a000000000000002-0", true);
+    let held = std::fs::File::open(live.join("lock")).expect("open the lock");
+    held.lock().expect("hold the lock");
+    // Nothing proves these a dead server's: no lock file, or a name we do
+    // not make (a pid, as older versions named theirs; pid 0; no id).
+    let unlocked = plant(base.path(), "agent-exec-a000000000000003-0", false);
     let dead = dead_pid();
     assert!(!alive(dead));
-    let stale = base.path().join(format!("agent-exec-{dead}-0"));
-    std::fs::create_dir_all(stale.join("state")).expect("plant the stale dir");
-    std::fs::write(stale.join("bash-0.txt"), "old output").expect("plant a file");
-    // This test process is alive: a dir named for it is a live server's.
-    let live = base
-        .path()
-        .join(format!("agent-exec-{}-7", std::process::id()));
-    std::fs::create_dir(&live).expect("plant the live dir");
-    let unrelated = base.path().join("agent-exec-notapid-0");
-    std::fs::create_dir(&unrelated).expect("plant an unrelated dir");
+    let keep = [
+        live.clone(),
+        unlocked,
+        plant(base.path(), &format!("agent-exec-{dead}-0"), true),
+        plant(base.path(), "agent-exec-0", false),
+        plant(base.path(), "agent-exec-notapid-0", true),
+    ];
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
-        .args(["mcp", "--cwd", cwd.path().to_str().expect("utf-8")])
-        .env("TMPDIR", base.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the server starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "blackbox", "version": "0"}}});
-    writeln!(stdin, "{initialize}").expect("write");
-    stdin.flush().expect("flush");
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read");
-    let answer: Value = serde_json::from_str(&line).expect("JSON");
-    assert_eq!(answer["id"], 1, "{line}");
-
+    let server = Peer::start(
+        &[],
+        &["--cwd", cwd.path().to_str().expect("utf-8")],
+        base.path(),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while stale.exists() {
         assert!(
@@ -62,16 +167,104 @@ fn a_dead_servers_temp_dir_is_removed_after_start_up_and_a_live_ones_kept() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(live.is_dir(), "a live server's temp dir was removed");
-    assert!(unrelated.is_dir(), "a dir without a pid was removed");
-    let own = format!("agent-exec-{}-", child.id());
-    let own_dirs = std::fs::read_dir(base.path())
+    // The clean-up is one pass over the directory: give it time to go on.
+    std::thread::sleep(Duration::from_millis(300));
+    for dir in &keep {
+        assert!(dir.is_dir(), "{} was removed", dir.display());
+    }
+    let own = crate::server_temp_dirs(server.child.id());
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!(own[0].parent(), Some(base.path()), "under TMPDIR");
+    server.close();
+    assert!(!own[0].exists(), "the server's own temp dir outlived it");
+    drop(held);
+}
+
+pub(crate) fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find(|line| line.starts_with("Uid:"))
+            .and_then(|line| line.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
+/// The cgroups a live server holds open (its ready ones), by the
+/// server-level `agent-exec-*` directory they are in.
+fn server_cgroups(pid: u32) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = crate::held_paths(pid)
+        .into_iter()
+        .filter(|path| path.starts_with("/sys/fs/cgroup"))
+        .filter_map(|path| {
+            path.ancestors()
+                .find(|dir| {
+                    dir.file_name()
+                        .and_then(|name| name.to_str())
+                        .is_some_and(|name| name.starts_with("agent-exec-"))
+                })
+                .map(Path::to_path_buf)
+        })
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// Another server started in a PID namespace of its own (where the first
+/// server's pid names no process, or another one) leaves the first one's
+/// temp dir and cgroups alone, and its commands go on working.
+#[test]
+fn a_server_in_another_pid_namespace_leaves_a_live_servers_files_alone() {
+    if !is_root() {
+        assert!(
+            std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none()
+                && std::env::var("CI").as_deref() != Ok("true"),
+            "CI cannot skip this: it needs root for a PID namespace"
+        );
+        eprintln!("skipped: needs root to start a server in a PID namespace of its own");
+        return;
+    }
+    let base = tempfile::tempdir().expect("temp base");
+    let cwd = tempfile::tempdir().expect("cwd");
+    let cwd = cwd.path().to_str().expect("utf-8");
+    let mut first = Peer::start(&[], &["--cwd", cwd, "--sandbox", "off"], base.path());
+    let (text, failed) = first.bash("echo one");
+    assert!(!failed && text.starts_with("one"), "{text}");
+    let temp: Vec<PathBuf> = std::fs::read_dir(base.path())
         .expect("read the base")
         .flatten()
-        .filter(|entry| entry.file_name().to_string_lossy().starts_with(&own))
-        .count();
-    assert_eq!(own_dirs, 1, "the server's own temp dir is under TMPDIR");
+        .map(|entry| entry.path())
+        .collect();
+    assert_eq!(temp.len(), 1, "the first server's temp dir: {temp:?}");
+    let cgroups = server_cgroups(first.child.id());
 
-    drop(stdin);
-    assert!(child.wait().expect("the server exits").success());
+    let mut second = Peer::start(
+        &["unshare", "--pid", "--fork", "--mount-proc"],
+        &["--cwd", cwd, "--sandbox", "off"],
+        base.path(),
+    );
+    let (text, failed) =
+        second.bash("echo $$ in a namespace of its own; ls /proc | grep -c '^[0-9]'");
+    assert!(!failed, "{text}");
+    // Its clean-ups run beside its first calls: give them time to finish.
+    std::thread::sleep(Duration::from_millis(1_000));
+
+    assert!(temp[0].is_dir(), "the live server's temp dir was removed");
+    for cgroup in &cgroups {
+        assert!(
+            cgroup.is_dir(),
+            "the live server's cgroup {} was removed",
+            cgroup.display()
+        );
+    }
+    for n in 0..8 {
+        let (text, failed) = first.bash(&format!("echo call {n}"));
+        assert!(
+            !failed && text.starts_with(&format!("call {n}")),
+            "call {n} of the live server: {text}"
+        );
+    }
+    second.close();
+    first.close();
 }

@@ -78,6 +78,12 @@ async fn a_prompt_and_a_repl_answer_instead_of_hanging() {
     assert_eq!(meta(&under, "waiting_for_input"), false);
     let without = call(&client, "Bash", json!({ "command": probe })).await;
     assert_eq!(text(&without), "tty-no\nred\n");
+    // `tput sgr0`'s `ESC ( B` and a kitty graphics string leave nothing.
+    let escapes = "printf 'a\\033(Bb\\033_Gf=100;AAAA\\033\\\\c\\n'";
+    for tty in [true, false] {
+        let cleaned = call(&client, "Bash", json!({ "command": escapes, "tty": tty })).await;
+        assert_eq!(text(&cleaned), "abc\n", "tty: {tty}");
+    }
 
     // `read -p`: the call answers at the prompt, WriteStdin answers it.
     let (body, id) = until_prompt(&client, "read -r -p 'Name? ' n; echo \"hello $n\"").await;

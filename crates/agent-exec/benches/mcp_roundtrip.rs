@@ -30,6 +30,9 @@ use test_support::percentile;
 use serde_json::json;
 use support::{Server, background, bash, server_command, structured, text};
 
+/// A command whose answer is 29,990 characters, inside the text's bound.
+const LONG_ANSWER: &str = "head -c 29990 /dev/zero | tr '\\0' x";
+
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
     let calls = if quick { 100 } else { 500 };
@@ -89,6 +92,27 @@ fn main() {
         )
         .timing(wrapped50, wrapped99)
         .against("mcp-bare", wrapped50.as_secs_f64() / bare50.as_secs_f64()),
+    );
+
+    // An answer of 29,990 characters, just inside the 30,000 the text
+    // keeps: what the answer's shape costs where it is largest.
+    let mut long = Vec::new();
+    let long_command = bash(LONG_ANSWER);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let answer = server.call(&long_command);
+        long.push(t.elapsed());
+        assert_eq!(answer["result"]["structuredContent"]["truncated"], false);
+    }
+    save_samples("mcp-round-trip-30k", &long);
+    let (long50, long99) = (percentile(&mut long, 50), percentile(&mut long, 99));
+    emit(
+        &Figure::new(
+            "mcp-round-trip-30k",
+            format!("MCP round trip of a 29,990-character answer, {calls} calls"),
+        )
+        .timing(long50, long99)
+        .against("mcp-bare", long50.as_secs_f64() / bare50.as_secs_f64()),
     );
 
     // An `ask` command with no client that can ask: refused by the

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, Tool,
+    ServerCapabilities, Tool, ToolAnnotations,
 };
 use rmcp::model::{
     CancelledNotificationParam, ClientCapabilities, ClientResult, ElicitRequest,
@@ -49,13 +49,7 @@ impl Bridge {
             .registry()
             .definitions()
             .into_iter()
-            .map(|definition| {
-                let schema = match definition.input_schema {
-                    Value::Object(map) => map,
-                    _ => serde_json::Map::new(),
-                };
-                Tool::new(definition.name, definition.description, schema)
-            })
+            .map(mcp_tool)
             .collect();
         Self {
             executor: Arc::new(executor),
@@ -66,6 +60,36 @@ impl Bridge {
             pending: Arc::default(),
         }
     }
+}
+
+/// A tool definition as MCP lists it: schemas, title and hints.
+fn mcp_tool(definition: tool_core::ToolDefinition) -> Tool {
+    let object = |schema: Value| match schema {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let hints = definition.annotations;
+    let mut tool = Tool::new(
+        definition.name,
+        definition.description,
+        object(definition.input_schema),
+    );
+    if let Some(schema) = definition.output_schema {
+        tool = tool.with_raw_output_schema(Arc::new(object(schema)));
+    }
+    if let Some(title) = &hints.title {
+        tool = tool.with_title(title.clone());
+    }
+    if !hints.is_empty() {
+        tool = tool.with_annotations(ToolAnnotations::from_raw(
+            hints.title,
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint,
+        ));
+    }
+    tool
 }
 
 /// Whether a client's capabilities let it be asked a form question.
@@ -522,13 +546,15 @@ fn answer(
         .map_err(|error| ErrorData::invalid_params(error.to_string(), None))?
         .result;
     log_call(name, &result, started);
-    let content = vec![ContentBlock::text(result.text().to_owned())];
-    let mut answer = if result.success {
+    let success = result.success;
+    let (text, structured) = structured_content(result);
+    let content = vec![ContentBlock::text(text)];
+    let mut answer = if success {
         CallToolResult::success(content)
     } else {
         CallToolResult::error(content)
     };
-    answer.structured_content = Some(structured_content(&result));
+    answer.structured_content = Some(structured);
     Ok(answer)
 }
 
@@ -537,12 +563,14 @@ fn answer(
 /// the model this object instead of the text, so it must carry the output;
 /// `output` goes last (`serde_json` keeps insertion order: `preserve_order`)
 /// so a client that cuts the middle of a long result keeps the metadata.
-fn structured_content(result: &tool_core::ToolResult) -> Value {
-    let mut map = result.metadata.clone();
+/// Answers the text too, for the content item.
+fn structured_content(result: tool_core::ToolResult) -> (String, Value) {
+    let text = result.text().to_owned();
+    let mut map = result.metadata;
     // Another key named `output` would otherwise keep its earlier place.
     map.shift_remove("output");
-    map.insert("output".to_owned(), Value::String(result.text().to_owned()));
-    Value::Object(map)
+    map.insert("output".to_owned(), Value::String(text.clone()));
+    (text, Value::Object(map))
 }
 
 /// One log line per tool call, at `info` (`RUST_LOG=info`), on stderr: what

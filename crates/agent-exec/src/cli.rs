@@ -100,6 +100,11 @@ pub(crate) struct CommonArgs {
     /// Check and echo commands without running them.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// The most characters of output an answer shows (head and tail, plus
+    /// one truncation line naming the file with the whole output); lower
+    /// it for clients that keep less of a tool result (at least 1000).
+    #[arg(long, value_name = "N", default_value_t = exec_tools::MAX_OUTPUT_CHARS)]
+    pub(crate) max_output_chars: usize,
     /// A TOML policy file with extra rules (examples/policy.toml); one that
     /// does not exist is refused.
     #[arg(long, value_name = "FILE")]
@@ -122,6 +127,11 @@ pub(crate) struct CommonArgs {
     /// (created with mode 0600); a log that cannot be written stops commands.
     #[arg(long, value_name = "FILE")]
     pub(crate) audit_log: Option<PathBuf>,
+    /// Bytes all output files of the server may hold together (default:
+    /// 1 GiB, or a quarter of the free space where they go if that is less).
+    /// For tests: a small budget is reached quickly.
+    #[arg(long, value_name = "BYTES", hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) output_budget: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -82,10 +82,17 @@ fn main() -> ExitCode {
 }
 
 /// The real binary's start-up: secrets hidden (the process may re-execute
-/// itself), then the janitor started from the image that serves.
+/// itself), then the janitor started from the image that serves, then the
+/// arguments blanked: a sandbox's init shares this memory, and its
+/// `/proc/1/cmdline` must not show them (`run`'s command among them) to
+/// `pgrep -f`/`pkill -f` inside. After the re-execution, which reads them.
 fn hide_secrets_and_watch(rules: &EnvRules) -> Vec<(String, String)> {
     let secrets = reexec::hide_secrets(rules);
     janitor::start();
+    #[cfg(target_os = "linux")]
+    if let Err(error) = shell_runtime::hide_arguments() {
+        tracing::warn!(%error, "cannot blank the server's arguments; a sandboxed command's /proc/1/cmdline shows them");
+    }
     secrets
 }
 

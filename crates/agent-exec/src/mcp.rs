@@ -85,9 +85,17 @@ where
     // until its handler has finished.
     let bridge = transport.track(bridge);
     let running = tokio::select! {
-        running = bridge.serve(transport) => {
-            running.context("MCP initialization failed")?
-        }
+        running = bridge.serve(transport) => match running {
+            Ok(running) => running,
+            // Stdin ended before the handshake (Ctrl+D at a terminal, a
+            // client that gave up): nothing was asked, so nothing failed.
+            Err(_) if input_closed.is_cancelled() => {
+                tracing::info!("stdin ended before the client initialized");
+                env.shutdown().await;
+                return Ok(Stop::ClientLeft);
+            }
+            Err(error) => return Err(error).context("MCP initialization failed"),
+        },
         stop = signals.recv() => {
             env.shutdown().await;
             return Ok(stop);

@@ -14,9 +14,13 @@ use crate::cli::{AskFallbackArg, CommonArgs, NetworkMode, SandboxMode};
 
 mod hard_links;
 
-/// Prefix of every server's temp directory; the pid follows, so a later
-/// server can tell which ones belong to servers that died.
-pub(crate) const TEMP_PREFIX: &str = "agent-exec-";
+/// The file in a server's temp directory that it holds an `flock` on for
+/// its life: a later server removes the directory only once it can take
+/// that lock (the server is gone), whatever PID namespace either runs in.
+pub(crate) const LOCK_FILE: &str = "lock";
+
+/// The least `--max-output-chars` accepts.
+const MIN_OUTPUT_CHARS: usize = 1000;
 
 /// Everything a front door (`mcp` or `run`) needs.
 pub(crate) struct Setup {
@@ -39,18 +43,23 @@ impl Setup {
     }
 }
 
-/// The server's temp directory, removed when dropped.
-pub(crate) struct TempDir(PathBuf);
+/// The server's temp directory, removed when dropped, and the lock on its
+/// [`LOCK_FILE`] that tells other servers this one is alive.
+pub(crate) struct TempDir {
+    path: PathBuf,
+    _lock: std::fs::File,
+}
 
 impl TempDir {
     pub(crate) fn path(&self) -> &Path {
-        &self.0
+        &self.path
     }
 }
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // The lock goes after the directory: nobody else removes it meanwhile.
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
@@ -79,6 +88,12 @@ pub(crate) fn setup(
     secrets: Vec<(String, String)>,
 ) -> anyhow::Result<Setup> {
     let (cwd, roots) = working_dir_and_roots(args.cwd.as_deref(), &args.roots)?;
+    if args.max_output_chars < MIN_OUTPUT_CHARS {
+        bail!(
+            "--max-output-chars {} is too small: at least {MIN_OUTPUT_CHARS}, so an answer has room for its head, its tail and the truncation line",
+            args.max_output_chars
+        );
+    }
     if let Some(coauthor) = coauthor {
         check_coauthor(coauthor)?;
     }
@@ -95,11 +110,13 @@ pub(crate) fn setup(
     // would guard `/root` whatever the user's home is.
     config.analyzer.home = home.map(|home| home.to_string_lossy().into_owned());
     config.coauthor = coauthor.map(str::to_owned);
+    config.output_budget = output_budget(args.output_budget, temp.path());
     config.ask_fallback = match args.ask_fallback {
         AskFallbackArg::Deny => AskFallback::Deny,
         AskFallbackArg::Allow => AskFallback::Allow,
     };
     config.ask_timeout = std::time::Duration::from_millis(args.ask_timeout);
+    config.max_output_chars = args.max_output_chars;
     if let Some(path) = &args.audit_log {
         let label = if sandbox.is_off() {
             "off".to_owned()
@@ -156,12 +173,61 @@ pub(crate) fn setup(
             hard_links::warn_in_background(roots, ours);
         }
     }
+    if args.dry_run {
+        let note = "This server is a dry run: commands are checked and echoed (`[Dry Run] Would execute: ...`), never run.";
+        config.description_note = Some(match config.description_note.take() {
+            Some(sandbox) => format!("{sandbox}\n- {note}"),
+            None => note.to_owned(),
+        });
+    }
     Ok(Setup {
         config,
         cwd,
         dry_run: args.dry_run,
         _temp: temp,
     })
+}
+
+/// The bytes all output files may hold together: `asked`, else 1 GiB or a
+/// quarter of the free space in `dir` (where they go) if that is less, so
+/// that output files alone never fill the disk. Said in one log line (a
+/// warning when the disk made it smaller).
+fn output_budget(asked: Option<u64>, dir: &Path) -> u64 {
+    const FREE_SHARE: u64 = 4;
+    let cap = exec_tools::OUTPUT_TOTAL_CAP;
+    if let Some(asked) = asked {
+        tracing::info!(budget = asked, "output files: the budget was given");
+        return asked;
+    }
+    let free = nix::sys::statvfs::statvfs(dir).ok().map(|stats| {
+        stats
+            .blocks_available()
+            .saturating_mul(stats.fragment_size())
+    });
+    let Some(free) = free else {
+        tracing::info!(
+            budget = cap,
+            "output files: free space unknown, budget 1 GiB"
+        );
+        return cap;
+    };
+    let budget = cap.min(free / FREE_SHARE);
+    if budget < cap {
+        tracing::warn!(
+            "output files: budget {} MiB, a quarter of the {} MiB free in {}",
+            budget >> 20,
+            free >> 20,
+            dir.display()
+        );
+    } else {
+        tracing::info!(
+            "output files: budget {} MiB ({} MiB free in {})",
+            budget >> 20,
+            free >> 20,
+            dir.display()
+        );
+    }
+    budget.max(1)
 }
 
 /// The sandbox request: `--sandbox` and `--network`, with the roots, the
@@ -239,16 +305,26 @@ pub(crate) fn remove_stale_in_background() {
         .spawn(move || remove_stale(&base));
 }
 
-/// Makes `agent-exec-<pid>-<n>` under the system temp dir (mode 0700).
+/// Makes `agent-exec-<id>-<n>` under the system temp dir (mode 0700), `<id>`
+/// the server's random id (see [`shell_runtime::server_id`]), with its
+/// [`LOCK_FILE`] locked.
 fn make_temp_dir() -> anyhow::Result<TempDir> {
     let base = std::env::temp_dir();
-    let pid = std::process::id();
+    let id = shell_runtime::server_id();
     for attempt in 0..100u32 {
-        let path = base.join(format!("{TEMP_PREFIX}{pid}-{attempt}"));
+        let path = base.join(format!("{}{id}-{attempt}", shell_runtime::INSTANCE_PREFIX));
         match std::fs::create_dir(&path) {
             Ok(()) => {
                 restrict(&path);
-                return Ok(TempDir(path));
+                let lock = lock_temp_dir(&path)
+                    .with_context(|| format!("cannot lock `{}`", path.display()));
+                return match lock {
+                    Ok(lock) => Ok(TempDir { path, _lock: lock }),
+                    Err(error) => {
+                        let _ = std::fs::remove_dir_all(&path);
+                        Err(error)
+                    }
+                };
             }
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(error) => {
@@ -257,6 +333,17 @@ fn make_temp_dir() -> anyhow::Result<TempDir> {
         }
     }
     bail!("cannot create a temp directory under `{}`", base.display())
+}
+
+/// Locks the new temp dir's [`LOCK_FILE`]. It is made and locked under
+/// another name, then renamed: another server never finds it unlocked
+/// (which would read as a dead server's directory).
+fn lock_temp_dir(dir: &Path) -> std::io::Result<std::fs::File> {
+    let staging = dir.join(format!(".{LOCK_FILE}"));
+    std::fs::File::create_new(&staging)?;
+    let lock = shell_runtime::hold_lock(&staging)?;
+    std::fs::rename(&staging, dir.join(LOCK_FILE))?;
+    Ok(lock)
 }
 
 #[cfg(unix)]
@@ -268,27 +355,26 @@ fn restrict(path: &Path) {
 #[cfg(not(unix))]
 fn restrict(_path: &Path) {}
 
-/// Removes `agent-exec-<pid>-*` directories whose server is gone.
+/// Removes the `agent-exec-<id>-<n>` directories of servers that are gone:
+/// those whose [`LOCK_FILE`] nobody holds. A directory with no lock file,
+/// or named otherwise (by a pid, as older versions named theirs), is not
+/// provably a dead server's, and stays.
 fn remove_stale(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix(TEMP_PREFIX))
-        else {
+        let Some(id) = name.to_str().and_then(shell_runtime::id_in_name) else {
             continue;
         };
-        let Some(pid) = rest
-            .split('-')
-            .next()
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
+        if id == shell_runtime::server_id() {
             continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        }
+        // Held while the directory goes; `try_lock` follows no link out.
+        let lock = entry.path().join(LOCK_FILE);
+        let is_file = std::fs::symlink_metadata(&lock).is_ok_and(|meta| meta.is_file());
+        if is_file && let Ok(Some(_held)) = shell_runtime::try_lock(&lock) {
             tracing::info!(dir = %entry.path().display(), "removing the temp dir of a server that died");
             let _ = std::fs::remove_dir_all(entry.path());
         }

@@ -6,8 +6,9 @@
 use std::time::{Duration, Instant};
 
 use exec_policy::Denial;
-use tool_core::{Approval, Approver, ExecutionContext, ProgressUpdate, ToolResult};
+use tool_core::{Approval, Approver, ExecutionContext, ProgressUpdate};
 
+use crate::bash::BashAnswer;
 use crate::environment::ExecEnvironment;
 
 /// What became of an `ask` command's question.
@@ -161,8 +162,8 @@ pub(crate) fn approval_message(
 
 /// The answer for a question nobody answered within `--ask-timeout`:
 /// worded apart from a refusal by the person, who may never have seen it.
-pub(crate) fn timed_out(exec: &ExecEnvironment, denial: &Denial) -> ToolResult {
-    ToolResult::fail(exec.redact(&format!(
+pub(crate) fn timed_out(exec: &ExecEnvironment, denial: &Denial) -> BashAnswer {
+    BashAnswer::fail(exec.redact(&format!(
         "Command blocked: the approval question timed out unanswered after {} ms \
          (`--ask-timeout`; rule `{}`: {}) in `{}`; nothing ran",
         exec.config.ask_timeout.as_millis(),
@@ -170,20 +171,24 @@ pub(crate) fn timed_out(exec: &ExecEnvironment, denial: &Denial) -> ToolResult {
         denial.reason,
         denial.command
     )))
-    .with_meta("status", "blocked")
-    .with_meta("decision", "ask")
-    .with_meta("rule", denial.rule_id.clone())
+    .meta(|m| {
+        m.status = Some("blocked");
+        m.decision = Some("ask");
+        m.rule = Some(denial.rule_id.clone());
+    })
 }
 
 /// The answer for a question the person declined or dismissed.
-pub(crate) fn declined(exec: &ExecEnvironment, denial: &Denial) -> ToolResult {
-    ToolResult::fail(exec.redact(&format!(
+pub(crate) fn declined(exec: &ExecEnvironment, denial: &Denial) -> BashAnswer {
+    BashAnswer::fail(exec.redact(&format!(
         "Command blocked: approval declined (rule `{}`: {}) in `{}`",
         denial.rule_id, denial.reason, denial.command
     )))
-    .with_meta("status", "blocked")
-    .with_meta("decision", "ask")
-    .with_meta("rule", denial.rule_id.clone())
+    .meta(|m| {
+        m.status = Some("blocked");
+        m.decision = Some("ask");
+        m.rule = Some(denial.rule_id.clone());
+    })
 }
 
 #[cfg(test)]

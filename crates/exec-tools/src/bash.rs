@@ -14,15 +14,23 @@ use serde::Deserialize;
 use shell_runtime::{
     EndRequest, ExitInfo, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream,
 };
-use tool_core::{Approval, ExecutionContext, ProgressUpdate, Tool, ToolCategory, ToolResult};
+use tool_core::{
+    Answer, Approval, ExecutionContext, ProgressUpdate, Tool, ToolAnnotations, ToolCategory,
+};
 
 use crate::approval::{
     Asked, Waiting, approval_key, approval_message, declined, timed_out, wait_for_approval,
 };
 use crate::audit::{AuditEntry, AuditError, AuditLog};
-use crate::carried_state::{CarriedStateSlot, StateFiles, Vars, may_change_state, wrap_command};
+use crate::carried_state::{
+    CarriedStateSlot, STATELESS_BUILTINS, StateFiles, Vars, may_change_state, wrap_command,
+};
 use crate::environment::{AskFallback, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
+use crate::metadata::{BashMetadata, capped_command};
 use crate::render::{Rendered, render_streams};
+
+/// A `Bash` answer.
+pub(crate) type BashAnswer = Answer<BashMetadata>;
 
 /// Grace between SIGINT (or SIGTERM) and SIGKILL when a call is cancelled.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
@@ -88,15 +96,24 @@ const DESCRIPTION: &str = "Runs a bash command and returns its output (stdout, t
 #[async_trait]
 impl Tool for BashTool {
     type Params = BashParams;
+    type Metadata = BashMetadata;
 
     fn name(&self) -> &str {
         "Bash"
     }
 
     fn description(&self) -> String {
+        let mut description = DESCRIPTION.to_owned();
+        let max = self.exec.config.max_output_chars;
+        if max != MAX_OUTPUT_CHARS {
+            description = description.replace(
+                &format!("Output over {MAX_OUTPUT_CHARS} characters"),
+                &format!("Output over {max} characters"),
+            );
+        }
         match &self.exec.config.description_note {
-            Some(note) => format!("{DESCRIPTION}\n- {note}"),
-            None => DESCRIPTION.to_owned(),
+            Some(note) => format!("{description}\n- {note}"),
+            None => description,
         }
     }
 
@@ -104,15 +121,26 @@ impl Tool for BashTool {
         ToolCategory::Execution
     }
 
-    async fn execute(&self, context: &ExecutionContext, params: BashParams) -> ToolResult {
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations {
+            title: Some("Run a shell command".to_owned()),
+            read_only_hint: Some(false),
+            destructive_hint: Some(true),
+            idempotent_hint: Some(false),
+            open_world_hint: Some(true),
+        }
+    }
+
+    async fn execute(&self, context: &ExecutionContext, params: BashParams) -> BashAnswer {
         let exec = &self.exec;
         let carried = context.session().state::<CarriedStateSlot>();
         let state = carried.lock().clone();
         let shown_command = exec.redact(&params.command);
-        let meta = |result: ToolResult| {
-            result
-                .with_meta("command", shown_command.clone())
-                .with_meta_opt("description", params.description.clone())
+        let meta = |result: BashAnswer| {
+            result.meta(|m| {
+                m.command = Some(capped_command(&shown_command));
+                m.description.clone_from(&params.description);
+            })
         };
 
         // The working directory: the carried state's, or the context's. The
@@ -124,7 +152,7 @@ impl Tool for BashTool {
                 if state.cwd.is_some() {
                     carried.lock().cwd = None;
                 }
-                return meta(ToolResult::fail(message));
+                return meta(BashAnswer::fail(message));
             }
         };
         // A session directory that was deleted: the session moves up to the
@@ -139,7 +167,7 @@ impl Tool for BashTool {
             carried.lock().cwd = Some(ancestor);
             note
         });
-        let meta = |result: ToolResult| meta(with_note(result, moved_note.as_deref()));
+        let meta = |result: BashAnswer| meta(with_note(result, moved_note.as_deref()));
         let cwd = match params.workdir.as_deref() {
             None => session_dir.canonical,
             Some(workdir) => {
@@ -149,7 +177,7 @@ impl Tool for BashTool {
                 ) {
                     Ok(canonical) => canonical,
                     Err(error) => {
-                        return meta(ToolResult::fail(format!(
+                        return meta(BashAnswer::fail(format!(
                             "Command not run: `workdir` refused: {}",
                             crate::error_chain(&error)
                         )));
@@ -246,24 +274,27 @@ impl Tool for BashTool {
                         return meta(with_audit_failure(answer, record("timed_out", None)));
                     }
                     Asked::CallCancelled => {
-                        let answer = ToolResult::fail(
+                        let answer = BashAnswer::fail(
                             "Command not run: the call was cancelled while waiting for approval",
                         )
-                        .with_meta("status", "cancelled")
-                        .with_meta("decision", "ask");
+                        .meta(|m| {
+                            m.status = Some("cancelled");
+                            m.decision = Some("ask");
+                        });
                         return meta(with_audit_failure(answer, record("cancelled", None)));
                     }
                 }
             }
             _ => None,
         };
-        let meta = |result: ToolResult| {
+        let meta = |result: BashAnswer| {
             let result = meta(result);
             match approved_by {
-                Some(by) => result
-                    .with_meta("decision", "ask")
-                    .with_meta_opt("rule", denial.map(|d| d.rule_id.clone()))
-                    .with_meta("approved_by", by),
+                Some(by) => result.meta(|m| {
+                    m.decision = Some("ask");
+                    m.rule = denial.map(|d| d.rule_id.clone());
+                    m.approved_by = Some(by);
+                }),
                 None => result,
             }
         };
@@ -278,8 +309,8 @@ impl Tool for BashTool {
                 return meta(audit_refusal(&error));
             }
             return meta(
-                ToolResult::ok(format!("[Dry Run] Would execute: {shown_command}"))
-                    .with_meta("dry_run", true),
+                BashAnswer::ok(format!("[Dry Run] Would execute: {shown_command}"))
+                    .meta(|m| m.dry_run = Some(true)),
             );
         }
 
@@ -315,17 +346,17 @@ impl Tool for BashTool {
                 tty: params.tty,
             };
             return meta(start_background(exec, reserved, &command, &vars, spec, ended).await)
-                .with_meta_opt("timeout_ms", params.timeout);
+                .meta(|m| m.timeout_ms = params.timeout);
         }
         if params.tty {
             let timeout = params.timeout.map(Duration::from_millis);
             return meta(run_tty(exec, context, &command, cwd, &vars, timeout, ended).await)
-                .with_meta_opt("timeout_ms", params.timeout);
+                .meta(|m| m.timeout_ms = params.timeout);
         }
         let timeout = params
             .timeout
             .map_or(exec.config.default_timeout, Duration::from_millis);
-        let budget = MAX_OUTPUT_CHARS.saturating_sub(
+        let budget = exec.config.max_output_chars.saturating_sub(
             moved_note
                 .as_ref()
                 .map_or(0, |note| note.chars().count() + 1),
@@ -346,10 +377,9 @@ impl Tool for BashTool {
             ended,
         )
         .await;
-        meta(result).with_meta(
-            "timeout_ms",
-            u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        )
+        meta(result).meta(|m| {
+            m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        })
     }
 }
 
@@ -403,12 +433,12 @@ fn audit_not_started(ended: Option<(Arc<AuditLog>, AuditEntry)>) {
 }
 
 /// `answer`, noting that its audit line could not be written.
-fn with_audit_failure(answer: ToolResult, written: Result<(), AuditError>) -> ToolResult {
+fn with_audit_failure(answer: BashAnswer, written: Result<(), AuditError>) -> BashAnswer {
     match written {
         Ok(()) => answer,
         Err(error) => {
             let text = format!("{}\n[{}]", answer.text(), audit_message(&error));
-            ToolResult::fail(text).with_meta("audit_error", true)
+            BashAnswer::fail(text).meta(|m| m.audit_error = Some(true))
         }
     }
 }
@@ -422,26 +452,29 @@ fn audit_message(error: &AuditError) -> String {
 
 /// The answer when the decision line could not be written: nothing ran
 /// (status `blocked`, as for any command refused before it starts).
-fn audit_refusal(error: &AuditError) -> ToolResult {
-    ToolResult::fail(format!(
+fn audit_refusal(error: &AuditError) -> BashAnswer {
+    BashAnswer::fail(format!(
         "Command blocked: nothing ran because {}",
         audit_message(error)
     ))
-    .with_meta("status", "blocked")
-    .with_meta("audit_error", true)
+    .meta(|m| {
+        m.status = Some("blocked");
+        m.audit_error = Some(true);
+    })
 }
 
 /// A refused command's answer: the reason, and the metadata every refusal
 /// carries (`status`, `decision`, `rule`).
-fn refusal(exec: &ExecEnvironment, decision: &Decision, denial: &Denial) -> ToolResult {
+fn refusal(exec: &ExecEnvironment, decision: &Decision, denial: &Denial) -> BashAnswer {
     let message = match decision {
         Decision::Ask(_) => format!("{}. {HOW_TO_ALLOW}", denial.ask_message()),
         _ => denial.message(),
     };
-    ToolResult::fail(exec.redact(&message))
-        .with_meta("status", "blocked")
-        .with_meta("decision", decision.name())
-        .with_meta("rule", denial.rule_id.clone())
+    BashAnswer::fail(exec.redact(&message)).meta(|m| {
+        m.status = Some("blocked");
+        m.decision = Some(decision.name());
+        m.rule = Some(denial.rule_id.clone());
+    })
 }
 
 /// The empty-stdin note, when the command read the stdin it was given
@@ -507,7 +540,7 @@ struct SessionDir {
 }
 
 /// `result` with `note` as its last line.
-fn with_note(mut result: ToolResult, note: Option<&str>) -> ToolResult {
+fn with_note(mut result: BashAnswer, note: Option<&str>) -> BashAnswer {
     let Some(note) = note else { return result };
     let text = match result.error.as_mut() {
         Some(error) if !result.success => error,
@@ -547,12 +580,46 @@ fn add_coauthor(command: &str, commits: &[GitCommit], coauthor: &str) -> String 
     out
 }
 
+/// The text bash runs for `command`: `exec COMMAND` when it is one
+/// external program of plain words found where bash would find it, so that
+/// bash replaces itself with the program as `bash -c COMMAND` does (the
+/// launcher's `eval` would fork and wait instead), else `command` itself.
+fn script_for(command: &str, cwd: &std::path::Path, vars: &Vars) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if may_change_state(command, vars) {
+        return None;
+    }
+    let program = command.split(' ').find(|word| !word.is_empty())?;
+    if STATELESS_BUILTINS.contains(&program) {
+        return None;
+    }
+    let executable = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    };
+    // Not found, bash's own message ("command not found") is kept.
+    let found = if program.contains('/') {
+        executable(&cwd.join(program))
+    } else {
+        vars.get("PATH").is_some_and(|path| {
+            std::env::split_paths(path)
+                .filter(|dir| dir.is_absolute())
+                .any(|dir| executable(&dir.join(program)))
+        })
+    };
+    found.then(|| format!("exec {command}"))
+}
+
 fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars) -> SpawnSpec {
     let mut vars = vars.clone();
     if let Some(tmpdir) = &exec.config.tmpdir {
         vars.insert("TMPDIR".to_owned(), tmpdir.clone().into_os_string());
     }
+    let script = script_for(&command, &cwd, &vars);
     let mut spec = SpawnSpec::shell(command, cwd).with_env(vars);
+    if script.is_some() {
+        spec.script = script;
+    }
     // bash is found with the server's PATH, so no value a command exports
     // (PATH included) can stop later calls from starting.
     spec.program.clone_from(&exec.shell_program);
@@ -563,6 +630,9 @@ fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars)
 
 /// A command's two spill files, taking their bytes from the server's budget.
 fn spill_pair(exec: &ExecEnvironment, stem: &std::path::Path) -> (SpillFile, SpillFile) {
+    // Room for this command's files, before it writes any: old files that
+    // may go (see `keep_files`) go now when the budget is nearly spent.
+    exec.keep_files(None, &[]);
     let spill = |extension: &str| SpillFile {
         path: stem.with_extension(extension),
         cap_bytes: OUTPUT_FILE_CAP,
@@ -586,7 +656,7 @@ async fn start_background(
     vars: &Vars,
     run: Background,
     ended: Option<(Arc<AuditLog>, AuditEntry)>,
-) -> ToolResult {
+) -> BashAnswer {
     let Background { cwd, timeout, tty } = run;
     let stem = exec.next_path("background");
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars);
@@ -601,16 +671,18 @@ async fn start_background(
         Ok((id, shell)) => {
             exec.keep_files(Some(&id), &[&spills[0], &spills[1]]);
             audit_when_ended(ended, shell, id.clone());
-            ToolResult::ok(format!(
+            BashAnswer::ok(format!(
             "Started background shell: {id}\nCommand: {}\nRead its output with BashOutput (bash_id: \"{id}\"); stop it with KillShell (shell_id: \"{id}\").",
             exec.redact(command)
         ))
-        .with_meta("bash_id", id)
-        .with_meta("status", ShellStatus::Running.as_str())
+        .meta(|m| {
+            m.bash_id = Some(id);
+            m.status = Some(ShellStatus::Running.as_str());
+        })
         }
         Err(error) => {
             audit_not_started(ended);
-            ToolResult::fail(format!(
+            BashAnswer::fail(format!(
                 "Cannot start the background shell: {}",
                 crate::error_chain(&error)
             ))
@@ -639,7 +711,7 @@ async fn run_foreground(
     command: &str,
     run: Foreground,
     ended: Option<(Arc<AuditLog>, AuditEntry)>,
-) -> ToolResult {
+) -> BashAnswer {
     let Foreground {
         cwd,
         keeps_cwd,
@@ -670,13 +742,13 @@ async fn run_foreground(
         Err(error) => {
             state_files.remove();
             audit_not_started(ended);
-            return ToolResult::fail(format!(
+            return BashAnswer::fail(format!(
                 "Cannot start the command: {}",
                 crate::error_chain(&error)
             ));
         }
     };
-    if let Waited::Backgrounded(id) = wait_reporting(exec, &shell, context, timeout).await {
+    if let Waited::Backgrounded(id) = wait_reporting(exec, &shell, context).await {
         audit_when_ended(ended, Arc::clone(&shell), id.clone());
         let after = exec.config.background_after.unwrap_or_default();
         return backgrounded_answer(exec, &shell, &id, &stem, after);
@@ -724,6 +796,7 @@ async fn run_foreground(
         text,
         truncated,
         output_file,
+        omitted_chars,
     } = render_streams(
         exec,
         &shell.snapshot(Stream::Stdout),
@@ -735,27 +808,24 @@ async fn run_foreground(
     );
     let success = prefix.is_none();
     let result = if success {
-        ToolResult::ok(text)
+        BashAnswer::ok(text)
     } else {
-        ToolResult::fail(text)
+        BashAnswer::fail(text)
     };
     let result = match audit_failed {
         Some(error) => with_audit_failure(result, Err(error)),
         None => result,
     };
-    result
-        .with_meta_opt(
-            "exit_code",
-            exit.filter(|_| request != Some(EndRequest::Timeout))
-                .map(|exit| exit.code),
-        )
-        .with_meta("truncated", truncated)
-        .with_meta("duration_ms", duration_ms)
-        .with_meta("status", shell.status().as_str())
-        .with_meta_opt(
-            "output_file",
-            output_file.map(|path| path.to_string_lossy().into_owned()),
-        )
+    result.meta(|m| {
+        m.status = Some(shell.status().as_str());
+        m.exit_code = exit
+            .filter(|_| request != Some(EndRequest::Timeout))
+            .map(|exit| exit.code);
+        m.truncated = Some(truncated);
+        m.output_file = output_file.map(|path| path.to_string_lossy().into_owned());
+        m.omitted_chars = omitted_chars;
+        m.duration_ms = Some(duration_ms);
+    })
 }
 
 /// How long a terminal stays quiet before its foreground group's reads
@@ -804,7 +874,7 @@ async fn run_tty(
     vars: &Vars,
     timeout: Option<Duration>,
     ended: Option<(Arc<AuditLog>, AuditEntry)>,
-) -> ToolResult {
+) -> BashAnswer {
     let stem = exec.next_path("tty");
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars);
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
@@ -817,7 +887,7 @@ async fn run_tty(
         Ok(shell) => shell,
         Err(error) => {
             audit_not_started(ended);
-            return ToolResult::fail(format!(
+            return BashAnswer::fail(format!(
                 "Cannot start the command: {}",
                 crate::error_chain(&error)
             ));
@@ -859,7 +929,7 @@ async fn run_tty(
                     audit_when_ended(ended, Arc::clone(&shell), id.clone());
                     let after = hand_over_after.unwrap_or_default();
                     return backgrounded_answer(exec, &shell, &id, &stem, after)
-                        .with_meta("waiting_for_input", false);
+                        .meta(|m| m.waiting_for_input = Some(false));
                 }
                 if timeout.is_none() {
                     if started.elapsed() >= default_timeout {
@@ -902,45 +972,40 @@ async fn run_tty(
         text,
         truncated,
         output_file,
+        omitted_chars,
     } = render_streams(
         exec,
         &shell.snapshot(Stream::Stdout),
         &shell.snapshot(Stream::Stderr),
         prefix.as_deref(),
         &notes,
-        MAX_OUTPUT_CHARS,
+        exec.config.max_output_chars,
         Some((&shell, &stem)),
     );
     let result = if prefix.is_none() {
-        ToolResult::ok(text)
+        BashAnswer::ok(text)
     } else {
-        ToolResult::fail(text)
+        BashAnswer::fail(text)
     };
     let result = match audit_failed {
         Some(error) => with_audit_failure(result, Err(error)),
         None => result,
     };
-    result
-        .with_meta_opt(
-            "exit_code",
-            exit.filter(|_| request != Some(EndRequest::Timeout))
-                .map(|exit| exit.code),
-        )
-        .with_meta("truncated", truncated)
-        .with_meta("duration_ms", duration_ms)
-        .with_meta(
-            "status",
-            if timed_out {
-                ShellStatus::Timeout.as_str()
-            } else {
-                shell.status().as_str()
-            },
-        )
-        .with_meta("waiting_for_input", false)
-        .with_meta_opt(
-            "output_file",
-            output_file.map(|path| path.to_string_lossy().into_owned()),
-        )
+    result.meta(|m| {
+        m.status = Some(if timed_out {
+            ShellStatus::Timeout.as_str()
+        } else {
+            shell.status().as_str()
+        });
+        m.exit_code = exit
+            .filter(|_| request != Some(EndRequest::Timeout))
+            .map(|exit| exit.code);
+        m.truncated = Some(truncated);
+        m.output_file = output_file.map(|path| path.to_string_lossy().into_owned());
+        m.omitted_chars = omitted_chars;
+        m.waiting_for_input = Some(false);
+        m.duration_ms = Some(duration_ms);
+    })
 }
 
 /// The answer of a tty command that waits for input: the output so far
@@ -951,7 +1016,7 @@ fn waiting_answer(
     shell: &ShellProcess,
     id: &str,
     stem: &std::path::Path,
-) -> ToolResult {
+) -> BashAnswer {
     exec.keep_files(
         Some(id),
         &[
@@ -964,18 +1029,23 @@ fn waiting_answer(
         crate::render::clean(exec, text)
     });
     let Rendered {
-        text, truncated, ..
-    } = crate::render::layout(None, &body, &[], MAX_OUTPUT_CHARS, || None);
+        text,
+        truncated,
+        omitted_chars,
+        ..
+    } = crate::render::layout(None, &body, &[], exec.config.max_output_chars, || None);
     let mut text = text.trim_end_matches('\n').to_owned();
     if !text.is_empty() {
         text.push_str("\n\n");
     }
     text.push_str(&format!("Waiting for input: {id}"));
-    ToolResult::ok(text)
-        .with_meta("bash_id", id)
-        .with_meta("status", ShellStatus::Running.as_str())
-        .with_meta("waiting_for_input", true)
-        .with_meta("truncated", truncated)
+    BashAnswer::ok(text).meta(|m| {
+        m.status = Some(ShellStatus::Running.as_str());
+        m.truncated = Some(truncated);
+        m.omitted_chars = omitted_chars;
+        m.bash_id = Some(id.to_owned());
+        m.waiting_for_input = Some(true);
+    })
 }
 
 /// How a foreground wait ended.
@@ -994,7 +1064,6 @@ async fn wait_reporting(
     exec: &ExecEnvironment,
     shell: &Arc<ShellProcess>,
     context: &ExecutionContext,
-    timeout: Duration,
 ) -> Waited {
     let started = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -1029,7 +1098,9 @@ async fn wait_reporting(
                 let message = last_lines(&crate::render::clean(exec, &message), 400);
                 context.progress().report(ProgressUpdate {
                     progress: started.elapsed().as_secs_f64(),
-                    total: Some(timeout.as_secs_f64()),
+                    // No total: clients show a total as a percentage, and a
+                    // command's run is no fraction of its timeout.
+                    total: None,
                     message: Some(if message.is_empty() {
                         format!("running for {}s", started.elapsed().as_secs())
                     } else {
@@ -1052,7 +1123,7 @@ fn backgrounded_answer(
     id: &str,
     stem: &std::path::Path,
     after: Duration,
-) -> ToolResult {
+) -> BashAnswer {
     exec.keep_files(
         Some(id),
         &[
@@ -1067,12 +1138,17 @@ fn backgrounded_answer(
     });
     let note = format!("[still running after {after} ms: continues as background shell {id}]");
     let Rendered {
-        text, truncated, ..
-    } = crate::render::layout(None, &body, &[note], MAX_OUTPUT_CHARS, || None);
-    ToolResult::ok(text)
-        .with_meta("bash_id", id)
-        .with_meta("status", ShellStatus::Running.as_str())
-        .with_meta("truncated", truncated)
+        text,
+        truncated,
+        omitted_chars,
+        ..
+    } = crate::render::layout(None, &body, &[note], exec.config.max_output_chars, || None);
+    BashAnswer::ok(text).meta(|m| {
+        m.status = Some(ShellStatus::Running.as_str());
+        m.truncated = Some(truncated);
+        m.omitted_chars = omitted_chars;
+        m.bash_id = Some(id.to_owned());
+    })
 }
 
 /// The end of `text`, at most `max` characters, starting at a line if it can.

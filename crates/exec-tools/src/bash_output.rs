@@ -8,10 +8,14 @@ use regex::Regex;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use shell_runtime::{ShellProcess, ShellStatus, SpillReport, Stream};
-use tool_core::{ExecutionContext, Tool, ToolCategory, ToolResult};
+use tool_core::{Answer, ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
-use crate::environment::{ExecEnvironment, MAX_OUTPUT_CHARS};
+use crate::environment::ExecEnvironment;
+use crate::metadata::{ShellMetadata, capped_command};
 use crate::render::{Body, SavedOutput, clean, layout};
+
+/// A `BashOutput` (or `WriteStdin`) answer.
+pub(crate) type ShellAnswer = Answer<ShellMetadata>;
 
 /// Arguments of `BashOutput`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -79,7 +83,7 @@ pub(crate) fn status_line(shell: &ShellProcess, waiting: bool) -> String {
 
 /// The failure for an id nobody knows, listing the shells that are known
 /// (`KillShell` answers it too).
-pub(crate) fn not_found(env: &ExecEnvironment, id: &str) -> ToolResult {
+pub(crate) fn not_found<M: Default>(env: &ExecEnvironment, id: &str) -> Answer<M> {
     let known = env.manager.list();
     let mut message = format!("Shell {id} not found.");
     if known.is_empty() {
@@ -94,7 +98,7 @@ pub(crate) fn not_found(env: &ExecEnvironment, id: &str) -> ToolResult {
             ));
         }
     }
-    ToolResult::fail(message)
+    Answer::fail(message)
 }
 
 /// A background shell's spill files, as the truncation line names them:
@@ -116,7 +120,7 @@ fn saved_output(shell: &ShellProcess) -> Option<SavedOutput> {
     if spills.iter().all(SpillReport::is_whole) {
         return Some(SavedOutput {
             place: format!("full output in {path}"),
-            path: path.into(),
+            path: Some(path.into()),
         });
     }
     let place = spills
@@ -126,17 +130,23 @@ fn saved_output(shell: &ShellProcess) -> Option<SavedOutput> {
         })
         .collect::<Vec<_>>()
         .join("; ");
+    // `output_file` names only files that hold something.
+    let written: Vec<String> = spills
+        .iter()
+        .filter(|spill| spill.written > 0)
+        .map(|spill| spill.file.path.display().to_string())
+        .collect();
     Some(SavedOutput {
-        path: path.into(),
+        path: (!written.is_empty()).then(|| written.join(" and ").into()),
         place,
     })
 }
 
 /// The terminal's screen, redacted, under the status line; the new output
 /// stays unread.
-fn screen_answer(env: &ExecEnvironment, id: &str, shell: &ShellProcess) -> ToolResult {
+fn screen_answer(env: &ExecEnvironment, id: &str, shell: &ShellProcess) -> ShellAnswer {
     let Some(screen) = shell.screen() else {
-        return ToolResult::fail(format!("Shell {id} has no terminal"));
+        return ShellAnswer::fail(format!("Shell {id} has no terminal"));
     };
     let waiting = waiting_for_input(shell);
     let status = shell.status();
@@ -145,14 +155,15 @@ fn screen_answer(env: &ExecEnvironment, id: &str, shell: &ShellProcess) -> ToolR
         status_line(shell, waiting),
         env.redact(&screen.rows.join("\n"))
     );
-    ToolResult::ok(text)
-        .with_meta("bash_id", id)
-        .with_meta("status", status.as_str())
-        .with_meta("is_running", !status.is_finished())
-        .with_meta("waiting_for_input", waiting)
-        .with_meta("cursor_row", screen.cursor_row)
-        .with_meta("cursor_col", screen.cursor_col)
-        .with_meta("command", env.redact(shell.command()))
+    ShellAnswer::ok(text).meta(|m| {
+        m.status = Some(status.as_str());
+        m.bash_id = Some(id.to_owned());
+        m.is_running = Some(!status.is_finished());
+        m.waiting_for_input = Some(waiting);
+        m.command = Some(capped_command(&env.redact(shell.command())));
+        m.cursor_row = Some(screen.cursor_row);
+        m.cursor_col = Some(screen.cursor_col);
+    })
 }
 
 /// Whether a tty shell waits for input now.
@@ -177,6 +188,7 @@ fn keep_matching(text: &str, filter: Option<&Regex>) -> String {
 #[async_trait]
 impl Tool for BashOutputTool {
     type Params = BashOutputParams;
+    type Metadata = ShellMetadata;
 
     fn name(&self) -> &str {
         "BashOutput"
@@ -197,14 +209,24 @@ impl Tool for BashOutputTool {
         ToolCategory::Execution
     }
 
-    async fn execute(&self, _context: &ExecutionContext, params: BashOutputParams) -> ToolResult {
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations {
+            title: Some("Read a background shell's output".to_owned()),
+            read_only_hint: Some(true),
+            destructive_hint: Some(false),
+            idempotent_hint: Some(false),
+            open_world_hint: Some(false),
+        }
+    }
+
+    async fn execute(&self, _context: &ExecutionContext, params: BashOutputParams) -> ShellAnswer {
         let env = &self.env;
         let filter = match params.filter.as_deref().map(Regex::new).transpose() {
             Ok(filter) => filter,
-            Err(error) => return ToolResult::fail(format!("Invalid filter regex: {error}")),
+            Err(error) => return ShellAnswer::fail(format!("Invalid filter regex: {error}")),
         };
         if params.screen && filter.is_some() {
-            return ToolResult::fail(
+            return ShellAnswer::fail(
                 "`filter` cannot be used with `screen`: the screen is answered whole",
             );
         }
@@ -212,7 +234,7 @@ impl Tool for BashOutputTool {
             return not_found(env, &params.bash_id);
         };
         if params.screen && !shell.has_terminal() {
-            return ToolResult::fail(format!(
+            return ShellAnswer::fail(format!(
                 "Shell {} has no terminal: `screen` needs a shell started with Bash `tty: true`",
                 params.bash_id
             ));
@@ -254,7 +276,7 @@ pub(crate) fn read_answer(
     shell: &ShellProcess,
     filter: Option<&Regex>,
     known_waiting: bool,
-) -> ToolResult {
+) -> ShellAnswer {
     {
         let waiting = shell.is_running() && (known_waiting || waiting_for_input(shell));
         let new = shell.read_unseen();
@@ -275,26 +297,29 @@ pub(crate) fn read_answer(
                 output
             },
         ));
-        let rendered = layout(Some(&prefix), &body, &notes, MAX_OUTPUT_CHARS, || {
-            saved_output(shell)
-        });
-        ToolResult::ok(rendered.text)
-            .with_meta("bash_id", id)
-            .with_meta("status", status.as_str())
-            .with_meta_opt(
-                "exit_code",
-                shell
-                    .exit()
-                    .filter(|_| status.is_finished() && status != ShellStatus::Timeout)
-                    .map(|exit| exit.code),
-            )
-            .with_meta("is_running", !status.is_finished())
-            .with_meta("waiting_for_input", waiting)
-            .with_meta(
-                "duration_ms",
-                u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX),
-            )
-            .with_meta("command", env.redact(shell.command()))
-            .with_meta("truncated", rendered.truncated)
+        let rendered = layout(
+            Some(&prefix),
+            &body,
+            &notes,
+            env.config.max_output_chars,
+            || saved_output(shell),
+        );
+        ShellAnswer::ok(rendered.text).meta(|m| {
+            m.status = Some(status.as_str());
+            m.exit_code = shell
+                .exit()
+                .filter(|_| status.is_finished() && status != ShellStatus::Timeout)
+                .map(|exit| exit.code);
+            m.truncated = Some(rendered.truncated);
+            m.output_file = rendered
+                .output_file
+                .map(|path| path.to_string_lossy().into_owned());
+            m.omitted_chars = rendered.omitted_chars;
+            m.bash_id = Some(id.to_owned());
+            m.is_running = Some(!status.is_finished());
+            m.waiting_for_input = Some(waiting);
+            m.duration_ms = Some(u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX));
+            m.command = Some(capped_command(&env.redact(shell.command())));
+        })
     }
 }

@@ -335,7 +335,7 @@ pub(crate) fn is_shell_name(name: &str) -> bool {
 
 /// Bash builtins and keywords a one-word program may be and still leave
 /// the shell's state as it was (the directory, every variable).
-const STATELESS_BUILTINS: &[&str] = &["true", "false", "echo", "pwd", "test"];
+pub(crate) const STATELESS_BUILTINS: &[&str] = &["true", "false", "echo", "pwd", "test"];
 
 /// Bash builtins and reserved words: as a program, any of them but
 /// [`STATELESS_BUILTINS`] may change the state (`cd`, `export`, `read`,

@@ -20,7 +20,8 @@ use shell_runtime::{
 
 use crate::audit::AuditLog;
 
-/// The answer text is held to this many characters (plus one truncation line).
+/// The answer text is held to this many characters (plus one truncation
+/// line) unless [`ExecConfig::max_output_chars`] says otherwise.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// Bytes of one command's full output kept on disk.
 pub const OUTPUT_FILE_CAP: u64 = 64 * 1024 * 1024;
@@ -47,12 +48,18 @@ pub struct ExecConfig {
     pub output_dir: PathBuf,
     /// `NAME <EMAIL>` added as a `Co-authored-by` trailer to `git commit`.
     pub coauthor: Option<String>,
-    /// Strip ANSI colour and cursor codes from answers.
+    /// Strip escape sequences (every ECMA-48 family) and stray control
+    /// characters from answers.
     pub strip_ansi: bool,
-    /// Keep only the last drawing of `\r`-redrawn progress lines in answers.
+    /// Keep only the last drawing of `\r`-redrawn progress lines in answers,
+    /// and apply backspaces.
     pub collapse_progress: bool,
     /// One sentence appended to the Bash description (the sandbox, say).
     pub description_note: Option<String>,
+    /// The most characters of output an answer of `Bash` or `BashOutput`
+    /// shows (head and tail, plus one truncation line; [`MAX_OUTPUT_CHARS`]
+    /// unless changed, for clients that keep less of a tool result).
+    pub max_output_chars: usize,
     /// The sandbox every command runs in, prepared by [`prepare_sandbox`].
     pub confinement: Option<Arc<Confinement>>,
     /// `TMPDIR` for commands (the sandbox's private temp dir), if set.
@@ -154,6 +161,7 @@ impl ExecConfig {
             strip_ansi: true,
             collapse_progress: true,
             description_note: None,
+            max_output_chars: MAX_OUTPUT_CHARS,
             confinement: None,
             tmpdir: None,
             background_after: None,
@@ -305,8 +313,9 @@ impl ExecEnvironment {
     /// Records output files kept for the model: a truncated answer's file
     /// (`owner` `None`) or a background shell's spills (`owner` its id).
     /// Then, while the output budget has less than an eighth of it free (room
-    /// for the next command's files), removes the oldest files whose shell
-    /// is no longer tracked, giving their bytes back. Files of tracked
+    /// for the next command's files), removes the oldest files of foreground
+    /// calls, of shells no longer tracked and of finished shells whose
+    /// output was read to its end, giving their bytes back. Files of other
     /// shells are never removed: they stop growing at the budget instead
     /// (see [`SpillBudget`]).
     pub(crate) fn keep_files(&self, owner: Option<&str>, paths: &[&Path]) {
@@ -322,9 +331,11 @@ impl ExecEnvironment {
         }));
         let headroom = self.budget.limit() / 8;
         let removable = |kept: &KeptFile| {
-            kept.owner
-                .as_deref()
-                .is_none_or(|id| self.manager.get(id).is_none())
+            kept.owner.as_deref().is_none_or(|id| {
+                self.manager
+                    .get(id)
+                    .is_none_or(|shell| shell.is_read_to_end())
+            })
         };
         if files.len() >= self.sweep_at.load(Ordering::Relaxed) {
             // A background shell's spill paths are recorded when it starts,

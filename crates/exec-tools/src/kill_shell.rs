@@ -6,11 +6,15 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use shell_runtime::{KILL_GRACE, KillOutcome};
-use tool_core::{ExecutionContext, Tool, ToolCategory, ToolResult};
+use tool_core::{Answer, ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
 use crate::audit::AuditEntry;
 use crate::bash_output::not_found;
 use crate::environment::ExecEnvironment;
+use crate::metadata::{KillShellMetadata, capped_command};
+
+/// A `KillShell` answer.
+type KillAnswer = Answer<KillShellMetadata>;
 
 /// Arguments of `KillShell`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -36,6 +40,7 @@ impl KillShellTool {
 #[async_trait]
 impl Tool for KillShellTool {
     type Params = KillShellParams;
+    type Metadata = KillShellMetadata;
 
     fn name(&self) -> &str {
         "KillShell"
@@ -51,28 +56,37 @@ Stopping a shell that already ended is not an error; the answer says how it ende
         ToolCategory::Execution
     }
 
-    async fn execute(&self, _context: &ExecutionContext, params: KillShellParams) -> ToolResult {
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations {
+            title: Some("Stop a background shell".to_owned()),
+            read_only_hint: Some(false),
+            destructive_hint: Some(true),
+            idempotent_hint: Some(true),
+            open_world_hint: Some(false),
+        }
+    }
+
+    async fn execute(&self, _context: &ExecutionContext, params: KillShellParams) -> KillAnswer {
         let env = &self.env;
         let id = params.shell_id;
         let Some(shell) = env.manager.get(&id) else {
             return not_found(env, &id);
         };
         let outcome = env.manager.kill(&id, KILL_GRACE).await;
-        let base = |result: ToolResult| {
-            result
-                .with_meta("shell_id", id.clone())
-                .with_meta("command", env.redact(shell.command()))
-                .with_meta(
-                    "duration_ms",
-                    u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX),
-                )
-                .with_meta("status", shell.status().as_str())
+        let base = |result: KillAnswer| {
+            result.meta(|m| {
+                m.status = Some(shell.status().as_str());
+                m.shell_id = Some(id.clone());
+                m.duration_ms =
+                    Some(u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX));
+                m.command = Some(capped_command(&env.redact(shell.command())));
+            })
         };
         let answer = match outcome {
-            Ok(KillOutcome::Terminated) => base(ToolResult::ok(format!("Shell {id} terminated"))),
+            Ok(KillOutcome::Terminated) => base(KillAnswer::ok(format!("Shell {id} terminated"))),
             Ok(KillOutcome::AlreadyStopped(status)) => base(
-                ToolResult::ok(format!("Shell {id} already stopped (status: {status})"))
-                    .with_meta("already_stopped", true),
+                KillAnswer::ok(format!("Shell {id} already stopped (status: {status})"))
+                    .meta(|m| m.already_stopped = Some(true)),
             ),
             Err(_) => return not_found(env, &id),
         };
@@ -89,12 +103,12 @@ Stopping a shell that already ended is not an error; the answer says how it ende
                 ..AuditEntry::default()
             });
             if let Err(error) = written {
-                return ToolResult::fail(format!(
+                return KillAnswer::fail(format!(
                     "{}\n[the audit log cannot be written: {}]",
                     answer.text(),
                     crate::error_chain(&error)
                 ))
-                .with_meta("audit_error", true);
+                .meta(|m| m.audit_error = Some(true));
             }
         }
         answer

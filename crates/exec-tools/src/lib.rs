@@ -31,10 +31,10 @@ mod approval;
 mod audit;
 mod bash;
 mod bash_output;
-mod carriage;
 mod carried_state;
 mod environment;
 mod kill_shell;
+mod metadata;
 mod network;
 mod quote;
 mod render;
@@ -53,6 +53,7 @@ pub use environment::{
     MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
+pub use metadata::{BashMetadata, COMMAND_META_CHARS, KillShellMetadata, ShellMetadata};
 pub use write_stdin::{WriteStdinParams, WriteStdinTool};
 
 /// Quoting for shell text; public only for the fuzz targets.

@@ -4,12 +4,10 @@ use std::io::{Read, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use shell_runtime::{OutputSlice, ShellProcess, SpillShortfall, Stream};
-
-use crate::carriage::collapse_carriage_returns;
+use shell_runtime::{CleanOptions, OutputSlice, ShellProcess, SpillShortfall, Stream, clean_text};
 
 use crate::environment::{ExecEnvironment, OUTPUT_FILE_CAP};
-use crate::text::{Cut, assemble, plan_cut, strip_ansi};
+use crate::text::{Cut, assemble, plan_cut};
 
 /// An answer text and what became of its output.
 #[derive(Debug)]
@@ -17,22 +15,22 @@ pub(crate) struct Rendered {
     pub(crate) text: String,
     pub(crate) truncated: bool,
     pub(crate) output_file: Option<PathBuf>,
+    /// Characters of output the text leaves out (the truncation line's count).
+    pub(crate) omitted_chars: Option<u64>,
 }
 
-/// Applies the configured clean-ups (progress redraws, ANSI codes). Text
-/// they changed is redacted again: a secret drawn in pieces
+/// Applies the configured clean-ups (escape sequences, progress redraws)
+/// with the cleaner tty output files get, so an answer and a file show the
+/// same text. Text they changed is redacted again: a secret drawn in pieces
 /// (`SEC\e[0mRET`) is whole only once the sequences are gone.
 pub(crate) fn clean(env: &ExecEnvironment, text: &str) -> String {
-    let collapsed = if env.config.collapse_progress {
-        collapse_carriage_returns(text)
-    } else {
-        text.to_owned()
-    };
-    let cleaned = if env.config.strip_ansi {
-        strip_ansi(&collapsed)
-    } else {
-        collapsed
-    };
+    let cleaned = clean_text(
+        text,
+        CleanOptions {
+            escapes: env.config.strip_ansi,
+            redraws: env.config.collapse_progress,
+        },
+    );
     if cleaned == text {
         cleaned
     } else {
@@ -168,10 +166,12 @@ pub(crate) fn render_streams(
 /// Where the output not shown can be read, and how much of it is there.
 #[derive(Debug)]
 pub(crate) struct SavedOutput {
-    /// The file (for `BashOutput`, both files' paths joined with ` and `).
-    pub(crate) path: PathBuf,
+    /// The file (for `BashOutput`, both files' paths joined with ` and `);
+    /// `None` when nothing could be written (`output_file` is then left out).
+    pub(crate) path: Option<PathBuf>,
     /// For the truncation line: `full output in FILE` when the file holds
-    /// the whole output, else `first N bytes in FILE: WHY`.
+    /// the whole output, `first N bytes in FILE: WHY` when it holds part,
+    /// `no output file: WHY` when nothing could be written.
     pub(crate) place: String,
 }
 
@@ -179,15 +179,24 @@ impl SavedOutput {
     /// Describes `path`, which holds `bytes` bytes of the output, all of
     /// it unless `shortfall` says why not.
     pub(crate) fn new(path: PathBuf, bytes: u64, shortfall: Option<SpillShortfall>) -> Self {
-        let place = match shortfall {
-            None => format!("full output in {}", path.display()),
-            Some(shortfall) => format!(
-                "first {bytes} bytes in {}: {}",
-                path.display(),
-                shortfall.reason()
-            ),
-        };
-        Self { path, place }
+        match shortfall {
+            None => Self {
+                place: format!("full output in {}", path.display()),
+                path: Some(path),
+            },
+            Some(shortfall) if bytes == 0 => Self {
+                place: format!("no output file: {}", shortfall.reason()),
+                path: None,
+            },
+            Some(shortfall) => Self {
+                place: format!(
+                    "first {bytes} bytes in {}: {}",
+                    path.display(),
+                    shortfall.reason()
+                ),
+                path: Some(path),
+            },
+        }
     }
 }
 
@@ -211,6 +220,7 @@ pub(crate) fn layout(
             .sum::<usize>();
     let room = budget.saturating_sub(fixed + 1);
     let mut file = None;
+    let mut omitted_chars = None;
     let (body, truncated) = match plan_cut(body.text(), room) {
         None => (body.text().to_owned(), false),
         Some(cut) => {
@@ -220,7 +230,8 @@ pub(crate) fn layout(
                 .as_ref()
                 .map(|saved| format!("; {}", saved.place))
                 .unwrap_or_default();
-            file = saved.map(|saved| saved.path);
+            file = saved.and_then(|saved| saved.path);
+            omitted_chars = Some(omitted);
             let marker = format!("[Output truncated: {omitted} characters omitted{place}]");
             (assemble(body.text(), cut, &marker), true)
         }
@@ -243,6 +254,7 @@ pub(crate) fn layout(
         text,
         truncated,
         output_file: file,
+        omitted_chars,
     }
 }
 
@@ -277,7 +289,12 @@ fn combine_spills(
     // A failed write may have written part of what it was given.
     let bytes = copy.to.metadata().map_or(copy.written, |meta| meta.len());
     exec.budget().give_back(granted.saturating_sub(bytes));
-    exec.keep_files(None, &[&path]);
+    if bytes == 0 {
+        // Nothing could be written: no file is named, and none is left.
+        let _ = std::fs::remove_file(&path);
+    } else {
+        exec.keep_files(None, &[&path]);
+    }
     Some(SavedOutput::new(path, bytes, copy.shortfall))
 }
 
@@ -351,10 +368,9 @@ fn remove_spills(exec: &ExecEnvironment, shell: &ShellProcess) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_secret_split_by_an_escape_sequence_is_redacted_once_cleaned() {
+    fn environment() -> ExecEnvironment {
         let dir = std::env::temp_dir();
-        let env = ExecEnvironment::new(crate::environment::ExecConfig::from_policy(
+        ExecEnvironment::new(crate::environment::ExecConfig::from_policy(
             &exec_policy::Policy::default(),
             vec![dir.clone()],
             dir,
@@ -362,7 +378,75 @@ mod tests {
                 "MY_SERVICE_TOKEN".to_owned(),
                 "tok-0123456789-abcdef".to_owned(),
             )],
-        ));
+        ))
+    }
+
+    /// `text` as a tty output file holds it: fed to the streaming cleaner
+    /// in pieces cut at `cuts`.
+    fn as_in_a_tty_file(text: &str, cuts: &[usize]) -> String {
+        let mut cuts: Vec<usize> = cuts
+            .iter()
+            .map(|cut| (*cut).min(text.len()))
+            .filter(|cut| text.is_char_boundary(*cut))
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut cleaner = shell_runtime::TerminalText::new();
+        let mut out = String::new();
+        let mut start = 0;
+        for cut in cuts {
+            cleaner.push(&text[start..cut], &mut out);
+            start = cut;
+        }
+        cleaner.push(&text[start..], &mut out);
+        cleaner.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn every_sequence_family_leaves_no_stray_character_in_an_answer() {
+        let env = environment();
+        for case in test_support::escapes::ESCAPE_FAMILIES {
+            assert_eq!(clean(&env, case.text), case.cleaned, "{}", case.family);
+            assert_eq!(
+                as_in_a_tty_file(case.text, &[]),
+                case.cleaned,
+                "{} (tty file)",
+                case.family
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn an_answer_shows_what_a_tty_file_holds_however_the_stream_was_cut(
+            text in test_support::escapes::ESCAPE_HEAVY_TEXT,
+            cuts in proptest::collection::vec(0usize..800, 0..6),
+        ) {
+            let env = environment();
+            let answer = clean(&env, &text);
+            proptest::prop_assert_eq!(&answer, &as_in_a_tty_file(&text, &cuts));
+            proptest::prop_assert!(
+                !answer.chars().any(|c| c.is_control() && c != '\t' && c != '\n'),
+                "{:?}",
+                answer
+            );
+        }
+
+        #[test]
+        fn an_answer_of_any_text_holds_no_control_but_tab_and_newline(text in "(?s).{0,400}") {
+            let answer = clean(&environment(), &text);
+            proptest::prop_assert!(
+                !answer.chars().any(|c| c.is_control() && c != '\t' && c != '\n'),
+                "{:?}",
+                answer
+            );
+        }
+    }
+
+    #[test]
+    fn a_secret_split_by_an_escape_sequence_is_redacted_once_cleaned() {
+        let env = environment();
         assert_eq!(
             clean(&env, "k=tok-0123\u{1b}[0m456789-abcdef\r\n"),
             "k=[REDACTED:MY_SERVICE_TOKEN]\n"

@@ -1,49 +1,4 @@
-//! Shaping output for a model: ANSI codes, progress redraws, head and tail.
-
-/// Removes ANSI escape sequences (CSI such as colours and cursor moves, OSC
-/// such as titles and links, and two-byte escapes).
-pub(crate) fn strip_ansi(text: &str) -> String {
-    if !text.contains('\u{1b}') {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
-            out.push(c);
-            continue;
-        }
-        match chars.peek() {
-            Some('[') => {
-                chars.next();
-                // Parameters and intermediates, then one final byte in @..~.
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            Some(']') => {
-                chars.next();
-                // Ends at BEL or ST (ESC \).
-                while let Some(c) = chars.next() {
-                    if c == '\u{7}' {
-                        break;
-                    }
-                    if c == '\u{1b}' && chars.peek() == Some(&'\\') {
-                        chars.next();
-                        break;
-                    }
-                }
-            }
-            Some(_) => {
-                chars.next();
-            }
-            None => {}
-        }
-    }
-    out
-}
+//! Shaping output for a model: head and tail of a long text.
 
 /// How far from a nominal cut a line boundary is looked for: a head or tail
 /// ends or starts mid-line only when no line ends this close to the cut.
@@ -166,17 +121,6 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn colours_and_titles_are_removed() {
-        assert_eq!(strip_ansi("\u{1b}[1;31merror\u{1b}[0m: x"), "error: x");
-        assert_eq!(strip_ansi("\u{1b}]0;title\u{7}ok"), "ok");
-        assert_eq!(
-            strip_ansi("\u{1b}]8;;http://x\u{1b}\\link\u{1b}]8;;\u{1b}\\"),
-            "link"
-        );
-        assert_eq!(strip_ansi("plain"), "plain");
-    }
-
-    #[test]
     fn the_last_line_survives_truncation() {
         let text: String = (0..10_000).map(|n| format!("line {n}\n")).collect();
         let (cut, truncated) = head_and_tail(&text, 1000, |n| {
@@ -264,9 +208,5 @@ mod tests {
             );
         }
 
-        #[test]
-        fn stripping_never_grows_text_and_keeps_plain_text(text in "[^\u{1b}]*") {
-            prop_assert_eq!(strip_ansi(&text), text);
-        }
     }
 }

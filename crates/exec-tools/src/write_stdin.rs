@@ -11,11 +11,11 @@ use async_trait::async_trait;
 use exec_policy::{AnalysisContext, Decision};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tool_core::{Approval, ExecutionContext, Tool, ToolCategory, ToolResult};
+use tool_core::{Approval, ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
 use crate::approval::{Waiting, approval_key, approval_message, wait_for_approval};
 use crate::audit::AuditEntry;
-use crate::bash_output::{not_found, read_answer};
+use crate::bash_output::{ShellAnswer, not_found, read_answer};
 use crate::carried_state::CarriedStateSlot;
 use crate::environment::{AskFallback, ExecEnvironment};
 
@@ -184,6 +184,7 @@ fn only_signals(typed: &[Typed]) -> bool {
 #[async_trait]
 impl Tool for WriteStdinTool {
     type Params = WriteStdinParams;
+    type Metadata = crate::metadata::ShellMetadata;
 
     fn name(&self) -> &str {
         "WriteStdin"
@@ -205,12 +206,22 @@ impl Tool for WriteStdinTool {
         ToolCategory::Execution
     }
 
-    async fn execute(&self, context: &ExecutionContext, params: WriteStdinParams) -> ToolResult {
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations {
+            title: Some("Type into a terminal shell".to_owned()),
+            read_only_hint: Some(false),
+            destructive_hint: Some(true),
+            idempotent_hint: Some(false),
+            open_world_hint: Some(true),
+        }
+    }
+
+    async fn execute(&self, context: &ExecutionContext, params: WriteStdinParams) -> ShellAnswer {
         let env = &self.env;
         let id = params.bash_id.clone();
         let keys = match parse_keys(&params.keys) {
             Ok(keys) => keys,
-            Err(message) => return ToolResult::fail(message),
+            Err(message) => return ShellAnswer::fail(message),
         };
         let mut typed = Vec::new();
         if !params.input.is_empty() {
@@ -221,20 +232,22 @@ impl Tool for WriteStdinTool {
             return not_found(env, &id);
         };
         if !shell.is_running() {
-            return ToolResult::fail(format!(
+            return ShellAnswer::fail(format!(
                 "Shell {id} is not running (status: {})",
                 shell.status()
             ))
-            .with_meta("bash_id", id)
-            .with_meta("status", shell.status().as_str());
+            .meta(|m| {
+                m.status = Some(shell.status().as_str());
+                m.bash_id = Some(id);
+            });
         }
         let wait = Duration::from_millis(params.wait_ms);
         let Some(terminal) = shell.terminal() else {
             if shell.has_terminal() {
-                return ToolResult::fail(format!("Shell {id} is not running"));
+                return ShellAnswer::fail(format!("Shell {id} is not running"));
             }
             if typed != [Typed::Key("Ctrl-C", b"\x03")] {
-                return ToolResult::fail(format!(
+                return ShellAnswer::fail(format!(
                     "Shell {id} has no terminal: only keys [\"Ctrl-C\"] (SIGINT to its process group) can be sent to it; start it with Bash `tty: true` to type into it"
                 ));
             }
@@ -266,12 +279,13 @@ impl Tool for WriteStdinTool {
                 }
                 if !reading {
                     if !audited {
-                        let answer = ToolResult::fail(format!(
+                        let answer = ShellAnswer::fail(format!(
                             "Shell {id} is not waiting for input: nothing was typed (the program in front does not read the terminal; keys [\"Ctrl-C\"] interrupts it)"
                         ));
-                        return answer
-                            .with_meta("bash_id", id)
-                            .with_meta("waiting_for_input", false);
+                        return answer.meta(|m| {
+                            m.bash_id = Some(id);
+                            m.waiting_for_input = Some(false);
+                        });
                     }
                     not_typed = lines_in(pending.make_contiguous());
                     self.hold(&id, String::new());
@@ -310,15 +324,16 @@ impl Tool for WriteStdinTool {
                 {
                     Ok((bytes, name)) => {
                         if let Err(answer) = self.audit_before_typing(&id, logged, name) {
-                            return answer;
+                            return *answer;
                         }
                         if let Err(answer) = type_bytes(&terminal, &id, &bytes).await {
                             return answer;
                         }
                     }
-                    Err((answer, name)) => {
+                    Err(refused) => {
+                        let (answer, name) = *refused;
                         let written = self.audit(&id, logged, name, "blocked");
-                        return with_audit(answer.with_meta("bash_id", id), written);
+                        return with_audit(answer.meta(|m| m.bash_id = Some(id)), written);
                     }
                 }
                 break;
@@ -361,7 +376,7 @@ impl Tool for WriteStdinTool {
                     env.redact(&shown(&typed))
                 };
                 if let Err(answer) = self.audit_before_typing(&id, logged, None) {
-                    return answer;
+                    return *answer;
                 }
                 audited = true;
             }
@@ -428,7 +443,7 @@ impl Tool for WriteStdinTool {
             answer.output.push_str(&format!(
                 "\n[{not_typed} line(s) not typed: the program did not read the terminal again within wait_ms; type them again once it waits for input]"
             ));
-            answer = answer.with_meta("lines_not_typed", not_typed);
+            answer = answer.meta(|m| m.lines_not_typed = Some(not_typed));
         }
         answer
     }
@@ -446,7 +461,7 @@ impl WriteStdinTool {
         typed: &[Typed],
         cwd: Option<&std::path::Path>,
         hidden: bool,
-    ) -> Result<(Vec<u8>, Option<&'static str>), (ToolResult, Option<&'static str>)> {
+    ) -> Result<(Vec<u8>, Option<&'static str>), Refused> {
         // The held line, if any, is the start of `typed`.
         let mut line = String::new();
         let mut bytes = Vec::new();
@@ -456,12 +471,12 @@ impl WriteStdinTool {
             match item {
                 Typed::Text(text) => items.extend(text.chars().map(|c| (c, None))),
                 Typed::Key(name, _) if EDITING_KEYS.contains(name) => {
-                    return Err((
-                        ToolResult::fail(format!(
+                    return Err(Box::new((
+                        ShellAnswer::fail(format!(
                             "Key {name} refused: a shell is in front, and line editing and history are refused there; type the whole line as `input` (nothing was typed)"
                         )),
                         None,
-                    ));
+                    )));
                 }
                 Typed::Key("Enter", _) => items.push(('\r', None)),
                 Typed::Key(name, key) => {
@@ -485,24 +500,24 @@ impl WriteStdinTool {
                 }
                 '\x04' | '\x1a' | '\x0c' => {
                     if !line.is_empty() && c == '\x04' {
-                        return Err((
-                            ToolResult::fail(
+                        return Err(Box::new((
+                            ShellAnswer::fail(
                                 "Key Ctrl-D refused: a shell is in front with a partial line (nothing was typed)",
                             ),
                             None,
-                        ));
+                        )));
                     }
                     let mut buffer = [0u8; 4];
                     bytes.extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
                 }
                 c if c.is_control() => {
                     let what = key.map_or_else(|| format!("{c:?}"), str::to_owned);
-                    return Err((
-                        ToolResult::fail(format!(
+                    return Err(Box::new((
+                        ShellAnswer::fail(format!(
                             "Control character {what} refused: a shell is in front, and line editing and history are refused there (nothing was typed)"
                         )),
                         None,
-                    ));
+                    )));
                 }
                 c => line.push(c),
             }
@@ -526,14 +541,16 @@ impl WriteStdinTool {
         id: &str,
         logged: String,
         decision: Option<&'static str>,
-    ) -> Result<(), ToolResult> {
+    ) -> Result<(), Box<ShellAnswer>> {
         self.audit(id, logged, decision, "written")
             .map_err(|error| {
-                ToolResult::fail(format!(
-                    "Nothing was typed: the audit log cannot be written: {}",
-                    crate::error_chain(&error)
-                ))
-                .with_meta("audit_error", true)
+                Box::new(
+                    ShellAnswer::fail(format!(
+                        "Nothing was typed: the audit log cannot be written: {}",
+                        crate::error_chain(&error)
+                    ))
+                    .meta(|m| m.audit_error = Some(true)),
+                )
             })
     }
 
@@ -554,7 +571,7 @@ impl WriteStdinTool {
         line: &str,
         cwd: Option<&std::path::Path>,
         hidden: bool,
-    ) -> Result<Option<&'static str>, (ToolResult, Option<&'static str>)> {
+    ) -> Result<Option<&'static str>, Refused> {
         let env = &self.env;
         if line.trim().is_empty() {
             return Ok(None);
@@ -577,16 +594,14 @@ impl WriteStdinTool {
         let analysis = env.analyzer.analyze_in(line, &session);
         let name = Some(analysis.decision.name());
         let refused = |message: String| {
-            Err((
-                ToolResult::fail(format!("Line not typed: {message}"))
-                    .with_meta("status", "blocked")
-                    .with_meta("decision", analysis.decision.name())
-                    .with_meta_opt(
-                        "rule",
-                        analysis.decision.denial().map(|d| d.rule_id.clone()),
-                    ),
+            Err(Box::new((
+                ShellAnswer::fail(format!("Line not typed: {message}")).meta(|m| {
+                    m.status = Some("blocked");
+                    m.decision = Some(analysis.decision.name());
+                    m.rule = analysis.decision.denial().map(|d| d.rule_id.clone());
+                }),
                 name,
-            ))
+            )))
         };
         if hidden {
             // The line was typed while the terminal hides input: neither
@@ -692,14 +707,14 @@ async fn type_bytes(
     terminal: &shell_runtime::TerminalWriter,
     id: &str,
     bytes: &[u8],
-) -> Result<(), ToolResult> {
+) -> Result<(), ShellAnswer> {
     if bytes.is_empty() {
         return Ok(());
     }
     terminal
         .write_all(bytes)
         .await
-        .map_err(|error| ToolResult::fail(format!("Cannot type into shell {id}: {error}")))
+        .map_err(|error| ShellAnswer::fail(format!("Cannot type into shell {id}: {error}")))
 }
 
 /// Takes the first line of `pending`: through the first byte that ends a
@@ -744,15 +759,19 @@ fn lines_in(pending: &[Typed]) -> usize {
     count
 }
 
-fn with_audit(answer: ToolResult, written: Result<(), crate::audit::AuditError>) -> ToolResult {
+/// A refused line's answer and the check's decision name, boxed: the
+/// answer is large and this is the rare path.
+type Refused = Box<(ShellAnswer, Option<&'static str>)>;
+
+fn with_audit(answer: ShellAnswer, written: Result<(), crate::audit::AuditError>) -> ShellAnswer {
     match written {
         Ok(()) => answer,
-        Err(error) => ToolResult::fail(format!(
+        Err(error) => ShellAnswer::fail(format!(
             "{}\n[the audit log cannot be written: {}]",
             answer.text(),
             crate::error_chain(&error)
         ))
-        .with_meta("audit_error", true),
+        .meta(|m| m.audit_error = Some(true)),
     }
 }
 

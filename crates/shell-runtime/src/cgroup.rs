@@ -3,9 +3,11 @@
 //! reaches everything it started, `setsid -f`, double forks and `env -i`
 //! included.
 //!
-//! Every cgroup lives under one server-level parent, `agent-exec-<pid>`,
-//! below the pids hierarchy's (v1) or the unified hierarchy's (v2) cgroup
-//! of this process: `cmd-<n>` per command (`sandbox/cmd-<n>` for commands
+//! Every cgroup lives under one server-level parent, `agent-exec-<id>`
+//! (the server's random id, see [`crate::instance`]; the server holds an
+//! `flock` on that directory for its life, which is how another server
+//! tells a live one from a dead one), below the pids hierarchy's (v1) or
+//! the unified hierarchy's (v2) cgroup of this process: `cmd-<n>` per command (`sandbox/cmd-<n>` for commands
 //! under the sandbox's process cap) and `keep` for the processes the
 //! `keep_running` names let live. Making a cgroup (`mkdir`) and removing
 //! one cost more than the rest of a short command's start, so a
@@ -29,6 +31,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
+use crate::instance::{INSTANCE_PREFIX, hold_lock, id_in_name, server_id, try_lock};
 use crate::sys;
 
 /// Cgroups made ahead of need.
@@ -36,9 +39,6 @@ const POOL_SIZE: usize = 4;
 
 /// Name of the cgroup kept processes move to.
 const KEEP: &str = "keep";
-
-/// Prefix of the server-level parent cgroup; the server's pid follows.
-const PARENT_PREFIX: &str = "agent-exec-";
 
 /// How a hierarchy ends the processes of a cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,7 +288,12 @@ fn pool() -> Option<&'static Pool> {
 
 fn start_pool() -> Result<Pool, String> {
     let (base, kind) = hierarchy().ok_or("no pids (v1) or unified (v2) cgroup hierarchy")?;
-    let parent = base.join(format!("{PARENT_PREFIX}{}", std::process::id()));
+    let parent = claim_parent(&base).map_err(|error| {
+        format!(
+            "cannot create this server's cgroup in `{}`: {error}",
+            base.display()
+        )
+    })?;
     std::fs::create_dir_all(parent.join(KEEP))
         .map_err(|error| format!("cannot create `{}`: {error}", parent.display()))?;
     let (work, jobs) = mpsc::channel();
@@ -503,24 +508,61 @@ fn maybe_populated(dir: &Path, kind: Kind) -> bool {
 }
 
 /// Removes the cgroups of servers that are gone (killed before their
-/// janitor could run, or without one).
-fn remove_stale(base: &Path) {
+/// janitor could run, or without one): those named by an id of ours whose
+/// lock nobody holds. A cgroup whose lock is held is a live server's (in
+/// whatever PID namespace); one named otherwise (a pid, as older versions
+/// named theirs) is not provably a dead server's, and stays.
+pub(crate) fn remove_stale(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix(PARENT_PREFIX))
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
+        let Some(name) = name.to_str() else { continue };
+        // A staging name (see `claim_parent`) left by a server that died
+        // between making and naming its cgroup.
+        let Some(id) = id_in_name(name.strip_prefix('.').unwrap_or(name)) else {
             continue;
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        if id == server_id() {
+            continue;
+        }
+        // Held while the tree goes: a dead server's cgroup is ended once.
+        if let Ok(Some(_lock)) = try_lock(&entry.path()) {
+            tracing::info!(cgroup = %entry.path().display(), "removing the cgroups of a server that died");
             end_tree(&entry.path());
         }
     }
+}
+
+/// This server's parent cgroup under `base`, `agent-exec-<id>`, made and
+/// locked once per hierarchy. It is made under a staging name (`.` first,
+/// which no other server takes for a server's cgroup before it can lock
+/// it), locked, then renamed: another server never sees it unlocked.
+pub(crate) fn claim_parent(base: &Path) -> io::Result<PathBuf> {
+    static CLAIMED: Mutex<Vec<(PathBuf, PathBuf, File)>> = Mutex::new(Vec::new());
+    let mut claimed = CLAIMED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, dir, _)) = claimed.iter().find(|(known, _, _)| known == base) {
+        return Ok(dir.clone());
+    }
+    let name = format!("{INSTANCE_PREFIX}{}", server_id());
+    let staging = base.join(format!(".{name}"));
+    let dir = base.join(&name);
+    std::fs::create_dir(&staging)?;
+    let lock = match hold_lock(&staging) {
+        Ok(lock) => lock,
+        Err(error) => {
+            let _ = std::fs::remove_dir(&staging);
+            return Err(error);
+        }
+    };
+    // The cgroup file systems refuse a rename onto an existing name.
+    if let Err(error) = std::fs::rename(&staging, &dir) {
+        let _ = std::fs::remove_dir(&staging);
+        return Err(error);
+    }
+    claimed.push((base.to_path_buf(), dir.clone(), lock));
+    Ok(dir)
 }
 
 /// The directory of this process's cgroup in the hierarchy commands get a

@@ -23,6 +23,7 @@ mod cgroup;
 mod decode;
 mod error;
 mod fds;
+mod instance;
 mod manager;
 mod pool;
 mod process;
@@ -42,6 +43,7 @@ pub use error::{ManagerError, SpawnError};
 pub use fds::{
     Descriptors, FDS_PER_SHELL, FOREGROUND_RESERVE, OpenFileLimit, raise_open_file_limit,
 };
+pub use instance::{INSTANCE_PREFIX, hold_lock, id_in_name, server_id, try_lock};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ReservedId, ShellId, ShellManager};
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{
@@ -50,19 +52,23 @@ pub use process::{
 pub use redact::{
     BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
 };
+#[cfg(target_os = "linux")]
+pub use spawn::arguments::hide_arguments;
 pub use spawn::confine::{ConfineError, Confinement};
 #[cfg(unix)]
 pub use spawn::janitor::{Janitor, run_janitor, start_janitor};
 #[cfg(target_os = "linux")]
 pub use spawn::pty::{TERMINAL_COLUMNS, TERMINAL_ROWS, TERMINAL_TYPE, TerminalWriter};
 pub use spawn::trim::{map_large_blocks, release_free_memory};
-pub use spec::{ConfinementSpec, SpawnSpec, SpillBudget, SpillFile};
+pub use spec::{ConfinementSpec, SCRIPT_VAR, SpawnSpec, SpillBudget, SpillFile};
 pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
+pub use terminal_text::{CleanOptions, clean_text};
 pub use tree::SHELL_TAG_VAR;
 #[cfg(target_os = "linux")]
 pub use tty_wait::{
     TerminalDevice, group_reader, group_waits_for_input, read_calls, waits_for_input,
 };
-/// The capture's building blocks, public for the fuzz targets only.
+/// The capture's building blocks, public for the fuzz targets and the
+/// tests of other crates only.
 #[doc(hidden)]
-pub use {buffer::OutputBuffer, decode::Utf8Decoder};
+pub use {buffer::OutputBuffer, decode::Utf8Decoder, terminal_text::TerminalText};

@@ -83,14 +83,30 @@ impl PartialEq for SpillBudget {
 
 impl Eq for SpillBudget {}
 
+/// The variable that hands a shell its script (see [`SpawnSpec::script`]).
+pub const SCRIPT_VAR: &str = "AGENT_EXEC_SCRIPT";
+
+/// The arguments of [`SpawnSpec::shell`]'s `bash -c`: the script is copied
+/// out of [`SCRIPT_VAR`], which is unset so no process the script starts
+/// inherits it, and run by `eval` (which unsets the copy first: the script
+/// sees neither). Line numbers in its errors start at 1 as with `-c`.
+const LAUNCHER: &str = "__agent_exec_script=$AGENT_EXEC_SCRIPT; unset AGENT_EXEC_SCRIPT; \
+                        eval \"unset __agent_exec_script; $__agent_exec_script\"";
+
 /// Everything needed to start one shell.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
     /// The program, `bash` unless told otherwise; looked up in the `PATH` of
     /// `env` unless it is a path. Its file name is `argv[0]`.
     pub program: PathBuf,
-    /// Its arguments; [`SpawnSpec::shell`] makes them `-c COMMAND`.
+    /// Its arguments; [`SpawnSpec::shell`] makes them `-c` and a launcher
+    /// that runs [`SpawnSpec::script`].
     pub args: Vec<OsString>,
+    /// Text the program gets in the variable [`SCRIPT_VAR`] (replacing one
+    /// of that name in `env`) rather than in its command line, so that no
+    /// process's command line shows it: `pgrep -f` and `pkill -f` see only
+    /// what the script runs, never the shell running it.
+    pub script: Option<String>,
     /// The command text, kept for listings; never run by itself.
     pub command: String,
     /// Working directory; must exist.
@@ -166,12 +182,15 @@ pub struct ConfinementSpec {
 }
 
 impl SpawnSpec {
-    /// `bash -c COMMAND` in `cwd` with an empty environment.
+    /// bash running `command` in `cwd` with an empty environment, as
+    /// `bash -c COMMAND` would, except that the command text is handed over
+    /// in [`SCRIPT_VAR`], not in the command line (see [`SpawnSpec::script`]).
     pub fn shell(command: impl Into<String>, cwd: impl Into<PathBuf>) -> Self {
         let command = command.into();
         Self {
             program: PathBuf::from("bash"),
-            args: vec![OsString::from("-c"), OsString::from(&command)],
+            args: vec![OsString::from("-c"), OsString::from(LAUNCHER)],
+            script: Some(command.clone()),
             command,
             cwd: cwd.into(),
             env: Vec::new(),
@@ -221,7 +240,8 @@ impl SpawnSpec {
         self
     }
 
-    /// Uses another shell program (it is still given `-c COMMAND`).
+    /// Uses another shell program (it is still given `-c` and the
+    /// launcher, which any POSIX shell runs).
     #[must_use]
     pub fn with_program(mut self, program: impl Into<PathBuf>) -> Self {
         self.program = program.into();

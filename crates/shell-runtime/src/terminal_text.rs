@@ -1,19 +1,67 @@
 //! Turning a terminal's output stream into plain text as it arrives, for
-//! the output file of a tty shell: escape sequences removed, `\r\n` made
-//! `\n`, a line redrawn with `\r` kept at its last drawing, backspaces
-//! applied. Everything that matters across reads (a sequence cut in two,
-//! the line being drawn) is state, so the text comes out the same however
-//! the stream was cut. Characters are never cut: the input is already
-//! decoded text.
+//! the output file of a tty shell and for every answer: escape sequences
+//! (every ECMA-48 family, in their 7-bit and C1 forms) and stray control
+//! characters removed, `\r\n` made `\n`, a line redrawn with `\r` kept at
+//! its last drawing, backspaces applied. Everything that matters across
+//! reads (a sequence cut in two, the line being drawn) is state, so the
+//! text comes out the same however the stream was cut. Characters are
+//! never cut: the input is already decoded text.
 
 const ESC: char = '\u{1b}';
 const BEL: char = '\u{7}';
 const BACKSPACE: char = '\u{8}';
+/// The C1 forms of CSI, OSC, the strings ended by ST (DCS, SOS, PM, APC),
+/// and ST itself.
+const C1_CSI: char = '\u{9b}';
+const C1_OSC: char = '\u{9d}';
+const C1_STRINGS: [char; 4] = ['\u{90}', '\u{98}', '\u{9e}', '\u{9f}'];
+const C1_ST: char = '\u{9c}';
 
 /// The longest line held back while it may still be redrawn, in bytes:
 /// a longer one is written as it stands, so a stream that never ends its
 /// line holds bounded memory.
 pub(crate) const HELD_LINE_BYTES: usize = 64 * 1024;
+
+/// What a cleaner removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanOptions {
+    /// Escape sequences of every ECMA-48 family (CSI; OSC, DCS, SOS, PM and
+    /// APC strings; `ESC ( B` and other escapes with intermediates; two-byte
+    /// escapes; their C1 forms) and control characters other than tab and
+    /// newline.
+    pub escapes: bool,
+    /// Redraws: of a line redrawn with `\r`, its last drawing (`\r\n` is
+    /// `\n`); backspaces take back the character before them.
+    pub redraws: bool,
+}
+
+impl CleanOptions {
+    /// Everything removed, as tty output files are cleaned.
+    pub const ALL: Self = Self {
+        escapes: true,
+        redraws: true,
+    };
+}
+
+/// `text` cleaned as `options` say, as one whole stream (no line is too
+/// long to be redrawn). Text with nothing to clean is returned as it is.
+pub fn clean_text(text: &str, options: CleanOptions) -> String {
+    let attention = |byte: &u8| match *byte {
+        b'\n' | b'\t' => false,
+        b'\r' | 0x08 => options.redraws,
+        // 0xC2 leads the two-byte form of every C1 control.
+        0x00..=0x1f | 0x7f | 0xc2 => options.escapes,
+        _ => false,
+    };
+    if !text.as_bytes().iter().any(attention) {
+        return text.to_owned();
+    }
+    let mut cleaner = TerminalText::with_options(options, usize::MAX);
+    let mut out = String::with_capacity(text.len());
+    cleaner.push(text, &mut out);
+    cleaner.finish(&mut out);
+    out
+}
 
 /// Where the cleaner is in the escape-sequence grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -36,9 +84,13 @@ enum State {
     StringEscape,
 }
 
-/// Cleans one terminal stream; see the module documentation.
-#[derive(Debug, Default)]
-pub(crate) struct TerminalText {
+/// Cleans one terminal stream as tty output files are cleaned; see the
+/// module documentation.
+#[derive(Debug)]
+pub struct TerminalText {
+    options: CleanOptions,
+    /// Lines longer than this (bytes) are written as they stand.
+    held_line_bytes: usize,
     state: State,
     /// The line being drawn, held until its end decides what it shows.
     line: String,
@@ -47,15 +99,34 @@ pub(crate) struct TerminalText {
     carriage_return: bool,
 }
 
+impl Default for TerminalText {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl TerminalText {
-    /// A cleaner at the start of a stream.
-    pub(crate) fn new() -> Self {
-        Self::default()
+    /// A cleaner at the start of a stream, removing everything, holding
+    /// lines up to [`HELD_LINE_BYTES`].
+    pub fn new() -> Self {
+        Self::with_options(CleanOptions::ALL, HELD_LINE_BYTES)
+    }
+
+    /// A cleaner removing what `options` say, holding lines up to
+    /// `held_line_bytes`.
+    pub(crate) fn with_options(options: CleanOptions, held_line_bytes: usize) -> Self {
+        Self {
+            options,
+            held_line_bytes,
+            state: State::Ground,
+            line: String::new(),
+            carriage_return: false,
+        }
     }
 
     /// Feeds `chunk`; appends to `out` the lines it finished (and a line
     /// held past [`HELD_LINE_BYTES`]).
-    pub(crate) fn push(&mut self, chunk: &str, out: &mut String) {
+    pub fn push(&mut self, chunk: &str, out: &mut String) {
         for c in chunk.chars() {
             self.step(c, out);
         }
@@ -63,7 +134,7 @@ impl TerminalText {
 
     /// Ends the stream: the line being drawn is appended as it stands (an
     /// unfinished escape sequence is dropped).
-    pub(crate) fn finish(&mut self, out: &mut String) {
+    pub fn finish(&mut self, out: &mut String) {
         out.push_str(&self.line);
         self.line.clear();
         self.line.shrink_to_fit();
@@ -113,6 +184,7 @@ impl TerminalText {
             },
             State::String { bel_ends } => match c {
                 BEL if bel_ends => self.state = State::Ground,
+                C1_ST => self.state = State::Ground,
                 ESC => self.state = State::StringEscape,
                 _ => {}
             },
@@ -130,9 +202,15 @@ impl TerminalText {
     }
 
     fn text(&mut self, c: char, out: &mut String) {
+        let CleanOptions { escapes, redraws } = self.options;
         match c {
-            ESC => self.state = State::Escape,
-            '\r' => self.carriage_return = true,
+            ESC if escapes => self.state = State::Escape,
+            C1_CSI if escapes => self.state = State::Csi,
+            C1_OSC if escapes => self.state = State::String { bel_ends: true },
+            c if escapes && C1_STRINGS.contains(&c) => {
+                self.state = State::String { bel_ends: false };
+            }
+            '\r' if redraws => self.carriage_return = true,
             '\n' => {
                 out.push_str(&self.line);
                 out.push('\n');
@@ -142,32 +220,41 @@ impl TerminalText {
                     self.line.shrink_to_fit();
                 }
             }
-            BACKSPACE => {
+            BACKSPACE if redraws => {
                 // At the start of a redraw the cursor is at column 0:
                 // nothing to take back.
                 if !self.carriage_return {
                     self.line.pop();
                 }
             }
-            _ => {
-                if self.carriage_return {
-                    self.line.clear();
-                    self.carriage_return = false;
-                }
-                if self.line.len() + c.len_utf8() > HELD_LINE_BYTES {
-                    out.push_str(&self.line);
-                    self.line.clear();
-                }
-                self.line.push(c);
-            }
+            // `\r` and backspace are redraws, kept when those are.
+            '\r' | BACKSPACE => self.print(c, out),
+            // Stray controls (BEL, SO, SI, NUL, DEL, the other C1 controls)
+            // show nothing on a terminal.
+            c if escapes && c != '\t' && c.is_control() => {}
+            _ => self.print(c, out),
         }
+    }
+
+    /// Adds a character that shows to the line being drawn.
+    fn print(&mut self, c: char, out: &mut String) {
+        if self.carriage_return {
+            self.line.clear();
+            self.carriage_return = false;
+        }
+        if self.line.len() + c.len_utf8() > self.held_line_bytes {
+            out.push_str(&self.line);
+            self.line.clear();
+        }
+        self.line.push(c);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{HELD_LINE_BYTES, TerminalText};
+    use super::{CleanOptions, HELD_LINE_BYTES, TerminalText, clean_text};
     use proptest::prelude::*;
+    use test_support::escapes::{ESCAPE_FAMILIES, ESCAPE_HEAVY_TEXT};
 
     fn clean(text: &str) -> String {
         let mut cleaner = TerminalText::new();
@@ -206,6 +293,48 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    #[test]
+    fn every_sequence_family_leaves_no_stray_character() {
+        for case in ESCAPE_FAMILIES {
+            assert_eq!(clean(case.text), case.cleaned, "{}", case.family);
+            assert_eq!(
+                clean_text(case.text, CleanOptions::ALL),
+                case.cleaned,
+                "{} (whole text)",
+                case.family
+            );
+            // Cut anywhere, the stream cleans the same.
+            for cut in 0..=case.text.len() {
+                assert_eq!(
+                    clean_in_pieces(case.text, &[cut]),
+                    case.cleaned,
+                    "{} cut at {cut}",
+                    case.family
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn what_is_not_asked_for_stays() {
+        let text = "a\u{1b}(Bb\u{7}\r c\u{8}d\n";
+        let only = |escapes, redraws| clean_text(text, CleanOptions { escapes, redraws });
+        assert_eq!(only(false, false), text);
+        assert_eq!(only(true, false), "ab\r c\u{8}d\n");
+        assert_eq!(only(false, true), " d\n");
+        assert_eq!(only(true, true), " d\n");
+        assert_eq!(
+            clean_text("plain\ttext\n", CleanOptions::ALL),
+            "plain\ttext\n"
+        );
+    }
+
+    #[test]
+    fn a_whole_text_redraws_a_line_of_any_length() {
+        let long = format!("{}\rshort\n", "x".repeat(HELD_LINE_BYTES + 10));
+        assert_eq!(clean_text(&long, CleanOptions::ALL), "short\n");
     }
 
     #[test]
@@ -272,34 +401,60 @@ mod tests {
     proptest! {
         #[test]
         fn any_split_gives_the_same_text(
-            text in "(?s)(\u{1b}|\u{1b}\\[|\u{1b}\\]|\u{1b}P|\u{1b}\\\\|\u{7}|\r|\n|\u{8}|[0-9;m?A-Za-z]|é|.){0,200}",
+            text in ESCAPE_HEAVY_TEXT,
             cuts in proptest::collection::vec(0usize..800, 0..6),
         ) {
             prop_assert_eq!(clean_in_pieces(&text, &cuts), clean(&text));
         }
 
         #[test]
-        fn the_text_never_holds_an_escape_or_a_carriage_return(text in "(?s).{0,400}") {
-            let cleaned = clean(&text);
-            prop_assert!(!cleaned.contains(['\u{1b}', '\r', '\u{8}']), "{:?}", cleaned);
-        }
-
-        #[test]
-        fn text_without_escapes_carriage_returns_or_backspaces_is_untouched(
-            text in "[^\u{1b}\r\u{8}]{0,400}",
+        fn the_shortcut_for_text_with_nothing_to_clean_changes_nothing(
+            text in prop_oneof![ESCAPE_HEAVY_TEXT, "(?s).{0,400}"],
+            escapes in any::<bool>(),
+            redraws in any::<bool>(),
         ) {
-            prop_assert_eq!(clean(&text), text);
+            let options = CleanOptions { escapes, redraws };
+            let mut cleaner = TerminalText::with_options(options, usize::MAX);
+            let mut slow = String::new();
+            cleaner.push(&text, &mut slow);
+            cleaner.finish(&mut slow);
+            prop_assert_eq!(clean_text(&text, options), slow);
         }
 
         #[test]
-        fn without_escapes_or_backspaces_redraws_collapse_as_on_read(
-            text in "[^\u{1b}\u{8}]{0,400}",
+        fn the_whole_text_cleans_as_the_stream_does(text in ESCAPE_HEAVY_TEXT) {
+            prop_assert_eq!(clean_text(&text, CleanOptions::ALL), clean(&text));
+        }
+
+        #[test]
+        fn the_text_never_holds_a_control_but_tab_and_newline(
+            text in prop_oneof![ESCAPE_HEAVY_TEXT, "(?s).{0,400}"],
+        ) {
+            let cleaned = clean(&text);
+            prop_assert!(
+                !cleaned.chars().any(|c| c.is_control() && c != '\t' && c != '\n'),
+                "{:?}",
+                cleaned
+            );
+        }
+
+        #[test]
+        fn text_without_controls_is_untouched(
+            text in "[^\u{0}-\u{8}\u{b}-\u{1f}\u{7f}-\u{9f}]{0,400}",
+        ) {
+            prop_assert_eq!(clean(&text), text.clone());
+            prop_assert_eq!(clean_text(&text, CleanOptions::ALL), text);
+        }
+
+        #[test]
+        fn without_other_controls_redraws_collapse_as_on_read(
+            text in "[^\u{0}-\u{9}\u{b}\u{c}\u{e}-\u{1f}\u{7f}-\u{9f}]{0,400}",
         ) {
             prop_assert_eq!(clean(&text), collapsed(&text));
         }
 
         #[test]
-        fn lines_outside_sequences_are_never_lost(text in "[^\u{1b}]{0,400}") {
+        fn lines_outside_sequences_are_never_lost(text in "[^\u{1b}\u{80}-\u{9f}]{0,400}") {
             prop_assert_eq!(clean(&text).matches('\n').count(), text.matches('\n').count());
         }
     }

@@ -1,6 +1,7 @@
 //! Helpers shared by the tests and benchmarks of every crate of the
 //! workspace: processes looked up by pid, waits on events with generous
-//! deadlines, percentiles, a stub tool, and the figures benchmarks report
+//! deadlines, percentiles, a stub tool, the table of escape sequences cleaners are
+//! checked against ([`mod@escapes`]), and the figures benchmarks report
 //! ([`mod@bench`]). A dev-dependency only (`cargo xtask check-layers` refuses
 //! it as a normal one, except for xtask, which reads the figures).
 //!
@@ -14,6 +15,7 @@
 )]
 
 pub mod bench;
+pub mod escapes;
 mod process;
 mod stub;
 

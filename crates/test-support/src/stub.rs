@@ -27,6 +27,7 @@ pub struct Echo;
 #[async_trait]
 impl Tool for Echo {
     type Params = EchoParams;
+    type Metadata = tool_core::Metadata;
 
     fn name(&self) -> &str {
         "Echo"

@@ -17,12 +17,12 @@ mod tool;
 mod tool_result;
 
 pub use context::{Approval, Approver, ExecutionContext, ProgressSink, ProgressUpdate, Session};
-pub use definition::{DefinitionFormat, ToolDefinition, UnknownFormat};
+pub use definition::{DefinitionFormat, ToolAnnotations, ToolDefinition, UnknownFormat};
 pub use executor::{ExecutedCall, ExecutorError, MAX_ARGUMENT_BYTES, ToolExecutor};
 pub use registry::{RegistryError, ToolRegistry};
 pub use schema::{InputSchema, SchemaError, ValidationError, ValidationRule};
 pub use tool::{DynTool, Tool, ToolCategory, TypedTool};
-pub use tool_result::ToolResult;
+pub use tool_result::{Answer, Metadata, ToolResult};
 
 /// Re-exported so that tools and hosts share one cancellation type.
 pub use tokio_util::sync::CancellationToken;

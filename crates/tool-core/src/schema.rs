@@ -133,6 +133,51 @@ impl InputSchema {
         Self::from_json(json)
     }
 
+    /// Generates, normalises and compiles the schema of a tool's answers'
+    /// metadata (MCP `outputSchema`): `T`'s fields, then `invalid_fields`
+    /// (set when the arguments broke the input schema) and `output`, the
+    /// answer's text. Only `output` is required: an answer refused before
+    /// the tool ran (bad arguments, a panic) carries none of `T`'s facts.
+    pub fn for_metadata<T: JsonSchema>() -> Result<Self, SchemaError> {
+        let generator = SchemaSettings::draft2020_12()
+            .with(|settings| {
+                settings.inline_subschemas = true;
+                settings.meta_schema = None;
+            })
+            .for_serialize()
+            .into_generator();
+        let mut json = generator.into_root_schema_for::<T>().to_value();
+        normalize(&mut json);
+        if let Value::Object(root) = &mut json {
+            root.remove("title");
+            root.remove("description");
+            root.remove("$schema");
+            root.insert("type".to_owned(), Value::from("object"));
+            let properties = root
+                .entry("properties")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(properties) = properties {
+                properties.insert(
+                    "invalid_fields".to_owned(),
+                    serde_json::json!({
+                        "description": "The arguments that broke the input schema (nothing ran).",
+                        "type": "array",
+                        "items": {"type": "string"}
+                    }),
+                );
+                properties.insert(
+                    "output".to_owned(),
+                    serde_json::json!({
+                        "description": "The answer's text, exactly as the content item has it: the output on success, the error message on failure.",
+                        "type": "string"
+                    }),
+                );
+            }
+            root.insert("required".to_owned(), serde_json::json!(["output"]));
+        }
+        Self::from_json(json)
+    }
+
     /// Compiles a schema given as JSON (already normalised).
     pub fn from_json(json: Value) -> Result<Self, SchemaError> {
         let root = Node::compile(&json, "")?;

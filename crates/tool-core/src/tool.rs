@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::context::ExecutionContext;
-use crate::definition::ToolDefinition;
+use crate::definition::{ToolAnnotations, ToolDefinition};
 use crate::schema::{InputSchema, SchemaError, ValidationError, ValidationRule};
-use crate::tool_result::ToolResult;
+use crate::tool_result::{Answer, ToolResult};
 
 /// What kind of work a tool does; hosts may group or gate tools by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -52,6 +52,12 @@ pub trait Tool: Send + Sync + 'static {
     /// The typed arguments.
     type Params: DeserializeOwned + JsonSchema + Send + 'static;
 
+    /// The facts each answer carries (MCP `structuredContent`, with the
+    /// answer's text added as `output`); its schema is the tool's
+    /// `outputSchema`. A tool without a type of its own uses
+    /// [`Metadata`](crate::Metadata) and answers [`ToolResult`].
+    type Metadata: Serialize + JsonSchema + Default + Send + 'static;
+
     /// The name clients call the tool by (letters, digits, `_` and `-`).
     fn name(&self) -> &str;
 
@@ -61,8 +67,18 @@ pub trait Tool: Send + Sync + 'static {
     /// What kind of work it does.
     fn category(&self) -> ToolCategory;
 
+    /// Hints for clients (title, read-only, destructive, open world);
+    /// none by default.
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::default()
+    }
+
     /// Runs the tool with arguments that already passed validation.
-    async fn execute(&self, context: &ExecutionContext, params: Self::Params) -> ToolResult;
+    async fn execute(
+        &self,
+        context: &ExecutionContext,
+        params: Self::Params,
+    ) -> Answer<Self::Metadata>;
 }
 
 /// A tool behind a type-erased interface: raw JSON in, [`ToolResult`] out.
@@ -80,12 +96,20 @@ pub trait DynTool: Send + Sync {
     /// The tool's input schema.
     fn input_schema(&self) -> &InputSchema;
 
-    /// Name, description and schema together.
+    /// The schema of its answers' metadata, `output` included.
+    fn output_schema(&self) -> &InputSchema;
+
+    /// Hints for clients.
+    fn annotations(&self) -> ToolAnnotations;
+
+    /// Name, description, schemas and hints together.
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: self.name().to_owned(),
             description: self.description(),
             input_schema: self.input_schema().json().clone(),
+            output_schema: Some(self.output_schema().json().clone()),
+            annotations: self.annotations(),
         }
     }
 
@@ -98,13 +122,19 @@ pub trait DynTool: Send + Sync {
 pub struct TypedTool<T: Tool> {
     tool: T,
     schema: InputSchema,
+    output_schema: InputSchema,
 }
 
 impl<T: Tool> TypedTool<T> {
-    /// Wraps `tool`, generating and compiling its schema once.
+    /// Wraps `tool`, generating and compiling its schemas once.
     pub fn new(tool: T) -> Result<Self, SchemaError> {
         let schema = InputSchema::for_type::<T::Params>()?;
-        Ok(Self { tool, schema })
+        let output_schema = InputSchema::for_metadata::<T::Metadata>()?;
+        Ok(Self {
+            tool,
+            schema,
+            output_schema,
+        })
     }
 
     /// The wrapped tool.
@@ -165,9 +195,17 @@ impl<T: Tool> DynTool for TypedTool<T> {
         &self.schema
     }
 
+    fn output_schema(&self) -> &InputSchema {
+        &self.output_schema
+    }
+
+    fn annotations(&self) -> ToolAnnotations {
+        self.tool.annotations()
+    }
+
     async fn call(&self, context: &ExecutionContext, arguments: Value) -> ToolResult {
         match self.parse(&arguments) {
-            Ok(params) => self.tool.execute(context, params).await,
+            Ok(params) => self.tool.execute(context, params).await.into_untyped(),
             Err(errors) => {
                 let fields: Vec<Value> = errors
                     .iter()

@@ -26,6 +26,7 @@ struct Custom {
 #[async_trait]
 impl Tool for Custom {
     type Params = NoParams;
+    type Metadata = tool_core::Metadata;
 
     fn name(&self) -> &str {
         self.name
@@ -188,6 +189,7 @@ fn registry_refuses_a_schema_the_validator_cannot_check() {
     #[async_trait]
     impl Tool for BadTool {
         type Params = Patterned;
+        type Metadata = tool_core::Metadata;
         fn name(&self) -> &str {
             "Bad"
         }

@@ -20,7 +20,12 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(dir: &std::path::Path) -> Self {
-        Self::start_command(server_command(dir))
+        Self::start_binary(std::path::Path::new(env!("CARGO_BIN_EXE_agent-exec")), dir)
+    }
+
+    /// `binary mcp` (another build of agent-exec, to compare against).
+    pub(crate) fn start_binary(binary: &std::path::Path, dir: &std::path::Path) -> Self {
+        Self::start_command(server_command_of(binary, dir))
     }
 
     /// The server `command` starts (with piped stdin and stdout), after
@@ -159,7 +164,11 @@ impl Server {
 }
 
 pub(crate) fn server_command(dir: &std::path::Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-exec"));
+    server_command_of(std::path::Path::new(env!("CARGO_BIN_EXE_agent-exec")), dir)
+}
+
+fn server_command_of(binary: &std::path::Path, dir: &std::path::Path) -> Command {
+    let mut command = Command::new(binary);
     command
         .args(["mcp", "--cwd"])
         .arg(dir)

@@ -417,6 +417,17 @@ impl ShellProcess {
         new
     }
 
+    /// Whether the shell has finished and [`read_unseen`](Self::read_unseen)
+    /// has returned all it printed: nobody is owed any of its output
+    /// (its output files may then be reclaimed for newer ones).
+    pub fn is_read_to_end(&self) -> bool {
+        if !self.status().is_finished() {
+            return false;
+        }
+        let cursor = self.unseen.lock().unwrap_or_else(PoisonError::into_inner);
+        cursor.stdout == self.stdout.buffer().end() && cursor.stderr == self.stderr.buffer().end()
+    }
+
     /// A receiver that changes whenever output arrives.
     pub fn subscribe_output(&self) -> watch::Receiver<u64> {
         self.output_events.subscribe()

@@ -627,16 +627,21 @@ fn add_rule(
     Ok(())
 }
 
-/// Finds the pids controller, makes `agent-exec-<pid>/sandbox` below our own
+/// Finds the pids controller, makes `agent-exec-<id>/sandbox` below our own
 /// cgroup with `pids.max`, and removes those of servers that are gone.
 fn make_cgroup(max: u64) -> Result<Cgroup, String> {
     let (mount, own) = pids_hierarchy().ok_or("no pids cgroup controller is mounted")?;
     let parent = mount.join(own.trim_start_matches('/'));
-    remove_stale_cgroups(&parent);
+    crate::cgroup::remove_stale(&parent);
     // Below the server's cgroup, beside the unsandboxed commands' ones,
     // so the cap counts sandboxed commands only.
-    let dir = parent
-        .join(format!("agent-exec-{}", std::process::id()))
+    let dir = crate::cgroup::claim_parent(&parent)
+        .map_err(|error| {
+            format!(
+                "cannot create this server's cgroup in `{}`: {error}",
+                parent.display()
+            )
+        })?
         .join("sandbox");
     std::fs::create_dir_all(&dir)
         .map_err(|error| format!("cannot create `{}`: {error}", dir.display()))?;
@@ -686,26 +691,4 @@ fn pids_hierarchy() -> Option<(PathBuf, String)> {
         }
     }
     None
-}
-
-fn remove_stale_cgroups(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix("agent-exec-"))
-        else {
-            continue;
-        };
-        if pid
-            .parse::<u32>()
-            .is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-        {
-            // Fails while processes remain inside; they are then not ours to end.
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
 }

@@ -17,20 +17,31 @@ use std::ffi::OsString;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, ExitStatus, Stdio};
 
 /// A running janitor. Keep it for the life of the server: dropping it
 /// closes the pipe, and the janitor then cleans up at once.
 #[derive(Debug)]
 pub struct Janitor {
     _pipe: OwnedFd,
-    pid: u32,
+    child: Child,
 }
 
 impl Janitor {
     /// The janitor's pid.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.child.id()
+    }
+
+    /// Blocks until the janitor has exited (something killed it: it never
+    /// exits while the server lives), and reaps it, so that the server can
+    /// start another.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        let status = self.child.wait();
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            crate::tree::forget_shell(pid);
+        }
+        status
     }
 }
 
@@ -58,14 +69,13 @@ pub fn start_janitor(program: &Path, args: &[OsString]) -> io::Result<Janitor> {
         command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
     }
     let child = command.spawn()?;
-    let pid = child.id();
     // Never a shell's orphan: the reaper and the tree walks pass it by.
-    if let Ok(pid) = i32::try_from(pid) {
+    if let Ok(pid) = i32::try_from(child.id()) {
         crate::tree::live_shells().push(pid);
     }
     Ok(Janitor {
         _pipe: write.into(),
-        pid,
+        child,
     })
 }
 

@@ -17,10 +17,12 @@ use tokio::io::AsyncRead;
 use tokio::sync::oneshot;
 
 use crate::error::SpawnError;
-use crate::spec::SpawnSpec;
+use crate::spec::{SCRIPT_VAR, SpawnSpec};
 use crate::status::ExitInfo;
 use crate::tree::{SHELL_TAG_VAR, live_shells};
 
+#[cfg(target_os = "linux")]
+pub(crate) mod arguments;
 #[cfg(target_os = "linux")]
 pub(crate) mod confine;
 #[cfg(all(
@@ -189,7 +191,10 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
     }
     let mut envp = Vec::with_capacity(spec.env.len() + 1);
     for (key, value) in &spec.env {
-        if key.as_bytes() == SHELL_TAG_VAR.as_bytes() || (spec.tty && key.as_bytes() == b"TERM") {
+        if key.as_bytes() == SHELL_TAG_VAR.as_bytes()
+            || (spec.tty && key.as_bytes() == b"TERM")
+            || (spec.script.is_some() && key.as_bytes() == SCRIPT_VAR.as_bytes())
+        {
             continue;
         }
         let mut entry = key.as_bytes().to_vec();
@@ -201,6 +206,12 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
         format!("{SHELL_TAG_VAR}={tag}").as_bytes(),
         "the shell tag",
     )?);
+    if let Some(script) = &spec.script {
+        envp.push(c_string(
+            format!("{SCRIPT_VAR}={script}").as_bytes(),
+            "the command",
+        )?);
+    }
     if spec.tty {
         envp.push(c_string(
             format!("TERM={}", pty::TERMINAL_TYPE).as_bytes(),
@@ -437,6 +448,7 @@ fn build_command(spec: &SpawnSpec, tag: &str) -> std::process::Command {
         .env_clear()
         .envs(spec.env.iter().map(|(key, value)| (key, value)))
         .env(SHELL_TAG_VAR, tag)
+        .envs(spec.script.iter().map(|script| (SCRIPT_VAR, script)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
