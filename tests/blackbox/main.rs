@@ -22,6 +22,7 @@ mod log;
 mod mcp;
 mod output_files;
 mod policy_check;
+mod reliability;
 mod rmcp_client;
 mod rmcp_support;
 mod run;

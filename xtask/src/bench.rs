@@ -89,7 +89,7 @@ const SUITES: &[Suite] = &[
         title: "MCP server (agent-exec)",
         package: "agent-exec",
         bench: "mcp_roundtrip",
-        about: "A raw JSON-RPC client on the server's stdio; round trips alternate with a bare `bash -c true` (`true` runs without the wrapper that carries `cd`/`export`; `cd .` runs in it); peak RSS is the server's `VmHWM`. The soak is rounds of six calls (foreground success and failure, a background shell read to its end, one killed), measured after 140 rounds; the idle shells each print 3 MB and sleep, unread, on a server of their own; start-up is spawn to the `initialize` answer, alternating with a bare `bash -c true`.",
+        about: "A raw JSON-RPC client on the server's stdio; round trips alternate with a bare `bash -c true` (`true` runs without the wrapper that carries `cd`/`export`; `cd .` runs in it); peak RSS is the server's `VmHWM`. The soak is rounds of six calls (foreground success and failure, a background shell read to its end, one killed) and, every fourth round, a tty `cat` session (started, a line written and read back, killed), measured after 140 rounds: 20,000 calls, p99 per window of 1,000 (`--quick`: 1,200 calls, windows of 200); 256 background shells start on a server run under `prlimit --nofile=1024:HARD`, then a foreground `echo ok`; the idle shells each print 3 MB and sleep, unread, on a server of their own; start-up is spawn to the `initialize` answer, alternating with a bare `bash -c true`.",
         layout: Layout::Targets,
         expected: &[
             "mcp-bare",
@@ -100,6 +100,8 @@ const SUITES: &[Suite] = &[
             "rss-background",
             "soak-rss",
             "soak-fds",
+            "soak-p99",
+            "limit-shells",
             "idle-server-rss",
             "idle-shells-peak-rss",
             "idle-shells-accepted",

@@ -28,7 +28,7 @@ use test_support::bench::{Figure, Metric, Op, Unit, emit, save_samples};
 use test_support::percentile;
 
 use serde_json::json;
-use support::{Server, background, bash, server_command, structured};
+use support::{Server, background, bash, server_command, structured, text};
 
 /// A command whose answer is 29,990 characters, inside the text's bound.
 const LONG_ANSWER: &str = "head -c 29990 /dev/zero | tr '\\0' x";
@@ -167,52 +167,127 @@ fn main() {
     server.stop();
 
     soak(dir.path(), quick);
+    shells_under_the_common_limit(dir.path());
     idle_shells(dir.path());
     startup(dir.path(), quick);
 }
 
-/// One round of six mixed calls: foreground success and failure, a
-/// background shell read to its end, one killed while it runs.
-fn soak_round(server: &mut Server) {
-    let ok = server.call(&bash("echo soak"));
+/// Calls made, each timed.
+struct Timed<'a> {
+    server: &'a mut Server,
+    times: Vec<std::time::Duration>,
+}
+
+impl Timed<'_> {
+    fn call(&mut self, arguments: &serde_json::Value) -> serde_json::Value {
+        let started = Instant::now();
+        let answer = self.server.call(arguments);
+        self.times.push(started.elapsed());
+        answer
+    }
+}
+
+/// One round of mixed calls: foreground success and failure, a
+/// background shell read to its end, one killed while it runs, and, every
+/// `tty_every` rounds, a tty `cat` session: a line written and read back,
+/// then killed.
+fn soak_round(calls: &mut Timed<'_>, round: usize, tty_every: usize) {
+    let ok = calls.call(&bash("echo soak"));
     assert_eq!(ok["result"]["isError"], false);
-    let failed = server.call(&bash("printf 'x%.0s' $(seq 300); exit 3"));
+    let failed = calls.call(&bash("printf 'x%.0s' $(seq 300); exit 3"));
     assert_eq!(failed["result"]["isError"], true);
-    let started = server.call(&background("echo bg"));
+    let started = calls.call(&background("echo bg"));
     let id = structured(&started)["bash_id"].clone();
     loop {
         let read =
-            server.call(&json!({"tool": "BashOutput", "args": {"bash_id": id, "wait_ms": 1000}}));
+            calls.call(&json!({"tool": "BashOutput", "args": {"bash_id": id, "wait_ms": 1000}}));
         if structured(&read)["is_running"] == false {
             break;
         }
     }
-    let sleeper = server.call(&background("exec sleep 30"));
+    let sleeper = calls.call(&background("exec sleep 30"));
     let id = structured(&sleeper)["bash_id"].clone();
-    let killed = server.call(&json!({"tool": "KillShell", "args": {"shell_id": id}}));
+    let killed = calls.call(&json!({"tool": "KillShell", "args": {"shell_id": id}}));
     assert_eq!(killed["result"]["isError"], false);
+    if round.is_multiple_of(tty_every) {
+        let session = calls.call(&json!({"tool": "Bash", "args": {"command": "cat", "tty": true}}));
+        let id = structured(&session)["bash_id"].clone();
+        assert!(id.is_string(), "{session}");
+        let line = format!("soak-{round}");
+        // Refused while `cat` is not back in `read` yet: written again.
+        let written = loop {
+            let written = calls.call(&json!({"tool": "WriteStdin", "args": {"bash_id": id, "input": format!("{line}\n"), "wait_ms": 1000}}));
+            if written["result"]["isError"] == false {
+                break written;
+            }
+            assert!(
+                text(&written).contains("not waiting for input"),
+                "{written}"
+            );
+        };
+        let mut seen = text(&written).contains(&line);
+        for _ in 0..30 {
+            if seen {
+                break;
+            }
+            let read = calls
+                .call(&json!({"tool": "BashOutput", "args": {"bash_id": id, "wait_ms": 1000}}));
+            seen = text(&read).contains(&line);
+        }
+        assert!(seen, "the tty session never showed {line}");
+        let killed = calls.call(&json!({"tool": "KillShell", "args": {"shell_id": id}}));
+        assert_eq!(killed["result"]["isError"], false);
+    }
 }
 
-/// RSS and open fds of the server before and after many mixed calls,
-/// once the tracked shells are many enough to be evicted as new ones come.
+/// RSS and open fds of the server before and after many mixed calls, once
+/// the tracked shells are many enough to be evicted as new ones come, and
+/// the p99 of each window of calls.
 fn soak(dir: &std::path::Path, quick: bool) {
-    let calls: usize = if quick { 1_200 } else { 10_000 };
+    let (total, window) = if quick { (1_200, 200) } else { (20_000, 1_000) };
+    let tty_every = 4;
     let mut server = Server::start(dir);
+    let mut calls = Timed {
+        server: &mut server,
+        times: Vec::new(),
+    };
     // Past 256 tracked shells (two a round), so eviction is in steady state.
-    for _ in 0..140 {
-        soak_round(&mut server);
+    for round in 0..140 {
+        soak_round(&mut calls, round, tty_every);
     }
-    let (rss_start, fds_start) = (server.rss_mib(), server.fds());
-    for _ in 0..calls.div_ceil(6) {
-        soak_round(&mut server);
+    let (rss_start, fds_start) = (calls.server.rss_mib(), calls.server.fds());
+    calls.times.clear();
+    let mut round = 0;
+    let mut windows = Vec::new();
+    let mut rss_max: f64 = rss_start;
+    let mut rss_windows = Vec::new();
+    while calls.times.len() < total {
+        soak_round(&mut calls, round, tty_every);
+        round += 1;
+        while calls.times.len() >= (windows.len() + 1) * window && windows.len() < total / window {
+            let start = windows.len() * window;
+            windows.push(percentile(
+                &mut calls.times[start..start + window].to_vec(),
+                99,
+            ));
+            let rss = calls.server.rss_mib();
+            rss_max = rss_max.max(rss);
+            rss_windows.push(format!("{rss:.1}"));
+        }
     }
+    let made = calls.times.len();
     let (rss_end, fds_end) = (server.rss_mib(), server.fds());
     server.stop();
+    let ms = |time: &std::time::Duration| format!("{:.1}", time.as_secs_f64() * 1e3);
+    let first = windows.first().copied().unwrap_or_default();
+    let worst = windows.iter().max().copied().unwrap_or_default();
+    let last = windows.last().copied().unwrap_or_default();
     emit(
         &Figure::new(
             "soak-rss",
             format!(
-                "RSS growth over {calls} mixed calls ({rss_start:.1} MiB at start, {rss_end:.1} MiB at end)"
+                "RSS growth over {made} mixed calls, a tty session every {tty_every} rounds ({rss_start:.1} MiB at start, {rss_max:.1} MiB at most, {rss_end:.1} MiB at end; MiB after each window of {window}: {})",
+                rss_windows.join(", ")
             ),
         )
         .value(rss_end - rss_start, Unit::MiB)
@@ -222,11 +297,79 @@ fn soak(dir: &std::path::Path, quick: bool) {
         &Figure::new(
             "soak-fds",
             format!(
-                "open fds growth over {calls} mixed calls ({fds_start} at start, {fds_end} at end)"
+                "open fds growth over {made} mixed calls ({fds_start} at start, {fds_end} at end)"
             ),
         )
         .value(fds_end as f64 - fds_start as f64, Unit::Fds)
         .target(Metric::Value, Op::AtMost, 0.0, Unit::Fds),
+    );
+    emit(
+        &Figure::new(
+            "soak-p99",
+            format!(
+                "p99 of the last window of {window} calls over the first's (ms by window: {}; worst {})",
+                windows.iter().map(ms).collect::<Vec<_>>().join(", "),
+                ms(&worst)
+            ),
+        )
+        .value(last.as_secs_f64() / first.as_secs_f64().max(1e-9), Unit::Times)
+        .target(Metric::Value, Op::AtMost, 2.0, Unit::Times),
+    );
+}
+
+/// 256 background shells on a server started with a soft open-file limit
+/// of 1,024 (the common default; the server raises it to the hard limit):
+/// all start, and a foreground call still answers.
+fn shells_under_the_common_limit(dir: &std::path::Path) {
+    const SHELLS: usize = 256;
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let hard = limits
+        .lines()
+        .find(|line| line.starts_with("Max open files"))
+        .and_then(|line| line.split_whitespace().nth(4))
+        .and_then(|hard| hard.parse::<u64>().ok());
+    let Some(hard) = hard.filter(|hard| *hard >= 2_048) else {
+        emit(&Figure::skipped(
+            "limit-shells",
+            format!("{SHELLS} background shells under a soft open-file limit of 1,024"),
+            format!("the hard open-file limit here ({hard:?}) leaves no room to raise 1,024"),
+        ));
+        return;
+    };
+    let mut command = Command::new("prlimit");
+    command
+        .arg(format!("--nofile=1024:{hard}"))
+        .args(["--", env!("CARGO_BIN_EXE_agent-exec"), "mcp", "--cwd"])
+        .arg(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut server = Server::start_command(command);
+    let mut accepted: u32 = 0;
+    for _ in 0..SHELLS {
+        let answer = server.call(&background("exec sleep 600"));
+        if answer["result"]["isError"] == false {
+            accepted += 1;
+        }
+    }
+    let started = Instant::now();
+    let echoed = server.call(&bash("echo ok"));
+    let took = started.elapsed();
+    assert_eq!(
+        text(&echoed),
+        "ok\n",
+        "a foreground call with {accepted} shells: {echoed}"
+    );
+    server.stop();
+    emit(
+        &Figure::new(
+            "limit-shells",
+            format!(
+                "background shells started of {SHELLS} under a soft open-file limit of 1,024 (hard {hard}); a foreground `echo ok` then took {:.1} ms",
+                took.as_secs_f64() * 1e3
+            ),
+        )
+        .value(f64::from(accepted), Unit::Shells)
+        .target(Metric::Value, Op::AtLeast, SHELLS as f64, Unit::Shells),
     );
 }
 

@@ -19,15 +19,24 @@
 //!   request goes on untouched.
 //!
 //! Every line written (rmcp's messages and these answers) goes out whole
-//! under one lock, so two never interleave. Stdin is read as before, with
+//! under one lock, so two never interleave. A write that fails (EPIPE: the
+//! client closed its end of stdout) is the client leaving, as the end of
+//! stdin is. Stdin is read as before, with
 //! tokio's blocking stdin (docs/decisions/0005-blocking-stdio-for-mcp.md).
 
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage, RequestId};
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::model::{
+    ClientNotification, ClientRequest, ErrorData, JsonRpcMessage, ProtocolVersion, RequestId,
+    ServerConfig, ServerResult,
+};
+use rmcp::service::{
+    NotificationContext, RequestContext, RxJsonRpcMessage, Service, TxJsonRpcMessage,
+};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
@@ -36,6 +45,11 @@ use tokio_util::sync::CancellationToken;
 
 /// The longest line taken as a message, without its newline: 16 MiB.
 pub(crate) const MAX_LINE: usize = 16 << 20;
+
+/// A line over this (1 MiB) is a large message: once it has been
+/// answered (or refused), the memory it took is given back to the system,
+/// which glibc would otherwise keep for the next one.
+const LARGE_LINE: usize = 1 << 20;
 
 /// How much of an over-long line is kept to find its `"id"`: 64 KiB.
 pub(crate) const ID_WINDOW: usize = 64 << 10;
@@ -330,40 +344,147 @@ enum Outcome {
     Skip,
 }
 
-/// The ids of requests read and not yet answered.
+/// One request read and not yet answered.
 #[derive(Default)]
-struct InFlight(Mutex<HashSet<RequestId>>);
+struct Call {
+    /// The client cancelled it: its answer is not sent.
+    cancelled: bool,
+    /// Its line was over [`LARGE_LINE`]: once it is answered, the memory
+    /// it took is given back to the system.
+    large: bool,
+    /// The token its handler watches, once the handler has started.
+    token: Option<CancellationToken>,
+}
+
+/// The requests read and not yet answered, by id.
+///
+/// A cancelled request stays here until its handler has finished and its
+/// (unsent) answer has come through [`Framed::send`]: rmcp keys its own
+/// bookkeeping by id, so a request reusing the id before then would be
+/// taken for the cancelled one (it would never run, and the cancelled
+/// call's answer would go out under its id).
+#[derive(Default)]
+pub(crate) struct InFlight(Mutex<HashMap<RequestId, Call>>);
 
 impl InFlight {
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
-        // The set stays consistent across a panic: each use is one call.
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Call>> {
+        // The map stays consistent across a panic: each use is one call.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// False when `id` is in flight already.
-    fn begin(&self, id: &RequestId) -> bool {
-        self.ids().insert(id.clone())
+    fn begin(&self, id: &RequestId, large: bool) -> bool {
+        match self.calls().entry(id.clone()) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(vacant) => {
+                vacant.insert(Call {
+                    large,
+                    ..Call::default()
+                });
+                true
+            }
+        }
     }
 
-    fn end(&self, id: &RequestId) {
-        self.ids().remove(id);
+    /// Cancels the request `id` when it is in flight (its handler's token
+    /// now or as soon as it starts); false when it is not.
+    fn cancel(&self, id: &RequestId) -> bool {
+        let mut calls = self.calls();
+        let Some(call) = calls.get_mut(id) else {
+            return false;
+        };
+        call.cancelled = true;
+        if let Some(token) = &call.token {
+            token.cancel();
+        }
+        true
+    }
+
+    /// The token the handler of `id` watches: a child of rmcp's own
+    /// (server shutdown still reaches it), cancelled by [`Self::cancel`].
+    fn watch(&self, id: &RequestId, parent: &CancellationToken) -> CancellationToken {
+        let token = parent.child_token();
+        if let Some(call) = self.calls().get_mut(id) {
+            if call.cancelled {
+                token.cancel();
+            }
+            call.token = Some(token.clone());
+        }
+        token
+    }
+
+    /// Frees `id`, and returns what was known of its request.
+    fn end(&self, id: &RequestId) -> Option<Call> {
+        self.calls().remove(id)
+    }
+}
+
+/// The server's service with its requests' cancellation tracked by the
+/// framing (see [`InFlight`]): each handler watches a token that
+/// `notifications/cancelled` cancels, while rmcp keeps the request as in
+/// flight until its handler has finished.
+pub(crate) struct Tracked<S> {
+    inner: S,
+    in_flight: Arc<InFlight>,
+}
+
+impl<S: Service<RoleServer>> Service<RoleServer> for Tracked<S> {
+    fn handle_request(
+        &self,
+        request: ClientRequest,
+        mut context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ServerResult, ErrorData>> + Send + '_ {
+        context.ct = self.in_flight.watch(&context.id, &context.ct);
+        self.inner.handle_request(request, context)
+    }
+
+    fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> impl Future<Output = Result<(), ErrorData>> + Send + '_ {
+        self.inner.handle_notification(notification, context)
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        self.inner.get_info()
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        self.inner.supported_protocol_versions()
     }
 }
 
 /// The one writer: a line goes out whole under the lock, then is flushed.
-struct Writer<W>(tokio::sync::Mutex<Option<W>>);
+struct Writer<W> {
+    out: tokio::sync::Mutex<Option<W>>,
+    /// Cancelled when a write fails: stdout is broken (EPIPE when the
+    /// client closed its end), so the client has left as surely as when
+    /// stdin ends, and nothing the server does can reach it any more.
+    left: CancellationToken,
+}
 
 impl<W: AsyncWrite + Unpin> Writer<W> {
     async fn write_line(&self, line: &[u8]) -> std::io::Result<()> {
-        let mut writer = self.0.lock().await;
+        let mut writer = self.out.lock().await;
         let Some(writer) = writer.as_mut() else {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::NotConnected,
                 "the transport is closed",
             ));
         };
-        writer.write_all(line).await?;
-        writer.flush().await
+        let written = async {
+            writer.write_all(line).await?;
+            writer.flush().await
+        }
+        .await;
+        if let Err(error) = &written
+            && !self.left.is_cancelled()
+        {
+            tracing::info!(%error, "writing stdout failed: the client has left");
+            self.left.cancel();
+        }
+        written
     }
 }
 
@@ -392,8 +513,9 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    /// The transport, and a token cancelled once the input has ended (end
-    /// of file or a read error), before rmcp starts draining its responses.
+    /// The transport, and a token cancelled once the client has left: the
+    /// input ended (end of file or a read error), before rmcp starts
+    /// draining its responses, or a write to the output failed.
     pub(crate) fn new(read: R, write: W) -> (Self, CancellationToken) {
         Self::with_limits(read, write, MAX_LINE, ID_WINDOW)
     }
@@ -407,7 +529,10 @@ where
         let closed = CancellationToken::new();
         let framed = Self {
             lines: LineReader::new(read, max_line, id_window),
-            writer: Arc::new(Writer(tokio::sync::Mutex::new(Some(write)))),
+            writer: Arc::new(Writer {
+                out: tokio::sync::Mutex::new(Some(write)),
+                left: closed.clone(),
+            }),
             in_flight: Arc::default(),
             answering: None,
             closed: closed.clone(),
@@ -422,6 +547,15 @@ where
     pub(crate) fn with_gate(mut self, gate: fn()) -> Self {
         self.gate = Some(gate);
         self
+    }
+
+    /// `service` with its requests' cancellation handled by this
+    /// transport: what `serve` must be given (see [`InFlight`]).
+    pub(crate) fn track<S: Service<RoleServer>>(&self, service: S) -> Tracked<S> {
+        Tracked {
+            inner: service,
+            in_flight: Arc::clone(&self.in_flight),
+        }
     }
 
     /// The gate, taken, when `message` must wait for it: the first
@@ -450,7 +584,7 @@ where
             return Outcome::Skip;
         }
         match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
-            Ok(message) => self.admit(message),
+            Ok(message) => self.admit(message, line.len() > LARGE_LINE),
             Err(error) if error.is_syntax() || error.is_eof() => {
                 tracing::debug!(%error, "invalid JSON on stdin");
                 Outcome::Answer(error_line(
@@ -464,8 +598,9 @@ where
     }
 
     /// Registers a request's id, refusing one already in flight; a
-    /// cancellation frees the id it names (rmcp sends nothing for it).
-    fn admit(&self, message: RxJsonRpcMessage<RoleServer>) -> Outcome {
+    /// cancellation of a request in flight is handled here (see
+    /// [`InFlight`]), never by rmcp.
+    fn admit(&self, message: RxJsonRpcMessage<RoleServer>, large: bool) -> Outcome {
         match &message {
             JsonRpcMessage::Request(request) => {
                 if let ClientRequest::CustomRequest(custom) = &request.request
@@ -480,7 +615,7 @@ where
                         &json!(request.id),
                     ));
                 }
-                if !self.in_flight.begin(&request.id) {
+                if !self.in_flight.begin(&request.id, large) {
                     tracing::warn!(id = %request.id, "refused a request whose id is in flight");
                     return Outcome::Answer(error_line(
                         INVALID_REQUEST,
@@ -493,8 +628,10 @@ where
                 if let ClientNotification::CancelledNotification(cancelled) =
                     &notification.notification
                     && let Some(id) = &cancelled.params.request_id
+                    && self.in_flight.cancel(id)
                 {
-                    self.in_flight.end(id);
+                    tracing::info!(%id, reason = ?cancelled.params.reason, "cancelled");
+                    return Outcome::Skip;
                 }
             }
             JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
@@ -514,6 +651,15 @@ where
             }
         }));
     }
+}
+
+/// Gives the allocator's free pages back to the system, on a blocking
+/// thread: after a large message, glibc would keep what it took resident
+/// (its threshold for returning big blocks at once grows with each one).
+fn release_memory() {
+    drop(tokio::task::spawn_blocking(
+        shell_runtime::release_free_memory,
+    ));
 }
 
 /// Well-formed JSON that is no message rmcp takes: a notification it does
@@ -562,15 +708,31 @@ where
             JsonRpcMessage::Error(error) => error.id.as_ref(),
             _ => None,
         };
-        if let Some(id) = id {
-            self.in_flight.end(id);
+        let call = id.and_then(|id| self.in_flight.end(id));
+        let cancelled = call.as_ref().is_some_and(|call| call.cancelled);
+        let large = call.as_ref().is_some_and(|call| call.large);
+        if cancelled {
+            // A cancelled request gets no answer (MCP); its id is free now
+            // that its handler has finished.
+            tracing::debug!(id = ?id, "dropped the answer of a cancelled request");
         }
-        let line = serde_json::to_vec(&item).map(|mut line| {
-            line.push(b'\n');
-            line
+        let line = (!cancelled).then(|| {
+            serde_json::to_vec(&item).map(|mut line| {
+                line.push(b'\n');
+                line
+            })
         });
         let writer = Arc::clone(&self.writer);
-        async move { writer.write_line(&line?).await }
+        async move {
+            let written = match line {
+                Some(line) => writer.write_line(&line?).await,
+                None => Ok(()),
+            };
+            if large {
+                release_memory();
+            }
+            written
+        }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
@@ -584,18 +746,34 @@ where
                 self.answering = None;
             }
             match self.lines.next().await {
-                Frame::Line(line) => match self.classify(&line) {
-                    Outcome::Deliver(message) => {
-                        let Some(gate) = self.gate_for(&message) else {
-                            return Some(message);
-                        };
-                        // Held in `self`: `receive` may be dropped while
-                        // the gate runs.
-                        self.held = Some((message, tokio::task::spawn_blocking(gate)));
+                Frame::Line(line) => {
+                    let outcome = self.classify(&line);
+                    // A large request gives its memory back once answered
+                    // (in `send`); anything else large, now.
+                    let large = line.len() > LARGE_LINE;
+                    drop(line);
+                    match outcome {
+                        Outcome::Deliver(message) => {
+                            let Some(gate) = self.gate_for(&message) else {
+                                return Some(message);
+                            };
+                            // Held in `self`: `receive` may be dropped while
+                            // the gate runs.
+                            self.held = Some((message, tokio::task::spawn_blocking(gate)));
+                        }
+                        Outcome::Answer(answer) => {
+                            self.answer(answer);
+                            if large {
+                                release_memory();
+                            }
+                        }
+                        Outcome::Skip => {
+                            if large {
+                                release_memory();
+                            }
+                        }
                     }
-                    Outcome::Answer(answer) => self.answer(answer),
-                    Outcome::Skip => {}
-                },
+                }
                 Frame::Oversized(id) => {
                     let max_line = self.lines.max_line;
                     tracing::warn!(%id, "refused a line over {max_line} bytes");
@@ -606,6 +784,7 @@ where
                         ),
                         &id,
                     ));
+                    release_memory();
                 }
                 Frame::Eof => {
                     self.closed.cancel();
@@ -621,7 +800,7 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        let mut writer = self.writer.0.lock().await;
+        let mut writer = self.writer.out.lock().await;
         if let Some(mut writer) = writer.take() {
             writer.flush().await?;
         }
@@ -904,6 +1083,33 @@ mod tests {
         assert!(matches!(next, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(1)));
     }
 
+    #[test]
+    fn a_cancel_reaches_the_handler_whether_it_started_or_not() {
+        let in_flight = InFlight::default();
+        let parent = CancellationToken::new();
+        let early = RequestId::Number(1);
+        assert!(in_flight.begin(&early, false));
+        assert!(!in_flight.begin(&early, false));
+        assert!(in_flight.cancel(&early));
+        assert!(in_flight.watch(&early, &parent).is_cancelled());
+        let late = RequestId::Number(2);
+        assert!(in_flight.begin(&late, true));
+        let token = in_flight.watch(&late, &parent);
+        assert!(!token.is_cancelled());
+        assert!(in_flight.cancel(&late));
+        assert!(token.is_cancelled());
+        // Not in flight: left to rmcp.
+        assert!(!in_flight.cancel(&RequestId::Number(3)));
+        let ended = in_flight.end(&late).expect("in flight");
+        assert!(ended.cancelled && ended.large);
+        assert!(in_flight.begin(&late, false));
+        // Server shutdown reaches a handler through rmcp's token.
+        let token = in_flight.watch(&late, &parent);
+        parent.cancel();
+        assert!(token.is_cancelled());
+        assert!(!in_flight.end(&late).expect("in flight").cancelled);
+    }
+
     #[tokio::test]
     async fn an_id_in_flight_is_refused_until_its_answer_is_sent() {
         let (mut framed, _closed, mut client, mut lines) = transport();
@@ -930,19 +1136,40 @@ mod tests {
         client.write_all(ping(7).as_bytes()).await.expect("write");
         let again = framed.receive().await.expect("7 again");
         assert!(matches!(again, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(7)));
-        // A cancellation frees the id too: rmcp answers nothing for it.
+        // A cancellation is handled here, not by rmcp: the id stays in
+        // flight until the cancelled handler's answer comes through, and
+        // that answer is not sent.
         client
             .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}\n")
             .await
             .expect("write");
-        assert!(matches!(
-            framed.receive().await,
-            Some(JsonRpcMessage::Notification(_))
-        ));
+        client.write_all(ping(7).as_bytes()).await.expect("write");
+        client.write_all(ping(9).as_bytes()).await.expect("write");
+        let nine = framed.receive().await.expect("9");
+        assert!(matches!(nine, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(9)));
+        let refused = answer(&mut lines).await;
+        assert_eq!(refused["id"], 7);
+        assert_eq!(refused["error"]["code"], INVALID_REQUEST);
+        framed
+            .send(JsonRpcMessage::response(
+                ServerResult::EmptyResult(EmptyResult {}),
+                RequestId::Number(7),
+            ))
+            .await
+            .expect("dropped");
+        framed
+            .send(JsonRpcMessage::response(
+                ServerResult::EmptyResult(EmptyResult {}),
+                RequestId::Number(9),
+            ))
+            .await
+            .expect("sent");
+        // 9's answer is the next line: 7's was not written.
+        assert_eq!(answer(&mut lines).await["id"], 9);
         client.write_all(ping(7).as_bytes()).await.expect("write");
         assert!(matches!(
             framed.receive().await,
-            Some(JsonRpcMessage::Request(_))
+            Some(JsonRpcMessage::Request(ref r)) if r.id == RequestId::Number(7)
         ));
         framed.close().await.expect("closed");
         assert!(

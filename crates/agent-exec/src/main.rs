@@ -26,6 +26,11 @@ use crate::cli::{Cli, Command, CommonArgs};
 /// Exit code for refusals and usage errors, as clap uses for bad arguments.
 const EXIT_REFUSED: u8 = 2;
 
+/// Descriptors start-up needs free: the async runtime's (tokio panics when
+/// it cannot make them), the janitor's and the spawner's channels, the
+/// ready cgroups, and a first command (about 16 measured).
+const START_UP_FDS: u64 = 32;
+
 fn main() -> ExitCode {
     // Before anything else, in both images (see `reexec.rs`).
     let undumpable = reexec::forbid_memory_access();
@@ -37,7 +42,10 @@ fn main() -> ExitCode {
         // `policy check` cannot decide on bad arguments: 64, not clap's 2
         // (which would read as "deny").
         Err(error)
-            if error.use_stderr() && std::env::args().nth(1).as_deref() == Some("policy") =>
+            if error.use_stderr()
+                && std::env::args_os()
+                    .nth(1)
+                    .is_some_and(|arg| arg == "policy") =>
         {
             let _ = error.print();
             return ExitCode::from(policy_check::EXIT_UNDECIDED);
@@ -47,6 +55,14 @@ fn main() -> ExitCode {
     init_logging();
     if let Some(problem) = undumpable {
         tracing::warn!("{problem}");
+    }
+    // A large message's memory goes back to the system once it is freed.
+    shell_runtime::map_large_blocks();
+    // Each background shell holds descriptors for as long as it runs: the
+    // common soft limit of 1024 would run out at about 250 shells.
+    match shell_runtime::raise_open_file_limit() {
+        Ok(limit) => tracing::debug!(was = limit.was, now = limit.now, "open-file limit"),
+        Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
     }
     // Not `stdout().lock()`: held across `mcp`, the lock would block the
     // stdio transport's writer thread for good (a deadlock on every reply).
@@ -95,8 +111,26 @@ fn init_logging() {
 /// binary re-executes itself, see `reexec.rs`); the scrubbed pairs come back.
 type HideSecrets = fn(&EnvRules) -> Vec<(String, String)>;
 
+/// Refuses to start with fewer than [`START_UP_FDS`] descriptors free,
+/// which would fail (or panic inside the async runtime) half-way.
+fn check_descriptors() -> anyhow::Result<()> {
+    if let Some(descriptors) = shell_runtime::Descriptors::now()
+        && descriptors.free() < START_UP_FDS
+    {
+        anyhow::bail!(
+            "too few file descriptors to start: {} open of a limit of {}, and {START_UP_FDS} must be free (raise the open-file limit: ulimit -n)",
+            descriptors.open,
+            descriptors.limit
+        );
+    }
+    Ok(())
+}
+
 /// One front door: `schema` and `run` print to `out`; `mcp` serves on stdio.
 fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Result<ExitCode> {
+    if matches!(cli.command, Command::Mcp(_) | Command::Run(_)) {
+        check_descriptors()?;
+    }
     match cli.command {
         Command::Schema(args) => {
             let registry =

@@ -81,6 +81,9 @@ where
     let (transport, input_closed) = Framed::new(input, output);
     // Calls wait for the janitor; the `initialize` answer does not.
     let transport = transport.with_gate(crate::janitor::wait);
+    // Cancellation goes through the framing, which keeps an id in flight
+    // until its handler has finished.
+    let bridge = transport.track(bridge);
     let running = tokio::select! {
         running = bridge.serve(transport) => match running {
             Ok(running) => running,
@@ -104,8 +107,9 @@ where
     let cancel = running.cancellation_token();
     let mut waiting = std::pin::pin!(running.waiting());
     let mut finished = false;
-    // Stdin's end is seen here at once, not after rmcp's drain of up to
-    // 5 s, which would wait for the very commands still running.
+    // Stdin's end (or a broken stdout) is seen here at once, not after
+    // rmcp's drain of up to 5 s, which would wait for the very commands
+    // still running.
     let stop = tokio::select! {
         ended = &mut waiting => {
             finished = true;

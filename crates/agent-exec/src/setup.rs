@@ -63,6 +63,22 @@ impl Drop for TempDir {
     }
 }
 
+/// The server's environment as text. A variable whose name or value is
+/// not UTF-8 cannot be passed on as it is (`std::env::vars` would panic on
+/// it): it is left out of the commands' environment, and start-up says so.
+fn utf8_env() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().filter_map(|(name, value)| {
+        match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => Some((name, value)),
+            (name, _) => {
+                let name = name.unwrap_or_else(|name| name.to_string_lossy().into_owned());
+                tracing::warn!("{name} is not passed to commands: it is not UTF-8");
+                None
+            }
+        }
+    })
+}
+
 /// Validates the flags and builds the configuration. `secrets` are the
 /// scrubbed variables handed over by the re-exec (see `reexec.rs`).
 pub(crate) fn setup(
@@ -82,7 +98,7 @@ pub(crate) fn setup(
         check_coauthor(coauthor)?;
     }
     let temp = make_temp_dir()?;
-    let parent_env = std::env::vars()
+    let parent_env = utf8_env()
         .filter(|(name, _)| name != crate::reexec::SECRETS_FD_VAR)
         .chain(secrets);
     let home = std::env::var_os("HOME")

@@ -130,7 +130,12 @@ impl ExecConfig {
     /// Defaults: the given roots, the process's own environment scrubbed by
     /// the built-in rules, answers cleaned of ANSI codes and progress redraws.
     pub fn new(roots: Vec<PathBuf>, output_dir: PathBuf) -> Self {
-        Self::from_policy(&Policy::default(), roots, output_dir, std::env::vars())
+        // `vars` would panic on a variable that is not UTF-8; such a one
+        // cannot be passed on as text, so it is left out.
+        let parent_env = std::env::vars_os().filter_map(|(name, value)| {
+            Some((name.into_string().ok()?, value.into_string().ok()?))
+        });
+        Self::from_policy(&Policy::default(), roots, output_dir, parent_env)
     }
 
     /// From a loaded policy file and a parent environment.

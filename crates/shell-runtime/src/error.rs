@@ -81,6 +81,19 @@ pub enum ManagerError {
         "too many running shells ({0}): wait for one to finish or kill one before starting another"
     )]
     TooManyShells(usize),
+    /// A background shell would leave too few descriptors for foreground
+    /// calls.
+    #[error(
+        "too many open files for another background shell: {open} of the limit of {limit} are open, and {reserve} are kept for foreground calls; kill a background shell (KillShell) or raise the open-file limit (ulimit -n) before the server starts"
+    )]
+    OutOfDescriptors {
+        /// Descriptors open in the server.
+        open: u64,
+        /// The open-file (soft) limit.
+        limit: u64,
+        /// Descriptors kept free for foreground calls.
+        reserve: u64,
+    },
     /// The process could not be started.
     #[error(transparent)]
     Spawn(#[from] SpawnError),

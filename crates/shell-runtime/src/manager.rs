@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::ManagerError;
+use crate::fds::{Descriptors, FOREGROUND_RESERVE};
 use crate::pool::{DEFAULT_MEMORY_BUDGET, MemoryPool};
 use crate::process::ShellProcess;
 use crate::spec::SpawnSpec;
@@ -108,7 +109,8 @@ impl ShellManager {
 
     /// Starts a background shell and tracks it under a new id. Past the
     /// limit, the oldest finished shells are forgotten; when every tracked
-    /// shell is running the new one is refused.
+    /// shell is running the new one is refused, as it is when it would
+    /// leave fewer than [`FOREGROUND_RESERVE`] descriptors free.
     pub async fn spawn(
         &self,
         spec: SpawnSpec,
@@ -148,6 +150,16 @@ impl ShellManager {
     fn reserve(&self) -> Result<Reservation<'_>, ManagerError> {
         let mut tracked = self.lock();
         Self::make_room_in(&mut tracked, self.limit)?;
+        let starting = u64::try_from(tracked.starting).unwrap_or(u64::MAX);
+        if let Some(usage) = Descriptors::now()
+            && !usage.room_for(starting + 1)
+        {
+            return Err(ManagerError::OutOfDescriptors {
+                open: usage.open,
+                limit: usage.limit,
+                reserve: FOREGROUND_RESERVE,
+            });
+        }
         tracked.starting += 1;
         Ok(Reservation {
             manager: self,

@@ -14,6 +14,11 @@ use crate::context::ExecutionContext;
 use crate::registry::ToolRegistry;
 use crate::tool_result::ToolResult;
 
+/// The longest text one tool argument may hold: 1 MiB. A longer one (a
+/// script or a file pasted whole) is refused before the tool sees it: it
+/// belongs in a file, and held in the server it costs memory for nothing.
+pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
+
 /// Why a call could not be made at all (as opposed to a tool failing).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExecutorError {
@@ -73,6 +78,14 @@ impl ToolExecutor {
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
+        if let Some((argument, bytes)) = oversized_argument(&arguments) {
+            return Ok(ExecutedCall {
+                result: ToolResult::fail(format!(
+                    "argument `{argument}` is {bytes} bytes, over the limit of {MAX_ARGUMENT_BYTES} bytes (1 MiB) for one argument: nothing was run; write long text to a file and pass its name"
+                )),
+                elapsed: Duration::ZERO,
+            });
+        }
         let started = Instant::now();
         let result = match CatchUnwind(tool.call(context, arguments)).await {
             Ok(result) => result,
@@ -85,6 +98,34 @@ impl ToolExecutor {
             result,
             elapsed: started.elapsed(),
         })
+    }
+}
+
+/// The first string in `value` longer than [`MAX_ARGUMENT_BYTES`]: its
+/// path (`command`, `env.PATH`, `args[2]`) and length. The path is built
+/// only for the string found: every call goes through here.
+fn oversized_argument(value: &Value) -> Option<(String, usize)> {
+    match value {
+        Value::String(text) if text.len() > MAX_ARGUMENT_BYTES => Some((String::new(), text.len())),
+        Value::Object(fields) => fields.iter().find_map(|(key, field)| {
+            let (inner, bytes) = oversized_argument(field)?;
+            let path = if inner.is_empty() || inner.starts_with('[') {
+                format!("{key}{inner}")
+            } else {
+                format!("{key}.{inner}")
+            };
+            Some((path, bytes))
+        }),
+        Value::Array(items) => items.iter().enumerate().find_map(|(index, item)| {
+            let (inner, bytes) = oversized_argument(item)?;
+            let path = if inner.is_empty() || inner.starts_with('[') {
+                format!("[{index}]{inner}")
+            } else {
+                format!("[{index}].{inner}")
+            };
+            Some((path, bytes))
+        }),
+        _ => None,
     }
 }
 

@@ -18,7 +18,7 @@ mod tool_result;
 
 pub use context::{Approval, Approver, ExecutionContext, ProgressSink, ProgressUpdate, Session};
 pub use definition::{DefinitionFormat, ToolAnnotations, ToolDefinition, UnknownFormat};
-pub use executor::{ExecutedCall, ExecutorError, ToolExecutor};
+pub use executor::{ExecutedCall, ExecutorError, MAX_ARGUMENT_BYTES, ToolExecutor};
 pub use registry::{RegistryError, ToolRegistry};
 pub use schema::{InputSchema, SchemaError, ValidationError, ValidationRule};
 pub use tool::{DynTool, Tool, ToolCategory, TypedTool};

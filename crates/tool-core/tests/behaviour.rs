@@ -274,6 +274,41 @@ async fn executor_turns_a_panicking_tool_into_a_failure() {
     assert_eq!(call.result.text(), "ok");
 }
 
+#[tokio::test]
+async fn executor_refuses_an_argument_over_1_mib_and_nothing_runs() {
+    let executor = ToolExecutor::new(Arc::new(registry()));
+    let long = "x".repeat(MAX_ARGUMENT_BYTES + 1);
+    for (arguments, path) in [
+        (json!({"text": long}), "text"),
+        (json!({"text": "", "env": {"A": [1, long]}}), "env.A[1]"),
+    ] {
+        // Panics would panic if it ran; the refusal comes first.
+        let call = executor
+            .execute("Panics", &context(), arguments)
+            .await
+            .unwrap();
+        assert!(!call.result.success);
+        assert_eq!(
+            call.result.text(),
+            format!(
+                "argument `{path}` is {} bytes, over the limit of {MAX_ARGUMENT_BYTES} bytes (1 MiB) for one argument: nothing was run; write long text to a file and pass its name",
+                MAX_ARGUMENT_BYTES + 1
+            )
+        );
+    }
+    // At the limit, it runs.
+    let call = executor
+        .execute(
+            "Echo",
+            &context(),
+            json!({"text": "y".repeat(MAX_ARGUMENT_BYTES)}),
+        )
+        .await
+        .unwrap();
+    assert!(call.result.success);
+    assert_eq!(call.result.text().len(), MAX_ARGUMENT_BYTES);
+}
+
 #[test]
 fn categories_display_in_snake_case() {
     assert_eq!(ToolCategory::Execution.to_string(), "execution");

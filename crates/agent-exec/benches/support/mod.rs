@@ -25,9 +25,13 @@ impl Server {
 
     /// `binary mcp` (another build of agent-exec, to compare against).
     pub(crate) fn start_binary(binary: &std::path::Path, dir: &std::path::Path) -> Self {
-        let mut child = server_command_of(binary, dir)
-            .spawn()
-            .expect("server starts");
+        Self::start_command(server_command_of(binary, dir))
+    }
+
+    /// The server `command` starts (with piped stdin and stdout), after
+    /// the handshake.
+    pub(crate) fn start_command(mut command: Command) -> Self {
+        let mut child = command.spawn().expect("server starts");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut server = Self {
