@@ -14,6 +14,7 @@
 
 mod answer_shape;
 mod approvals;
+mod ask_queue;
 mod audit;
 mod containment;
 mod escapes;
