@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tool_core::{
-    Approval, Approver, ExecutedCall, ExecutionContext, ExecutorError, ProgressSink,
+    Approval, Approver, Arrival, ExecutedCall, ExecutionContext, ExecutorError, ProgressSink,
     ProgressUpdate, Session, ToolExecutor,
 };
 
@@ -382,6 +382,12 @@ impl ServerHandler for Bridge {
             .call_context()
             .with_cancellation(context.ct.clone())
             .with_progress(progress_sink(&context));
+        // Its place in the order calls came (the framing's): questions are
+        // put in that order.
+        let call_context = match context.extensions.get::<Arrival>() {
+            Some(arrival) => call_context.with_arrival(arrival.clone()),
+            None => call_context,
+        };
         let call_context = match ElicitationApprover::for_client(&context) {
             Some(approver) => call_context.with_approver(approver),
             None => call_context,

@@ -301,6 +301,9 @@ impl BashTool {
             }
             _ => None,
         };
+        // Asked or not, this call is done deciding: later calls' questions
+        // need not wait for it.
+        crate::approval::done_deciding(context);
         let meta = |result: BashAnswer| {
             let result = meta(result);
             match approved_by {
