@@ -81,8 +81,8 @@ const SERVED_METHODS: &[&str] = &["initialize", "tools/call", "tools/list", "pin
 /// The tools whose calls may ask the person before anything runs: each
 /// holds its place in the order calls came until it has asked or decided
 /// not to. `WriteStdin` asks only after waiting for a program to read its
-/// terminal (up to `wait_ms`), so it holds no place and keeps the plain
-/// one-at-a-time turn.
+/// terminal (up to `wait_ms`), so it holds no place: its questions wait
+/// for earlier calls' like any other, but hold none of the later back.
 const ORDERED_TOOLS: &[&str] = &["Bash"];
 
 /// One step of the line reader.
