@@ -93,3 +93,16 @@ async fn nothing_is_inherited_unless_asked() {
     let output = run(spec("{ echo x >&3; } 2>/dev/null || echo closed")).await;
     assert_eq!(output, "closed\n");
 }
+
+/// Once started, the shell holds no copy of what it handed on: a running
+/// shell costs no descriptor of ours for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_lets_go_of_inherited_descriptors_once_started() {
+    let (_file, copy) = channel();
+    let shell = ShellProcess::spawn(spec("sleep 0.5").with_inherited(Arc::clone(&copy), 3))
+        .await
+        .expect("spawns");
+    assert_eq!(Arc::strong_count(&copy), 1);
+    assert!(shell.is_running());
+    shell.wait().await;
+}
