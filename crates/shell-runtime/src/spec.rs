@@ -155,7 +155,8 @@ pub struct SpawnSpec {
     /// Descriptors the program inherits, each at the given number (3 and
     /// up; made with `O_CLOEXEC` here, the child's copy without it), such
     /// as a channel a shell's script writes to that no path names. No other
-    /// descriptor of this process reaches the program. Linux only:
+    /// descriptor above 2 reaches the program, not even one this process
+    /// inherited without close-on-exec (Linux 5.11 and later). Linux only:
     /// elsewhere the program gets none of them.
     pub inherit: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, std::os::fd::RawFd)>,
 }

@@ -106,3 +106,18 @@ async fn the_server_lets_go_of_inherited_descriptors_once_started() {
     assert!(shell.is_running());
     shell.wait().await;
 }
+
+/// A descriptor this process holds without close-on-exec (one it
+/// inherited itself, say) does not reach the program.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_listed_descriptors_reach_the_program() {
+    let (_file, copy) = channel();
+    // `dup` leaves the copy without close-on-exec.
+    let leaky = nix::unistd::dup(&*copy).expect("dup");
+    let output = run(spec(&format!(
+        "{{ echo x >&{}; }} 2>/dev/null && echo leaked || echo closed",
+        std::os::fd::AsRawFd::as_raw_fd(&leaky)
+    )))
+    .await;
+    assert_eq!(output, "closed\n");
+}

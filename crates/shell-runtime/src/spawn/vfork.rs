@@ -862,15 +862,28 @@ extern "C" fn shell_main(arg: *mut c_void) -> c_int {
     unsafe { fail(plan) }
 }
 
-/// Copies the plan's inherited descriptors to their numbers (`dup2` leaves
-/// the copy without close-on-exec), last before `execve`: nothing after
-/// needs a descriptor but the report pipe, which the parent moved off
-/// every number. No allocation, no panic.
+/// Marks every descriptor above 2 close-on-exec (what the server itself
+/// inherited without the flag included: only 0, 1, 2 and the plan's reach
+/// the program; on kernels before 5.11, which lack the flag, those
+/// inherited ones still do), then copies the plan's inherited descriptors
+/// to their numbers (`dup2` leaves the copy without close-on-exec). Last
+/// before `execve`: nothing after needs a descriptor but the report pipe,
+/// which the parent moved off every number. No allocation, no panic.
 ///
 /// # Safety
 /// Call only in the spawned process that is about to exec, with the
 /// parent's plan.
 unsafe fn inherit_descriptors(plan: &ChildPlan) -> bool {
+    // SAFETY: integer arguments only; a kernel without the flag refuses
+    // the call and changes nothing.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3_u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
     // SAFETY: the parent's slice of `inherit_len` pairs (a non-null,
     // aligned pointer even when empty), alive until we exec.
     let pairs = unsafe { std::slice::from_raw_parts(plan.inherit, plan.inherit_len) };
