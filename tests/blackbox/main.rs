@@ -16,6 +16,7 @@ mod answer_shape;
 mod approvals;
 mod ask_queue;
 mod audit;
+mod carried_state;
 mod containment;
 mod escapes;
 mod janitor;
