@@ -182,7 +182,7 @@ impl CaptureError {
                 "[cd/export not kept: the state the shell wrote is over 1 MiB; later calls keep the previous state]"
             }
             Self::NoChannel => {
-                "[cd/export not kept: no channel for the state could be made (out of descriptors?); later calls keep the previous state]"
+                "[cd/export not kept: no channel for the state could be made; later calls keep the previous state]"
             }
         }
     }
