@@ -121,3 +121,41 @@ async fn only_the_listed_descriptors_reach_the_program() {
     .await;
     assert_eq!(output, "closed\n");
 }
+
+/// The memfds `pid` holds open.
+fn memfds_of(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd dir")
+        .flatten()
+        .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+        .map(|link| link.to_string_lossy().into_owned())
+        .filter(|link| link.starts_with("/memfd:inherit-test"))
+        .collect()
+}
+
+/// Under namespaces the shell has the descriptor and the init, which
+/// lives as long as the command, does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_init_holds_no_inherited_descriptor() {
+    let confinement = match Confinement::prepare(&ConfinementSpec {
+        isolate_processes: true,
+        ..ConfinementSpec::default()
+    }) {
+        Ok(confinement) => Arc::new(confinement),
+        Err(error) => {
+            eprintln!("skipped: {error}");
+            return;
+        }
+    };
+    let (_file, copy) = channel();
+    let mut spawn = spec("exec sleep 2").with_inherited(copy, 3);
+    spawn.confinement = Some(confinement);
+    let shell = ShellProcess::spawn(spawn).await.expect("spawns");
+    let init = shell.pid();
+    let children =
+        std::fs::read_to_string(format!("/proc/{init}/task/{init}/children")).expect("children");
+    let sleeper: u32 = children.trim().parse().expect("one child");
+    assert!(memfds_of(init).is_empty(), "{:?}", memfds_of(init));
+    assert_eq!(memfds_of(sleeper).len(), 1);
+    shell.terminate(std::time::Duration::from_millis(100)).await;
+}
