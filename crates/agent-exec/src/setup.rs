@@ -231,8 +231,8 @@ fn output_budget(asked: Option<u64>, dir: &Path) -> u64 {
 }
 
 /// The sandbox request: `--sandbox` and `--network`, with the roots, the
-/// private TMPDIR, the policy's `[sandbox] writable` directories and the
-/// state-file dir writable in `workspace-write`. A policy entry that
+/// private TMPDIR and the policy's `[sandbox] writable` directories
+/// writable in `workspace-write`. A policy entry that
 /// names no existing directory is skipped with a warning on stderr.
 fn sandbox_spec(
     args: &CommonArgs,
@@ -255,13 +255,8 @@ fn sandbox_spec(
         limits.max_processes = max;
     }
     let tmp = temp.join("tmp");
-    let state = exec_tools::ExecEnvironment::state_dir(temp);
-    for dir in [&tmp, &state] {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create `{}`", dir.display()))?;
-    }
+    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?;
     let mut spec = SandboxSpec::new(mode, network, roots, tmp, limits);
-    spec.add_internal(state);
     for skipped in spec.add_writable(&policy.sandbox_writable, home) {
         crate::report(&format!(
             "agent-exec: warning: [sandbox] writable {skipped}"

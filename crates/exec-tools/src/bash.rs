@@ -23,7 +23,8 @@ use crate::approval::{
 };
 use crate::audit::{AuditEntry, AuditError, AuditLog, with_notes};
 use crate::carried_state::{
-    CarriedStateSlot, STATELESS_BUILTINS, StateFiles, Vars, may_change_state, wrap_command,
+    CaptureError, CarriedStateSlot, STATE_FD, STATELESS_BUILTINS, StateChannel, Vars,
+    may_change_state, wrap_command,
 };
 use crate::environment::{AskFallback, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
 use crate::metadata::{BashMetadata, capped_command};
@@ -760,15 +761,22 @@ async fn run_foreground(
         budget,
     } = run;
     let stem = exec.next_path("bash");
-    let state_files = StateFiles::new(&exec.state_path(&stem));
     // A command that cannot change the state runs as it is.
     let stateful = may_change_state(command, &vars);
     let script = if stateful {
-        wrap_command(command, &state_files)
+        wrap_command(command)
     } else {
         command.to_owned()
     };
     let mut spec = base_spec(exec, script, cwd.clone(), &vars);
+    // Without a channel the command still runs; its answer says the state stayed.
+    let channel = stateful
+        .then(|| {
+            let channel = StateChannel::new().ok()?;
+            spec.inherit.push((channel.child_end().ok()?, STATE_FD));
+            Some(channel)
+        })
+        .flatten();
     spec.command = command.to_owned();
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout_spill);
@@ -779,7 +787,6 @@ async fn run_foreground(
     let shell = match exec.manager.spawn_foreground(spec).await {
         Ok(shell) => shell,
         Err(error) => {
-            state_files.remove();
             audit_not_started(ended);
             return BashAnswer::fail(format!(
                 "Cannot start the command: {}",
@@ -811,13 +818,13 @@ async fn run_foreground(
         notes.extend(absorb_state(
             exec,
             carried,
-            &state_files,
+            channel.as_ref(),
             &vars,
             &cwd,
             keeps_cwd,
         ));
     }
-    state_files.remove();
+    drop(channel);
     // Not after a timeout or an interruption: those did not end by themselves.
     if let Some(note) = empty_stdin_note(
         facts,
@@ -1204,7 +1211,7 @@ fn last_lines(text: &str, max: usize) -> String {
         .to_owned()
 }
 
-/// Reads the state file and updates the carried state; returns the lines the
+/// Reads the state channel and updates the carried state; returns the lines the
 /// answer carries: where the next call starts when that changed from
 /// `started_in` (or, for a directory the command deleted, its nearest
 /// existing ancestor), a working directory not kept, start-up variables not
@@ -1213,12 +1220,12 @@ fn last_lines(text: &str, max: usize) -> String {
 fn absorb_state(
     exec: &ExecEnvironment,
     carried: &CarriedStateSlot,
-    files: &StateFiles,
+    channel: Option<&StateChannel>,
     vars: &Vars,
     started_in: &std::path::Path,
     keeps_cwd: bool,
 ) -> Vec<String> {
-    let ended = match files.read() {
+    let ended = match channel.map_or(Err(CaptureError::NoChannel), StateChannel::read) {
         Ok(ended) => ended,
         Err(error) => return vec![error.note().to_owned()],
     };

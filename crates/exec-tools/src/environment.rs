@@ -44,7 +44,7 @@ pub struct ExecConfig {
     pub redact_formats: bool,
     /// Process names left running when a foreground command ends.
     pub keep_processes: Vec<String>,
-    /// Where output files and per-call state files go (the server's temp dir).
+    /// Where output files go (the server's temp dir).
     pub output_dir: PathBuf,
     /// `NAME <EMAIL>` added as a `Co-authored-by` trailer to `git commit`.
     pub coauthor: Option<String>,
@@ -234,8 +234,6 @@ impl ExecEnvironment {
         for value in config.env.removed.values_mut() {
             *value = String::new();
         }
-        // Without it `cd` and `export` are not carried over; commands still run.
-        let _ = std::fs::create_dir_all(Self::state_dir(&config.output_dir));
         Self {
             analyzer: Analyzer::new(config.analyzer.clone()),
             manager: ShellManager::new()
@@ -292,22 +290,6 @@ impl ExecEnvironment {
     pub(crate) fn next_path(&self, kind: &str) -> PathBuf {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         self.config.output_dir.join(format!("{kind}-{n}"))
-    }
-
-    /// Where a call's state file (its carried state) goes: `state/` under
-    /// the output dir, the one place a sandboxed command may write besides
-    /// its roots and TMPDIR (see [`ExecEnvironment::state_dir`]).
-    pub(crate) fn state_path(&self, stem: &Path) -> PathBuf {
-        let name = stem
-            .file_name()
-            .map(std::ffi::OsStr::to_os_string)
-            .unwrap_or_default();
-        Self::state_dir(&self.config.output_dir).join(name)
-    }
-
-    /// The state-file directory for an output dir (created by `new`).
-    pub fn state_dir(output_dir: &Path) -> PathBuf {
-        output_dir.join("state")
     }
 
     /// Records output files kept for the model: a truncated answer's file

@@ -25,6 +25,7 @@ mod error;
 mod fds;
 mod instance;
 mod manager;
+mod memfd;
 mod pool;
 mod process;
 mod redact;
@@ -45,6 +46,7 @@ pub use fds::{
 };
 pub use instance::{INSTANCE_PREFIX, hold_lock, id_in_name, server_id, try_lock};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ReservedId, ShellId, ShellManager};
+pub use memfd::anonymous_file;
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{
     NewOutput, ReadCursor, Screen, ShellProcess, SpillReport, SpillShortfall, Stream,

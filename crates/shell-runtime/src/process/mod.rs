@@ -122,7 +122,7 @@ impl ShellProcess {
     /// Starts `spec` and returns at once; a supervising task reads its output,
     /// enforces its timeout and sweeps what it leaves behind. Must be called
     /// inside a tokio runtime with I/O and time enabled.
-    pub async fn spawn(spec: SpawnSpec) -> Result<Arc<Self>, SpawnError> {
+    pub async fn spawn(mut spec: SpawnSpec) -> Result<Arc<Self>, SpawnError> {
         ensure_subreaper();
         tree::ensure_reaper();
         let tag = next_tag();
@@ -130,6 +130,8 @@ impl ShellProcess {
         let started_at = Instant::now();
         let started_wall = SystemTime::now();
         let spawned = crate::spawn::spawn(&spec, &tag).await?;
+        // The child has its copies: ours would be held as long as the shell is.
+        spec.inherit.clear();
         let pid = spawned.pid;
         let memory = spec
             .memory

@@ -166,6 +166,8 @@ struct Prepared {
     tty: bool,
     confinement: Option<std::sync::Arc<confine::Confinement>>,
     cgroup: Option<crate::cgroup::CommandCgroup>,
+    /// Held until the child has exec'd with its copies.
+    inherit: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, std::os::fd::RawFd)>,
 }
 
 #[cfg(target_os = "linux")]
@@ -226,6 +228,7 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
         cwd,
         tty: spec.tty,
         confinement: spec.confinement.clone(),
+        inherit: spec.inherit.clone(),
         cgroup: crate::cgroup::take(
             spec.confinement
                 .as_ref()
@@ -254,6 +257,11 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
             return Err(error);
         }
     };
+    let inherit: Vec<_> = prepared
+        .inherit
+        .iter()
+        .map(|(fd, child_fd)| (std::os::fd::AsRawFd::as_raw_fd(&**fd), *child_fd))
+        .collect();
     let child = vfork::spawn(
         &prepared.program,
         &prepared.argv,
@@ -267,6 +275,7 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         terminal
             .as_ref()
             .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave)),
+        &inherit,
     );
     let child = match child {
         Ok(child) => child,

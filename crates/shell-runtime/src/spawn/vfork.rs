@@ -335,6 +335,10 @@ struct ChildPlan {
     /// The command's `cgroup.procs` (or `tasks`), opened by the parent, or -1.
     cgroup: RawFd,
     confinement: *const ChildConfinement,
+    /// `(descriptor, number in the program)` pairs, `inherit_len` of
+    /// them; every descriptor above every number (see [`lift`]).
+    inherit: *const (RawFd, RawFd),
+    inherit_len: usize,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -345,6 +349,18 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: pipe2 succeeded, so both descriptors are open and ours alone.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A close-on-exec copy of `fd` numbered `floor` or above.
+fn lift(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC only makes a new descriptor; `fd` is the
+    // caller's, open for the call.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fcntl succeeded: a new descriptor, ours alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
 }
 
 fn null_pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
@@ -360,7 +376,13 @@ fn null_pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 /// slave the shell makes its controlling terminal), in a new process session, with SIGKILL
 /// as its parent-death signal. The calling thread is the "parent" the kernel
 /// watches for that signal, so call this from a thread that lives as long
-/// as the process.
+/// as the process. Each `(fd, number)` of `inherit` reaches the program as
+/// `number` (3 or above, each once), and only there: a namespace's init
+/// holds none of them.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the one internal entry of the spawn funnel; each is plain data"
+)]
 pub(crate) fn spawn(
     program: &CStr,
     argv: &[CString],
@@ -369,7 +391,30 @@ pub(crate) fn spawn(
     cgroup: Option<RawFd>,
     confinement: Option<&ChildConfinement>,
     tty: Option<RawFd>,
+    inherit: &[(RawFd, RawFd)],
 ) -> io::Result<RawChild> {
+    let targets = || inherit.iter().map(|&(_, to)| to);
+    let distinct = targets()
+        .enumerate()
+        .all(|(at, to)| to > 2 && !targets().skip(at + 1).any(|other| other == to));
+    if !distinct {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "inherited descriptors need distinct numbers above 2",
+        ));
+    }
+    // Every source above every number, so no copy in the child
+    // overwrites a source not yet copied (nor, below, the report pipe).
+    let floor = targets().max().map_or(3, |top| top + 1);
+    let lifted = inherit
+        .iter()
+        .map(|&(from, _)| lift(from, floor))
+        .collect::<io::Result<Vec<_>>>()?;
+    let inherit: Vec<(RawFd, RawFd)> = lifted
+        .iter()
+        .zip(targets())
+        .map(|(from, to)| (from.as_raw_fd(), to))
+        .collect();
     let stdin = match tty {
         Some(_) => None,
         None => Some(std::fs::File::open("/dev/null")?),
@@ -378,7 +423,13 @@ pub(crate) fn spawn(
         Some(_) => None,
         None => Some((pipe()?, pipe()?)),
     };
-    let (report_read, report_write) = pipe()?;
+    let (report_read, mut report_write) = pipe()?;
+    if inherit
+        .iter()
+        .any(|&(_, to)| to == report_write.as_raw_fd())
+    {
+        report_write = lift(report_write.as_raw_fd(), floor)?;
+    }
     let namespace_flags = confinement.map_or(0, ChildConfinement::clone_flags);
     let namespaces = namespace_flags != 0;
     let status_pipe = namespaces.then(pipe).transpose()?;
@@ -431,6 +482,8 @@ pub(crate) fn spawn(
         capabilities: CapDrop::prepare(dropped, namespace_flags & libc::CLONE_NEWUSER != 0),
         cgroup: cgroup.unwrap_or(-1),
         confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
+        inherit: inherit.as_ptr(),
+        inherit_len: inherit.len(),
     };
     let mut pidfd: c_int = -1;
 
@@ -715,6 +768,11 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         }
     }
     if plan.status < 0 {
+        // SAFETY: we are the spawned child, about to exec.
+        if !unsafe { inherit_descriptors(plan) } {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
         // SAFETY: program, argv and envp are C strings and null-terminated
         // pointer arrays the parent keeps alive until we exec.
         unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
@@ -793,10 +851,46 @@ extern "C" fn shell_main(arg: *mut c_void) -> c_int {
             unsafe { fail(plan) };
         }
     }
+    // SAFETY: we are the spawned shell, about to exec.
+    if !unsafe { inherit_descriptors(plan) } {
+        // SAFETY: as in `child_main`.
+        unsafe { fail(plan) };
+    }
     // SAFETY: C strings and null-terminated arrays the parent keeps alive.
     unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
     // SAFETY: as above.
     unsafe { fail(plan) }
+}
+
+/// Marks every descriptor above 2 close-on-exec (what the server itself
+/// inherited without the flag included: only 0, 1, 2 and the plan's reach
+/// the program; on kernels before 5.11, which lack the flag, those
+/// inherited ones still do), then copies the plan's inherited descriptors
+/// to their numbers (`dup2` leaves the copy without close-on-exec). Last
+/// before `execve`: nothing after needs a descriptor but the report pipe,
+/// which the parent moved off every number. No allocation, no panic.
+///
+/// # Safety
+/// Call only in the spawned process that is about to exec, with the
+/// parent's plan.
+unsafe fn inherit_descriptors(plan: &ChildPlan) -> bool {
+    // SAFETY: integer arguments only; a kernel without the flag refuses
+    // the call and changes nothing.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3_u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    // SAFETY: the parent's slice of `inherit_len` pairs (a non-null,
+    // aligned pointer even when empty), alive until we exec.
+    let pairs = unsafe { std::slice::from_raw_parts(plan.inherit, plan.inherit_len) };
+    pairs
+        .iter()
+        // SAFETY: `from` is open in our copy of the parent's table.
+        .all(|&(from, to)| unsafe { libc::dup2(from, to) } == to)
 }
 
 /// Makes descriptor 0, a terminal's slave, the controlling terminal of the
