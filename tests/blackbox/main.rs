@@ -16,6 +16,7 @@ mod answer_shape;
 mod approvals;
 mod ask_queue;
 mod audit;
+mod contain;
 mod containment;
 mod escapes;
 mod janitor;

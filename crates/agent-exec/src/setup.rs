@@ -153,25 +153,26 @@ pub(crate) fn setup(
             && !config.keep_processes.is_empty()
         {
             // The contract: every process ends with its command's namespace.
-            crate::report(
-                "agent-exec: warning: [processes] keep has no effect under --sandbox: every process ends with its command",
-            );
+            crate::report(&format!(
+                "agent-exec: warning: [processes] keep has no effect under --sandbox {}: every process ends with its command",
+                sandbox.mode
+            ));
             config.keep_processes.clear();
         }
         config.confinement = confinement;
-        config.description_note = sandbox.describe();
-        if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {
-            config.tmpdir = Some(temp.path().join("tmp"));
-            // Our own temp dir is new and holds no links.
-            let ours = vec![temp.path().to_path_buf()];
-            let roots = sandbox
-                .writable
-                .iter()
-                .filter(|root| !hard_links::within(root, &ours))
-                .cloned()
-                .collect();
-            hard_links::warn_in_background(roots, ours);
-        }
+    }
+    config.description_note = sandbox.describe();
+    if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {
+        config.tmpdir = Some(temp.path().join("tmp"));
+        // Our own temp dir is new and holds no links.
+        let ours = vec![temp.path().to_path_buf()];
+        let roots = sandbox
+            .writable
+            .iter()
+            .filter(|root| !hard_links::within(root, &ours))
+            .cloned()
+            .collect();
+        hard_links::warn_in_background(roots, ours);
     }
     if args.dry_run {
         let note = "This server is a dry run: commands are checked and echoed (`[Dry Run] Would execute: ...`), never run.";
@@ -243,6 +244,7 @@ fn sandbox_spec(
 ) -> anyhow::Result<SandboxSpec> {
     let mode = match args.sandbox {
         SandboxMode::Off => exec_policy::SandboxMode::Off,
+        SandboxMode::Contain => exec_policy::SandboxMode::Contain,
         SandboxMode::ReadOnly => exec_policy::SandboxMode::ReadOnly,
         SandboxMode::WorkspaceWrite => exec_policy::SandboxMode::WorkspaceWrite,
     };

@@ -27,7 +27,7 @@ use std::ffi::{CStr, CString, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::confine::{ChildConfinement, SANDBOX_CAPABILITIES};
+use super::confine::ChildConfinement;
 use super::init::{self, INIT_SIGNALS};
 use super::raw;
 
@@ -198,7 +198,8 @@ struct CapData {
 /// How the child gives up capabilities before exec, prepared by the
 /// parent: every command runs without `CAP_SYS_PTRACE`, so none can attach
 /// to the server or read its memory, as root too; a sandboxed command with
-/// namespaces of its own keeps only [`SANDBOX_CAPABILITIES`].
+/// namespaces of its own keeps only what its confinement keeps
+/// (`ChildConfinement::keep_capabilities`).
 #[derive(Clone, Copy)]
 struct CapDrop {
     /// Dropped from the bounding set, so no exec gives them back (a root
@@ -402,8 +403,8 @@ pub(crate) fn spawn(
         || (buffer.as_mut_ptr() as usize + buffer.len()) & !15,
         InitStack::init_top,
     );
-    let dropped = if namespaces {
-        !SANDBOX_CAPABILITIES
+    let dropped = if let Some(confinement) = confinement.filter(|_| namespaces) {
+        !confinement.keep_capabilities()
     } else {
         1 << CAP_SYS_PTRACE
     };
