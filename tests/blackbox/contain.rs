@@ -275,3 +275,57 @@ async fn tools_list_says_when_commands_are_not_contained() {
     let default = describe(&[]).await;
     assert!(!default.contains("not contained"), "{default}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_command_sees_only_its_own_terminal_and_can_open_new_ones() {
+    use crate::rmcp_support::{call, mcp_command, serve, text};
+    use std::os::fd::AsRawFd as _;
+    // Terminals of the test's own, as another shell's would be.
+    let others: Vec<_> = (0..3)
+        .map(|_| nix::pty::openpty(None, None).expect("a host terminal"))
+        .collect();
+    let names: Vec<String> = others
+        .iter()
+        .map(|pair| {
+            std::fs::read_link(format!("/proc/self/fd/{}", pair.slave.as_raw_fd()))
+                .expect("the slave's name")
+                .display()
+                .to_string()
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("dir");
+    let command = "ls /dev/pts | tr '\\n' ' '; echo; tty; test \"$(tty)\" -ef /dev/stdin && echo same; \
+         python3 -c 'import os, pty; m, s = pty.openpty(); print(\"openpty\", os.ttyname(s))'; \
+         script -qc 'echo in-script' /dev/null | tr -d '\\r'";
+    let listing = |flags: &'static [&'static str]| {
+        let mut server = mcp_command(dir.path());
+        server.args(flags);
+        async move {
+            let client = serve((), server).await.0;
+            let answer = call(
+                &client,
+                "Bash",
+                serde_json::json!({ "command": command, "tty": true }),
+            )
+            .await;
+            client.cancel().await.expect("the client stops");
+            text(&answer)
+        }
+    };
+    let text = listing(&[]).await;
+    assert!(text.starts_with("0 ptmx \n/dev/pts/0\nsame\n"), "{text}");
+    assert!(text.contains("openpty /dev/pts/1\n"), "{text}");
+    assert!(text.contains("in-script\n"), "{text}");
+    // Without containment the test's terminals are there to open.
+    let off = listing(&["--sandbox", "off"]).await;
+    for name in &names {
+        let number = name.trim_start_matches("/dev/pts/");
+        assert!(
+            off.lines()
+                .next()
+                .is_some_and(|line| line.split(' ').any(|n| n == number)),
+            "{name} in {off}"
+        );
+    }
+    drop(others);
+}

@@ -104,6 +104,9 @@ struct Namespace {
     /// inside: a command cannot leave its cgroup, raise its limits or
     /// write a v1 hierarchy's `release_agent`.
     cgroup_fs: bool,
+    /// `/dev/pts` exists: a devpts instance of the command's own is
+    /// mounted there, so it sees no other terminal.
+    devpts: bool,
 }
 
 /// Where the cgroup hierarchies are mounted.
@@ -275,6 +278,14 @@ impl Confinement {
                 .namespace
                 .as_ref()
                 .is_some_and(|namespace| namespace.cgroup_fs),
+            // Not under write walls: their Landlock rule for `/dev/pts` names
+            // the host's instance, and a rule per command's instance would
+            // pin every one of them in the shared ruleset.
+            devpts: self.landlock.is_none()
+                && self
+                    .namespace
+                    .as_ref()
+                    .is_some_and(|namespace| namespace.devpts),
             keep_capabilities: if self.landlock.is_some() {
                 SANDBOX_CAPABILITIES
             } else {
@@ -323,7 +334,12 @@ impl Namespace {
                     .is_some_and(|point| point.starts_with("/sys/fs/cgroup"))
             })
         });
-        Ok(Self { user, cgroup_fs })
+        let devpts = Path::new("/dev/pts").is_dir();
+        Ok(Self {
+            user,
+            cgroup_fs,
+            devpts,
+        })
     }
 }
 
@@ -342,12 +358,13 @@ fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), Confine
     };
     let plan = confinement.plan();
     // An empty program: the init answers as PID 1 and exits.
-    let child =
-        super::vfork::spawn(c"", &[], &[], c"/", None, Some(&plan), None).map_err(|error| {
+    let child = super::vfork::spawn(c"", &[], &[], c"/", None, Some(&plan), None, false).map_err(
+        |error| {
             why_not(format!(
                 "starting a process in new namespaces failed: {error}"
             ))
-        })?;
+        },
+    )?;
     let status = super::vfork::wait_blocking(&child);
     if status == Some(0) {
         Ok(())
@@ -371,6 +388,8 @@ pub(crate) struct ChildConfinement {
     namespace: bool,
     /// `/sys/fs/cgroup` is made read-only inside.
     cgroup_fs: bool,
+    /// A devpts instance of its own is mounted on `/dev/pts`.
+    devpts: bool,
     /// The capabilities a command in namespaces of its own keeps.
     keep_capabilities: u64,
     /// `uid_map` and `gid_map` lines when a user namespace is made too.
@@ -421,6 +440,12 @@ impl ChildConfinement {
             }
         }
         true
+    }
+
+    /// Whether a command's terminal comes from a devpts instance of its
+    /// own, opened inside its namespaces.
+    pub(crate) fn has_own_terminals(&self) -> bool {
+        self.namespace && self.devpts
     }
 
     /// The capabilities a command in namespaces of its own keeps: fewer
@@ -511,6 +536,24 @@ impl ChildConfinement {
                     std::ptr::null(),
                 ) == 0
         };
+        // A devpts of its own: `ls /dev/pts` shows only the command's
+        // terminals, another shell's `/dev/pts/N` has no name here, and
+        // `/dev/ptmx` (which opens the `pts` beside it, Linux 4.7 on)
+        // makes new ones in it.
+        // SAFETY: static C strings.
+        let mounted = mounted
+            && (!self.devpts
+                || unsafe {
+                    libc::mount(
+                        c"devpts".as_ptr(),
+                        c"/dev/pts".as_ptr(),
+                        c"devpts".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NOEXEC,
+                        c"newinstance,ptmxmode=0666,mode=0620"
+                            .as_ptr()
+                            .cast::<c_void>(),
+                    ) == 0
+                });
         if !mounted || !self.cgroup_fs {
             return mounted;
         }
