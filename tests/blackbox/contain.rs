@@ -329,3 +329,49 @@ async fn a_tty_command_sees_only_its_own_terminal_and_can_open_new_ones() {
     }
     drop(others);
 }
+
+/// Where namespaces cannot be made (a test switch stands in for disabled
+/// unprivileged user namespaces), the default mode says so in one line,
+/// tools/list says so, and commands run uncontained; a walled mode refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_namespaces_the_default_mode_says_it_does_not_contain() {
+    use crate::rmcp_support::{mcp_command, serve};
+    const SWITCH: &str = "AGENT_EXEC_TEST_NO_NAMESPACES";
+    let dir = tempfile::tempdir().expect("dir");
+    let client = std::process::id();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["run", "--cwd", dir.path().to_str().expect("utf-8"), "--"])
+        .arg(format!("test -e /proc/{client} && echo client-visible"))
+        .env(SWITCH, "1")
+        .output()
+        .expect("runs");
+    let errors = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{errors}");
+    assert_eq!(stdout(&output), "client-visible\n");
+    assert_eq!(errors.lines().count(), 1, "{errors}");
+    assert!(
+        errors.starts_with("agent-exec: warning: commands are not contained ("),
+        "{errors}"
+    );
+    let walled = std::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["run", "--sandbox", "workspace-write", "--", "true"])
+        .env(SWITCH, "1")
+        .output()
+        .expect("runs");
+    assert_eq!(walled.status.code(), Some(2), "{}", stderr(&walled));
+    assert!(stderr(&walled).starts_with("agent-exec: error: --sandbox workspace-write"));
+    let mut server = mcp_command(dir.path());
+    server.env(SWITCH, "1");
+    let session = serve((), server).await.0;
+    let tools = session.list_all_tools().await.expect("tools/list");
+    let bash = tools
+        .iter()
+        .find(|tool| tool.name == "Bash")
+        .and_then(|tool| tool.description.clone())
+        .unwrap_or_default();
+    session.cancel().await.expect("the client stops");
+    assert!(
+        bash.contains("Commands are not contained: ") && bash.contains(SWITCH),
+        "{bash}"
+    );
+}
