@@ -241,8 +241,9 @@ fn no_command_reads_the_servers_memory_or_attaches_to_it_even_as_root() {
     let cwd = dir.path().to_str().expect("utf-8");
     // A secret makes the server re-execute itself: the image that serves
     // must have made itself undumpable again.
+    // Without containment: the command is the server's child and sees it.
     let mut server = Server::start(
-        &["--cwd", cwd],
+        &["--cwd", cwd, "--sandbox", "off"],
         &[("MY_SERVICE_TOKEN", "tok-0123456789-abcdef")],
     );
     let pid = server.pid();
@@ -299,7 +300,14 @@ fn an_unprivileged_servers_memory_is_out_of_reach_too() {
     let output = Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&binary)
-        .args(["run", "--cwd", dir.path().to_str().expect("utf-8"), "--"])
+        .args([
+            "run",
+            "--sandbox",
+            "off",
+            "--cwd",
+            dir.path().to_str().expect("utf-8"),
+            "--",
+        ])
         .arg(format!(
             "{} {} $PPID; sleep 30 & echo tok-0123456789-abcdef",
             python(),

@@ -157,11 +157,13 @@ impl Drop for Markers {
     }
 }
 
-fn start(dir: &Path, sandbox: bool, policy: Option<&Path>) -> Server {
-    let mut args = vec!["--cwd", dir.to_str().expect("utf-8")];
-    if sandbox {
-        args.extend(["--sandbox", "workspace-write"]);
-    }
+/// `--sandbox` modes: `off`, `contain` (the default) and a walled one.
+const OFF: &str = "off";
+const CONTAIN: &str = "contain";
+const WALLED: &str = "workspace-write";
+
+fn start(dir: &Path, mode: &str, policy: Option<&Path>) -> Server {
+    let mut args = vec!["--cwd", dir.to_str().expect("utf-8"), "--sandbox", mode];
     if let Some(policy) = policy {
         args.extend(["--policy", policy.to_str().expect("utf-8")]);
     }
@@ -191,18 +193,18 @@ fn background_escapes(server: &mut Server, dir: &Path) -> (String, Markers) {
     (id, Markers::read(dir))
 }
 
-fn foreground_end(sandbox: bool) {
+fn foreground_end(mode: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = start(dir.path(), sandbox, None);
+    let mut server = start(dir.path(), mode, None);
     let answer = server.bash(&escapes_command(dir.path()));
-    let markers = Markers::read_after_end(dir.path(), sandbox);
+    let markers = Markers::read_after_end(dir.path(), mode != OFF);
     markers.assert_gone(&format!("the foreground call ended ({answer})"));
     server.close();
 }
 
-fn kill_shell(sandbox: bool) {
+fn kill_shell(mode: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = start(dir.path(), sandbox, None);
+    let mut server = start(dir.path(), mode, None);
     let (id, markers) = background_escapes(&mut server, dir.path());
     markers.assert_alive();
     let killed = server.call("KillShell", &json!({ "shell_id": id }));
@@ -211,9 +213,9 @@ fn kill_shell(sandbox: bool) {
     server.close();
 }
 
-fn server_exit(sandbox: bool) {
+fn server_exit(mode: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = start(dir.path(), sandbox, None);
+    let mut server = start(dir.path(), mode, None);
     let (_, markers) = background_escapes(&mut server, dir.path());
     server.close();
     markers.assert_gone("the server's exit");
@@ -235,9 +237,9 @@ fn server_cgroup(pid: u32) -> Option<PathBuf> {
         .then(|| parent.to_path_buf())
 }
 
-fn server_killed(sandbox: bool) {
+fn server_killed(mode: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = start(dir.path(), sandbox, None);
+    let mut server = start(dir.path(), mode, None);
     let server_pid = server.pid();
     let (_, markers) = background_escapes(&mut server, dir.path());
     let cgroup = server_cgroup(markers.0[0].1);
@@ -275,42 +277,62 @@ fn server_killed(sandbox: bool) {
 
 #[test]
 fn escapes_end_with_the_foreground_call() {
-    foreground_end(false);
+    foreground_end(OFF);
+}
+
+#[test]
+fn escapes_end_with_the_foreground_call_contained() {
+    foreground_end(CONTAIN);
 }
 
 #[test]
 fn escapes_end_with_the_foreground_call_in_the_sandbox() {
-    foreground_end(true);
+    foreground_end(WALLED);
 }
 
 #[test]
 fn escapes_end_with_kill_shell() {
-    kill_shell(false);
+    kill_shell(OFF);
+}
+
+#[test]
+fn escapes_end_with_kill_shell_contained() {
+    kill_shell(CONTAIN);
 }
 
 #[test]
 fn escapes_end_with_kill_shell_in_the_sandbox() {
-    kill_shell(true);
+    kill_shell(WALLED);
 }
 
 #[test]
 fn escapes_end_with_the_server() {
-    server_exit(false);
+    server_exit(OFF);
+}
+
+#[test]
+fn escapes_end_with_the_server_contained() {
+    server_exit(CONTAIN);
 }
 
 #[test]
 fn escapes_end_with_the_server_in_the_sandbox() {
-    server_exit(true);
+    server_exit(WALLED);
 }
 
 #[test]
 fn escapes_end_within_2s_of_a_server_killed_with_sigkill() {
-    server_killed(false);
+    server_killed(OFF);
+}
+
+#[test]
+fn escapes_end_within_2s_of_a_server_killed_with_sigkill_contained() {
+    server_killed(CONTAIN);
 }
 
 #[test]
 fn escapes_end_within_2s_of_a_server_killed_with_sigkill_in_the_sandbox() {
-    server_killed(true);
+    server_killed(WALLED);
 }
 
 #[test]
@@ -321,7 +343,7 @@ fn a_kept_process_outlives_its_command_and_ends_with_the_server() {
     std::fs::copy("/bin/sleep", &keeper).expect("copy sleep");
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, "[processes]\nkeep = [\"keeper-sleep\"]\n").expect("write policy");
-    let mut server = start(dir.path(), false, Some(&policy));
+    let mut server = start(dir.path(), OFF, Some(&policy));
     server.bash("setsid -f env -u AGENT_EXEC_SHELL sh -c 'echo $$ > kept.pid; exec ./keeper-sleep 300'; while [ ! -s kept.pid ]; do sleep 0.02; done");
     let kept = Markers(vec![(
         "kept",
@@ -364,7 +386,14 @@ fn escapes_end_at_exit_where_no_cgroup_can_be_made() {
     let output = Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&binary)
-        .args(["run", "--cwd", dir.path().to_str().expect("utf-8"), "--"])
+        .args([
+            "run",
+            "--sandbox",
+            "off",
+            "--cwd",
+            dir.path().to_str().expect("utf-8"),
+            "--",
+        ])
         .arg(escapes_command(dir.path()))
         .env("HOME", dir.path())
         .output()

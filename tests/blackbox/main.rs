@@ -18,6 +18,7 @@ mod ask_queue;
 mod audit;
 mod audit_integrity;
 mod carried_state;
+mod contain;
 mod containment;
 mod escapes;
 mod janitor;

@@ -273,7 +273,12 @@ fn progress_notifications_carry_recent_output() {
 fn cancellation_ends_the_tree_and_sends_no_response() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid_file = dir.path().join("pid");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     let id = server.start_request(
         "tools/call",
         json!({
@@ -301,7 +306,12 @@ fn cancellation_ends_the_tree_and_sends_no_response() {
 fn stdin_eof_ends_every_shell_and_removes_the_temp_dir() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid_file = dir.path().join("pid");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     let server_pid = server.child.id();
     let started = server.call(
         "Bash",
@@ -330,7 +340,12 @@ fn each_stop_signal_ends_every_shell_and_exits_128_plus_its_number() {
     for (signal, code) in [("HUP", 129), ("INT", 130), ("TERM", 143)] {
         let dir = tempfile::tempdir().expect("temp dir");
         let pid_file = dir.path().join("pid");
-        let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+        let mut server = Server::start(&[
+            "--cwd",
+            dir.path().to_str().expect("utf-8"),
+            "--sandbox",
+            "off",
+        ]);
         let server_pid = server.child.id();
         server.call(
             "Bash",
@@ -390,7 +405,12 @@ fn a_server_killed_with_sigkill_takes_each_shell_with_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let shell_file = dir.path().join("shell");
     let job_file = dir.path().join("job");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     server.call(
         "Bash",
         json!({
@@ -575,7 +595,12 @@ fn a_request_whose_id_is_in_flight_is_refused_and_the_first_answers() {
 fn closing_stdin_mid_call_ends_the_command_and_the_server_at_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid_file = dir.path().join("pid");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     server.start_request(
         "tools/call",
         json!({
@@ -891,7 +916,12 @@ fn free_port() -> u16 {
 fn pkill_f_of_a_dev_server_ends_the_server_not_the_shell_asking() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid_file = dir.path().join("server.pid");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     let port = free_port();
     let started = server.call(
         "Bash",

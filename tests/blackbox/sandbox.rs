@@ -305,7 +305,7 @@ fn processes_keep_under_the_sandbox_is_said_to_have_no_effect() {
     let output = agent_exec(
         &args[..5]
             .iter()
-            .chain(&["--", "true"])
+            .chain(&["--sandbox", "off", "--", "true"])
             .copied()
             .collect::<Vec<_>>(),
     );

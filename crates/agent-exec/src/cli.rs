@@ -109,8 +109,10 @@ pub(crate) struct CommonArgs {
     /// does not exist is refused.
     #[arg(long, value_name = "FILE")]
     pub(crate) policy: Option<PathBuf>,
-    /// OS sandbox for commands.
-    #[arg(long, value_enum, default_value_t = SandboxMode::Off)]
+    /// How commands are contained: `contain` (the default) gives each its
+    /// own PID, mount and IPC namespaces; `read-only` and `workspace-write`
+    /// add write walls; `off` runs them beside the server.
+    #[arg(long, value_enum, default_value_t = SandboxMode::Contain)]
     pub(crate) sandbox: SandboxMode,
     /// Whether commands may open network sockets.
     #[arg(long, value_enum, default_value_t = NetworkMode::Allow)]
@@ -196,8 +198,11 @@ impl From<FormatArg> for DefinitionFormat {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum SandboxMode {
-    /// No OS confinement.
+    /// No OS confinement: commands see and can signal the user's processes.
     Off,
+    /// Namespaces of its own for each command; writes and network stay
+    /// the user's.
+    Contain,
     /// No writes anywhere.
     ReadOnly,
     /// Writes only inside the roots, a private temp directory and the

@@ -104,7 +104,7 @@ pub(crate) fn setup(
     let home = std::env::var_os("HOME")
         .filter(|home| !home.is_empty())
         .map(PathBuf::from);
-    let sandbox = sandbox_spec(args, policy, &roots, temp.path(), home.as_deref())?;
+    let mut sandbox = sandbox_spec(args, policy, &roots, temp.path(), home.as_deref())?;
     let mut config = ExecConfig::from_policy(policy, roots, temp.path().to_path_buf(), parent_env);
     // The analysis protects the home and expands `~` with it; left unset it
     // would guard `/root` whatever the user's home is.
@@ -117,23 +117,31 @@ pub(crate) fn setup(
     };
     config.ask_timeout = std::time::Duration::from_millis(args.ask_timeout);
     config.max_output_chars = args.max_output_chars;
-    if let Some(path) = &args.audit_log {
-        let label = if sandbox.is_off() {
-            "off".to_owned()
-        } else {
-            format!(
-                "{} (network {})",
-                sandbox.mode,
-                network_name(sandbox.network)
-            )
-        };
-        // Fail closed: a log that cannot be opened stops the server before
-        // anything runs.
-        let log = AuditLog::open(path, &label).context("--audit-log")?;
-        config.audit = Some(Arc::new(log));
-    }
+    let mut not_contained = None;
     if !sandbox.is_off() {
-        let confinement = exec_tools::prepare_sandbox(&sandbox).with_context(|| {
+        let prepared = if sandbox.mode.contains() && fake_no_namespaces() {
+            Err(shell_runtime::ConfineError::NoNamespace(
+                "namespaces refused (AGENT_EXEC_TEST_NO_NAMESPACES, a test switch)".to_owned(),
+            ))
+        } else {
+            exec_tools::prepare_sandbox(&sandbox)
+        };
+        let prepared = match prepared {
+            // The default mode never refuses to start: it says, once, what
+            // is not contained and why, and so does tools/list.
+            Err(shell_runtime::ConfineError::NoNamespace(reason))
+                if sandbox.mode == exec_policy::SandboxMode::Contain =>
+            {
+                crate::report(&format!(
+                    "agent-exec: warning: commands are not contained (no PID, mount or IPC namespace of their own; the client, the server and the user's processes stay visible to them): {reason}"
+                ));
+                sandbox.mode = exec_policy::SandboxMode::Off;
+                not_contained = Some(reason);
+                exec_tools::prepare_sandbox(&sandbox)
+            }
+            other => other,
+        };
+        let confinement = prepared.with_context(|| {
             format!(
                 "--sandbox {} --network {}",
                 sandbox.mode,
@@ -153,25 +161,44 @@ pub(crate) fn setup(
             && !config.keep_processes.is_empty()
         {
             // The contract: every process ends with its command's namespace.
-            crate::report(
-                "agent-exec: warning: [processes] keep has no effect under --sandbox: every process ends with its command",
-            );
+            crate::report(&format!(
+                "agent-exec: warning: [processes] keep has no effect under --sandbox {}: every process ends with its command",
+                sandbox.mode
+            ));
             config.keep_processes.clear();
         }
         config.confinement = confinement;
-        config.description_note = sandbox.describe();
-        if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {
-            config.tmpdir = Some(temp.path().join("tmp"));
-            // Our own temp dir is new and holds no links.
-            let ours = vec![temp.path().to_path_buf()];
-            let roots = sandbox
-                .writable
-                .iter()
-                .filter(|root| !hard_links::within(root, &ours))
-                .cloned()
-                .collect();
-            hard_links::warn_in_background(roots, ours);
-        }
+    }
+    config.description_note = sandbox.describe().map(|note| match &not_contained {
+        Some(reason) => format!("{}: {reason}.", note.trim_end_matches('.')),
+        None => note,
+    });
+    if let Some(path) = &args.audit_log {
+        let label = if sandbox.is_off() {
+            "off".to_owned()
+        } else {
+            format!(
+                "{} (network {})",
+                sandbox.mode,
+                network_name(sandbox.network)
+            )
+        };
+        // Fail closed: a log that cannot be opened stops the server before
+        // anything runs.
+        let log = AuditLog::open(path, &label).context("--audit-log")?;
+        config.audit = Some(Arc::new(log));
+    }
+    if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {
+        config.tmpdir = Some(temp.path().join("tmp"));
+        // Our own temp dir is new and holds no links.
+        let ours = vec![temp.path().to_path_buf()];
+        let roots = sandbox
+            .writable
+            .iter()
+            .filter(|root| !hard_links::within(root, &ours))
+            .cloned()
+            .collect();
+        hard_links::warn_in_background(roots, ours);
     }
     if args.dry_run {
         let note = "This server is a dry run: commands are checked and echoed (`[Dry Run] Would execute: ...`), never run.";
@@ -186,6 +213,13 @@ pub(crate) fn setup(
         dry_run: args.dry_run,
         _temp: temp,
     })
+}
+
+/// A test switch: start-up behaves as where namespaces cannot be made
+/// (unprivileged user namespaces disabled), so the fallback is testable on
+/// a machine that has them.
+fn fake_no_namespaces() -> bool {
+    std::env::var_os("AGENT_EXEC_TEST_NO_NAMESPACES").is_some_and(|value| value == "1")
 }
 
 /// The bytes all output files may hold together: `asked`, else 1 GiB or a
@@ -243,6 +277,7 @@ fn sandbox_spec(
 ) -> anyhow::Result<SandboxSpec> {
     let mode = match args.sandbox {
         SandboxMode::Off => exec_policy::SandboxMode::Off,
+        SandboxMode::Contain => exec_policy::SandboxMode::Contain,
         SandboxMode::ReadOnly => exec_policy::SandboxMode::ReadOnly,
         SandboxMode::WorkspaceWrite => exec_policy::SandboxMode::WorkspaceWrite,
     };

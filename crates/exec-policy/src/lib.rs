@@ -32,7 +32,9 @@ pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
 pub use policy_file::{Policy, PolicyError, PolicyRule, RedactRules, RuleDecision, RuleMatcher};
-pub use sandbox::{NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, SkippedWritable};
+pub use sandbox::{
+    NOT_CONTAINED, NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, SkippedWritable,
+};
 pub use tokens::{
     NOT_SECRETS, TOKEN_FORMATS, TokenFormat, TokenMatch, find_token, is_secret_value,
 };

@@ -107,21 +107,27 @@ pub enum AskFallback {
 /// applies to every command; `None` when the sandbox is off. Fails when
 /// the kernel cannot enforce what was asked.
 ///
-/// In either sandbox mode each command runs in a PID namespace of its own,
-/// under a small init of shell-runtime's as its PID 1.
+/// In every mode but `off` each command runs in PID, mount and IPC
+/// namespaces of its own, under a small init of shell-runtime's as its
+/// PID 1; `read-only` and `workspace-write` add Landlock's write walls and
+/// the sandbox's resource limits.
 pub fn prepare_sandbox(spec: &SandboxSpec) -> Result<Option<Arc<Confinement>>, ConfineError> {
     if spec.is_off() {
         return Ok(None);
     }
+    // Under plain `contain` the user's limits stay (each command still has
+    // a cgroup of its own); the wall modes and `--network deny` without
+    // namespaces keep the sandbox's.
+    let limits = spec.mode != SandboxMode::Contain;
     let confinement = ConfinementSpec {
-        restrict_writes: spec.mode != SandboxMode::Off,
+        restrict_writes: spec.mode.has_walls(),
         writable: spec.writable.clone(),
         deny_network: spec.network == NetworkAccess::Deny,
-        max_file_size: Some(spec.limits.max_file_size),
-        max_open_files: Some(spec.limits.max_open_files),
-        no_core_dumps: spec.limits.no_core_dumps,
-        max_processes: Some(spec.limits.max_processes),
-        isolate_processes: spec.mode != SandboxMode::Off,
+        max_file_size: limits.then_some(spec.limits.max_file_size),
+        max_open_files: limits.then_some(spec.limits.max_open_files),
+        no_core_dumps: limits && spec.limits.no_core_dumps,
+        max_processes: limits.then_some(spec.limits.max_processes),
+        isolate_processes: spec.mode.contains(),
     };
     Confinement::prepare(&confinement).map(|prepared| Some(Arc::new(prepared)))
 }

@@ -452,4 +452,67 @@ fn main() {
     if wanted("sandbox") {
         sandbox_cost(&runtime, if quick { 100 } else { 1000 });
     }
+    if wanted("contain") {
+        contain_cost(&runtime, if quick { 100 } else { 1000 });
+    }
+}
+
+/// Spawn-and-wait of `true` under `--sandbox contain` (the default: PID,
+/// mount and IPC namespaces with the in-memory init, a fresh `/proc`, its
+/// own devpts, `/sys/fs/cgroup` read-only, the capability cut and the
+/// always-on seccomp program) against `--sandbox off`, alternating.
+fn contain_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
+    let confinement = match shell_runtime::Confinement::prepare(&shell_runtime::ConfinementSpec {
+        isolate_processes: true,
+        ..shell_runtime::ConfinementSpec::default()
+    }) {
+        Ok(confinement) => std::sync::Arc::new(confinement),
+        Err(error) => {
+            let reason = error.to_string();
+            emit(&Figure::skipped(
+                "spawn-off",
+                "spawn and wait of `true`, --sandbox off",
+                &reason,
+            ));
+            emit(&Figure {
+                baseline: Some("spawn-off".to_owned()),
+                ..Figure::skipped("spawn-contained", "contained spawn and wait", reason)
+            });
+            return;
+        }
+    };
+    let mut off = Vec::new();
+    let mut on = Vec::new();
+    for round in 0..rounds + 20 {
+        let t = Instant::now();
+        runtime.block_on(async {
+            ShellProcess::spawn(spec("true"))
+                .await
+                .unwrap()
+                .wait()
+                .await
+        });
+        let plain = t.elapsed();
+        let mut contained = spec("true");
+        contained.confinement = Some(std::sync::Arc::clone(&confinement));
+        let t = Instant::now();
+        runtime.block_on(async { ShellProcess::spawn(contained).await.unwrap().wait().await });
+        if round >= 20 {
+            off.push(plain);
+            on.push(t.elapsed());
+        }
+    }
+    save_samples("spawn-contained", &on);
+    let (off50, off99) = (percentile(&mut off, 50), percentile(&mut off, 99));
+    let (on50, on99) = (percentile(&mut on, 50), percentile(&mut on, 99));
+    emit(&Figure::new("spawn-off", "spawn and wait of `true`, --sandbox off").timing(off50, off99));
+    emit(
+        &Figure::new(
+            "spawn-contained",
+            "the same under --sandbox contain (PID, mount and IPC namespaces, fresh /proc, own devpts, read-only cgroup fs, capability cut, seccomp)",
+        )
+        .timing(on50, on99)
+        .against("spawn-off", on50.as_secs_f64() / off50.as_secs_f64())
+        .target(Metric::Ratio, Op::AtMost, 1.25, Unit::Times),
+    );
 }

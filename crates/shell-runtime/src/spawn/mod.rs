@@ -248,7 +248,16 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
             plan
         }
     });
-    let terminal = match prepared.tty.then(pty::open_pair).transpose() {
+    // In namespaces with a devpts of their own, the init opens the
+    // terminal there (`vfork.rs`) and sends it back.
+    let own_terminal = prepared.tty
+        && confinement
+            .as_ref()
+            .is_some_and(confine::ChildConfinement::has_own_terminals);
+    let terminal = match (prepared.tty && !own_terminal)
+        .then(pty::open_pair)
+        .transpose()
+    {
         Ok(terminal) => terminal,
         Err(error) => {
             if let Some(cgroup) = &prepared.cgroup {
@@ -275,9 +284,10 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         terminal
             .as_ref()
             .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave)),
+        own_terminal,
         &inherit,
     );
-    let child = match child {
+    let mut child = match child {
         Ok(child) => child,
         Err(error) => {
             if let Some(cgroup) = &prepared.cgroup {
@@ -287,6 +297,10 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         }
     };
     let cgroup = prepared.cgroup;
+    let terminal = match terminal {
+        Some(pair) => Some(pair),
+        None => child.terminal.take().map(pty::adopt).transpose()?,
+    };
     let (stdout, stderr, terminal): (Pipe, Pipe, _) = match (child.output, terminal) {
         (Some((stdout, stderr)), _) => (
             Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(stdout)?),
