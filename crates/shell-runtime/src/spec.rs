@@ -152,6 +152,9 @@ pub struct SpawnSpec {
     /// one, the shell's output has a pool of its own, bounded only by
     /// `limits`.
     pub memory: Option<crate::MemoryPool>,
+    /// The limits of the command's own cgroup, where one can be made
+    /// (processes: 1024 by default; memory: none by default).
+    pub cgroup_limits: crate::CommandLimits,
 }
 
 /// What a sandbox confines, as plain data (exec-tools builds it from the
@@ -205,6 +208,7 @@ impl SpawnSpec {
             confinement: None,
             tty: false,
             memory: None,
+            cgroup_limits: crate::CommandLimits::default(),
         }
     }
 
