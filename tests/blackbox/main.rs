@@ -19,6 +19,7 @@ mod audit;
 mod containment;
 mod escapes;
 mod janitor;
+mod limits;
 mod log;
 mod mcp;
 mod output_files;
