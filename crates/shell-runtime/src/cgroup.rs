@@ -922,7 +922,12 @@ fn write_memory_limit(dir: &Path, kind: Kind, limit: Option<u64>) -> bool {
         (Kind::PidsV1, Some(bytes)) => {
             let bytes = bytes.to_string();
             let _ = write("memory.memsw.limit_in_bytes", "-1");
-            let set = write("memory.limit_in_bytes", &bytes);
+            // A used cgroup may still be charged for an earlier command's
+            // page cache, above the new limit: the kernel refuses (EBUSY)
+            // what it cannot reclaim at once. The pool's cgroups hold no
+            // process, so all of it can go.
+            let set = write("memory.limit_in_bytes", &bytes)
+                || (write("memory.force_empty", "0") && write("memory.limit_in_bytes", &bytes));
             // Absent without swap accounting: the limit holds alone then.
             let _ = write("memory.memsw.limit_in_bytes", &bytes);
             set
