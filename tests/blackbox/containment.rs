@@ -25,7 +25,23 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        Self::start_wrapped(&[], args, env)
+    }
+
+    /// The server started by `wrapper` (a program and its first
+    /// arguments, given the binary and its arguments after them), such as
+    /// a shell that moves itself into a cgroup and then execs.
+    pub(crate) fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Self {
+        let binary = env!("CARGO_BIN_EXE_agent-exec");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
+        let mut child = command
             .arg("mcp")
             .args(args)
             .envs(env.iter().copied())

@@ -22,6 +22,7 @@ mod contain;
 mod containment;
 mod escapes;
 mod janitor;
+mod limits;
 mod log;
 mod mcp;
 mod output_files;

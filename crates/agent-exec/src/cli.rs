@@ -117,6 +117,12 @@ pub(crate) struct CommonArgs {
     /// Whether commands may open network sockets.
     #[arg(long, value_enum, default_value_t = NetworkMode::Allow)]
     pub(crate) network: NetworkMode,
+    /// The memory each command may use (its own cgroup's limit), such as
+    /// 512M, 4G or 1.5G; past it the command is killed and its answer says
+    /// `killed: out of memory`. Wins over the policy's `[limits] memory`;
+    /// default: none.
+    #[arg(long, value_name = "SIZE", value_parser = exec_policy::parse_memory_limit)]
+    pub(crate) memory_limit: Option<u64>,
     /// What a command the policy says to ask about gets when nobody can be
     /// asked (a client without MCP elicitation, `run`, a dry run).
     #[arg(long, value_enum, default_value_t = AskFallbackArg::Deny)]

@@ -118,6 +118,9 @@ pub(crate) fn setup(
     config.ask_timeout = std::time::Duration::from_millis(args.ask_timeout);
     config.max_output_chars = args.max_output_chars;
     let mut not_contained = None;
+    if let Some(memory) = args.memory_limit {
+        config.command_limits.memory = Some(memory);
+    }
     if !sandbox.is_off() {
         let prepared = if sandbox.mode.contains() && fake_no_namespaces() {
             Err(shell_runtime::ConfineError::NoNamespace(
@@ -148,15 +151,6 @@ pub(crate) fn setup(
                 network_name(sandbox.network)
             )
         })?;
-        if let Some(reason) = confinement
-            .as_ref()
-            .and_then(|c| c.missing_process_cap.clone())
-        {
-            // The contract: say so, and go on (root ignores RLIMIT_NPROC).
-            crate::report(&format!(
-                "agent-exec: warning: the process-count cap is missing ({reason}); a fork storm is not contained"
-            ));
-        }
         if confinement.as_ref().is_some_and(|c| c.isolates_processes())
             && !config.keep_processes.is_empty()
         {
@@ -199,6 +193,14 @@ pub(crate) fn setup(
             .cloned()
             .collect();
         hard_links::warn_in_background(roots, ours);
+    }
+    if (!sandbox.is_off() || config.command_limits.memory.is_some())
+        && shell_runtime::command_cgroups_dir().is_none()
+    {
+        // The contract: say so, and go on (root ignores RLIMIT_NPROC).
+        crate::report(
+            "agent-exec: warning: no cgroup can be made for each command here: the per-command process cap and memory limit do not apply, and a fork storm is not contained",
+        );
     }
     if args.dry_run {
         let note = "This server is a dry run: commands are checked and echoed (`[Dry Run] Would execute: ...`), never run.";
@@ -285,10 +287,7 @@ fn sandbox_spec(
         NetworkMode::Allow => NetworkAccess::Allow,
         NetworkMode::Deny => NetworkAccess::Deny,
     };
-    let mut limits = ResourceLimits::default();
-    if let Some(max) = policy.max_processes {
-        limits.max_processes = max;
-    }
+    let limits = ResourceLimits::default();
     let tmp = temp.join("tmp");
     std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?;
     let mut spec = SandboxSpec::new(mode, network, roots, tmp, limits);

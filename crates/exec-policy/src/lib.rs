@@ -31,7 +31,10 @@ pub use analysis::{
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
-pub use policy_file::{Policy, PolicyError, PolicyRule, RedactRules, RuleDecision, RuleMatcher};
+pub use policy_file::{
+    MIN_MEMORY_LIMIT, Policy, PolicyError, PolicyRule, RedactRules, RuleDecision, RuleMatcher,
+    parse_memory_limit, parse_size,
+};
 pub use sandbox::{
     NOT_CONTAINED, NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, SkippedWritable,
 };

@@ -63,8 +63,6 @@ pub struct ResourceLimits {
     pub max_file_size: u64,
     /// Open files per process (`RLIMIT_NOFILE`).
     pub max_open_files: u64,
-    /// Processes of all commands together (a pids cgroup).
-    pub max_processes: u64,
     /// No core dumps (`RLIMIT_CORE` 0).
     pub no_core_dumps: bool,
 }
@@ -74,7 +72,6 @@ impl Default for ResourceLimits {
         Self {
             max_file_size: 16 * 1024 * 1024 * 1024,
             max_open_files: 4096,
-            max_processes: 1024,
             no_core_dumps: true,
         }
     }

@@ -665,6 +665,7 @@ fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars)
     spec.program.clone_from(&exec.shell_program);
     spec.replacements = Some(Arc::clone(&exec.redactions));
     spec.confinement.clone_from(&exec.config.confinement);
+    spec.cgroup_limits = exec.config.command_limits;
     spec
 }
 
@@ -837,7 +838,13 @@ async fn run_foreground(
         notes.push(note);
     }
 
-    let prefix = end_line(request, exit, Some(timeout), duration_ms);
+    let prefix = end_line(
+        request,
+        exit,
+        shell.out_of_memory(),
+        Some(timeout),
+        duration_ms,
+    );
     let Rendered {
         text,
         truncated,
@@ -1012,7 +1019,7 @@ async fn run_tty(
         (shell.end_request(), timeout)
     };
     let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
-    let prefix = end_line(request, exit, timeout, duration_ms);
+    let prefix = end_line(request, exit, shell.out_of_memory(), timeout, duration_ms);
     let notes: Vec<String> = network_note(exec, command, &shell).into_iter().collect();
     let Rendered {
         text,
@@ -1277,14 +1284,19 @@ fn absorb_state(
 
 /// The line that opens a foreground answer when the command did not end
 /// well by itself: timed out (after `timeout`, when one was set),
-/// interrupted or killed, or failed with an exit code.
+/// interrupted or killed, killed by the OOM killer (its memory limit
+/// named), or failed with an exit code.
 fn end_line(
     request: Option<EndRequest>,
     exit: Option<ExitInfo>,
+    out_of_memory: Option<shell_runtime::OutOfMemory>,
     timeout: Option<Duration>,
     duration_ms: u64,
 ) -> Option<String> {
     match (request, exit) {
+        (None, Some(exit)) if let Some(oom) = out_of_memory => {
+            Some(format!("Command {oom}, exit code {}", exit.code))
+        }
         (Some(EndRequest::Timeout), _) => {
             timeout.map(|limit| format!("Command timed out after {}ms", limit.as_millis()))
         }

@@ -87,6 +87,10 @@ pub struct ExecConfig {
     /// unless changed); past it the oldest output of the shell holding the
     /// most is dropped (its output file keeps it).
     pub memory_budget: u64,
+    /// The limits of every command's own cgroup, where one can be made:
+    /// its process cap (`[processes] max`, 1024 unless changed) and
+    /// memory (`[limits] memory` or `--memory-limit`; none unless set).
+    pub command_limits: shell_runtime::CommandLimits,
 }
 
 /// How long a question waits for the person by default.
@@ -126,7 +130,9 @@ pub fn prepare_sandbox(spec: &SandboxSpec) -> Result<Option<Arc<Confinement>>, C
         max_file_size: limits.then_some(spec.limits.max_file_size),
         max_open_files: limits.then_some(spec.limits.max_open_files),
         no_core_dumps: limits && spec.limits.no_core_dumps,
-        max_processes: limits.then_some(spec.limits.max_processes),
+        // Each command has its own cap (`ExecConfig::command_limits`), not
+        // one shared by all: one command cannot take another's processes.
+        max_processes: None,
         isolate_processes: spec.mode.contains(),
     };
     Confinement::prepare(&confinement).map(|prepared| Some(Arc::new(prepared)))
@@ -162,6 +168,14 @@ impl ExecConfig {
             env: scrub_environment(parent_env, &policy.env),
             redact_formats: policy.redact.formats,
             keep_processes: policy.keep_processes.clone(),
+            command_limits: shell_runtime::CommandLimits {
+                max_processes: Some(
+                    policy
+                        .max_processes
+                        .unwrap_or(shell_runtime::DEFAULT_MAX_PROCESSES),
+                ),
+                memory: policy.memory_limit,
+            },
             output_dir,
             coauthor: None,
             strip_ansi: true,

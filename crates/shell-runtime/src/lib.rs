@@ -39,7 +39,7 @@ mod tree;
 mod tty_wait;
 
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
-pub use cgroup::{command_cgroups_dir, end_all_contained};
+pub use cgroup::{CommandLimits, DEFAULT_MAX_PROCESSES, command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
 pub use fds::{
     Descriptors, FDS_PER_SHELL, FOREGROUND_RESERVE, OpenFileLimit, raise_open_file_limit,
@@ -63,7 +63,7 @@ pub use spawn::janitor::{Janitor, run_janitor, start_janitor};
 pub use spawn::pty::{TERMINAL_COLUMNS, TERMINAL_ROWS, TERMINAL_TYPE, TerminalWriter};
 pub use spawn::trim::{map_large_blocks, release_free_memory};
 pub use spec::{ConfinementSpec, SCRIPT_VAR, SpawnSpec, SpillBudget, SpillFile};
-pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
+pub use status::{EndRequest, ExitInfo, OutOfMemory, ShellStatus, human_bytes, signal_name};
 pub use terminal_text::{CleanOptions, clean_text};
 pub use tree::SHELL_TAG_VAR;
 #[cfg(target_os = "linux")]

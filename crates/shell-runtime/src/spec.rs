@@ -159,6 +159,9 @@ pub struct SpawnSpec {
     /// inherited without close-on-exec (Linux 5.11 and later). Linux only:
     /// elsewhere the program gets none of them.
     pub inherit: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, std::os::fd::RawFd)>,
+    /// The limits of the command's own cgroup, where one can be made
+    /// (processes: 1024 by default; memory: none by default).
+    pub cgroup_limits: crate::CommandLimits,
 }
 
 /// What a sandbox confines, as plain data (exec-tools builds it from the
@@ -213,6 +216,7 @@ impl SpawnSpec {
             tty: false,
             memory: None,
             inherit: Vec::new(),
+            cgroup_limits: crate::CommandLimits::default(),
         }
     }
 

@@ -65,6 +65,7 @@ struct RunState {
     ended_at: Option<Instant>,
     ended_jobs: usize,
     kept: Vec<i32>,
+    out_of_memory: Option<crate::status::OutOfMemory>,
 }
 
 /// A shell and the tree it started. Shared (`Arc`) between the task that
@@ -162,6 +163,7 @@ impl ShellProcess {
                 ended_at: None,
                 ended_jobs: 0,
                 kept: Vec::new(),
+                out_of_memory: None,
             }),
             exited: watch::Sender::new(false),
             finished: watch::Sender::new(false),
@@ -331,6 +333,13 @@ impl ShellProcess {
     /// How the shell process ended, once it has.
     pub fn exit(&self) -> Option<ExitInfo> {
         self.run_state().exit
+    }
+
+    /// Set once the shell is finished when the OOM killer ended a process
+    /// of its cgroup (the status is then `failed`, unless something was
+    /// asked of the tree first).
+    pub fn out_of_memory(&self) -> Option<crate::status::OutOfMemory> {
+        self.run_state().out_of_memory
     }
 
     /// What ended the tree from here, if anything did.

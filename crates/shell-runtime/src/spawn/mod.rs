@@ -233,6 +233,7 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
             spec.confinement
                 .as_ref()
                 .and_then(|confinement| confinement.cgroup_dir()),
+            &spec.cgroup_limits,
         ),
     })
 }
@@ -279,7 +280,7 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         prepared
             .cgroup
             .as_ref()
-            .and_then(crate::cgroup::CommandCgroup::procs_fd),
+            .map(crate::cgroup::CommandCgroup::join_fds),
         confinement.as_ref(),
         terminal
             .as_ref()

@@ -339,8 +339,9 @@ struct ChildPlan {
     shell_stack: usize,
     parent: libc::pid_t,
     capabilities: CapDrop,
-    /// The command's `cgroup.procs` (or `tasks`), opened by the parent, or -1.
-    cgroup: RawFd,
+    /// The command's `cgroup.procs` (or `tasks`) in each hierarchy,
+    /// opened by the parent; -1 for none.
+    cgroups: crate::cgroup::JoinFds,
     confinement: *const ChildConfinement,
     /// `(descriptor, number in the program)` pairs, `inherit_len` of
     /// them; every descriptor above every number (see [`lift`]).
@@ -397,7 +398,7 @@ pub(crate) fn spawn(
     argv: &[CString],
     envp: &[CString],
     cwd: &CStr,
-    cgroup: Option<RawFd>,
+    cgroups: Option<crate::cgroup::JoinFds>,
     confinement: Option<&ChildConfinement>,
     tty: Option<RawFd>,
     own_terminal: bool,
@@ -500,7 +501,7 @@ pub(crate) fn spawn(
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         capabilities: CapDrop::prepare(dropped, namespace_flags & libc::CLONE_NEWUSER != 0),
-        cgroup: cgroup.unwrap_or(-1),
+        cgroups: cgroups.unwrap_or([-1; crate::cgroup::MAX_JOINS]),
         confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
         inherit: inherit.as_ptr(),
         inherit_len: inherit.len(),
@@ -762,12 +763,32 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             unsafe { libc::signal(signal, libc::SIG_DFL) };
         }
     }
+    // --- The OOM killer's first choice (the `limits` step) ---
+    // Commands and namespace inits are what the OOM killer takes when
+    // memory runs out, never the server: raising one's own score needs no
+    // privilege. A failure leaves the inherited score (no reason to fail
+    // the spawn).
+    // SAFETY: a static C string; the descriptor is closed at once.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, b"1000".as_ptr().cast::<c_void>(), 4);
+            libc::close(fd);
+        }
+    }
+    // --- end of the `limits` step ---
     // Its own cgroup before anything else, so every process it starts is
     // in it whatever it does to its session or environment.
-    if plan.cgroup >= 0 {
+    for &cgroup in &plan.cgroups {
+        if cgroup < 0 {
+            continue;
+        }
         // SAFETY: a descriptor the parent keeps open until we exec; "0"
         // names the writing process.
-        if unsafe { libc::write(plan.cgroup, b"0".as_ptr().cast::<c_void>(), 1) } != 1 {
+        if unsafe { libc::write(cgroup, b"0".as_ptr().cast::<c_void>(), 1) } != 1 {
             // SAFETY: as below.
             unsafe { fail(plan) };
         }
