@@ -380,16 +380,21 @@ struct KeptFile {
     owner: Option<String>,
 }
 
-/// The well-known token formats for shell-runtime, each compiled the first
-/// time output holds one of its prefixes (not at start-up).
-#[expect(
-    clippy::expect_used,
-    reason = "the formats are constants with prefixes, and secret-formats' table test compiles every one of them"
-)]
+/// The well-known token formats for shell-runtime. They are compiled once
+/// per process, on a warm-up thread started here, so neither start-up nor
+/// a stream's reader waits for them (compiling all of them takes tens of
+/// milliseconds, and a reader still compiling when its command has long
+/// ended would be cut off).
 fn token_patterns() -> Vec<TokenPattern> {
-    secret_formats::FORMATS
-        .iter()
-        .map(|format| TokenPattern::lazy(format).expect("a token format has prefixes"))
+    static WARM_UP: std::sync::Once = std::sync::Once::new();
+    WARM_UP.call_once(|| {
+        // Without the thread, each format compiles on first use instead.
+        let _ = std::thread::Builder::new()
+            .name("token-formats".to_owned())
+            .spawn(secret_formats::compile_all);
+    });
+    (0..secret_formats::FORMATS.len())
+        .filter_map(TokenPattern::well_known)
         .collect()
 }
 

@@ -84,7 +84,7 @@ pub const FORMATS: &[TokenFormat] = &[
     TokenFormat {
         id: "github-token",
         prefixes: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
-        regex: r"gh[pousr]_[A-Za-z0-9]{36,251}",
+        regex: r"gh[pousr]_[A-Za-z0-9]{36,}",
         body: r"[A-Za-z0-9]",
         edge: r"[A-Za-z0-9]",
         example: "ghp_R4nd0mL00k1ngT0k3nW1thTh1rtySixChr5x",
@@ -94,7 +94,7 @@ pub const FORMATS: &[TokenFormat] = &[
     TokenFormat {
         id: "github-pat",
         prefixes: &["github_pat_"],
-        regex: r"github_pat_[A-Za-z0-9_]{22,255}",
+        regex: r"github_pat_[A-Za-z0-9_]{22,}",
         body: r"[A-Za-z0-9_]",
         edge: r"[A-Za-z0-9_]",
         example: "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789ab",

@@ -14,7 +14,9 @@ mod formats;
 mod matcher;
 
 pub use formats::{FORMATS, NOT_SECRETS};
-pub use matcher::{BadFormat, Matcher, TokenMatch, find_token, is_secret_value, matcher};
+pub use matcher::{
+    BadFormat, Matcher, TokenMatch, compile_all, find_token, is_secret_value, matcher,
+};
 
 /// A well-known secret format, as data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -193,6 +193,14 @@ pub fn matcher(index: usize) -> Option<&'static Matcher> {
         .as_ref()
 }
 
+/// Compiles every format of [`FORMATS`] now (each once per process), so
+/// that no later search waits for one: for a warm-up thread at start-up.
+pub fn compile_all() {
+    for index in 0..FORMATS.len() {
+        let _ = matcher(index);
+    }
+}
+
 /// The first token in `text` in any of [`FORMATS`], if there is one: the
 /// earliest, and of two at one place the format listed first.
 pub fn find_token(text: &str) -> Option<TokenMatch> {

@@ -28,21 +28,32 @@ const MIN_REDRAWN: usize = 12;
 pub struct TokenPattern {
     format: &'static TokenFormat,
     replacement: String,
-    compiled: OnceLock<Option<Matcher>>,
+    compiled: Compiled,
+}
+
+/// Where a pattern's compiled matcher lives.
+#[derive(Debug, Clone)]
+enum Compiled {
+    /// `secret_formats::FORMATS[index]`: compiled once per process and
+    /// shared with scrubbing by value (and a warm-up thread, if any).
+    Shared(usize),
+    /// Any other format: compiled in its own cell.
+    Own(OnceLock<Option<Matcher>>),
 }
 
 impl TokenPattern {
     /// Compiles `format` now, refusing one that does not compile.
     pub fn new(format: &'static TokenFormat) -> Result<Self, BadFormat> {
         let pattern = Self::lazy(format)?;
-        let _ = pattern.compiled.set(Some(Matcher::new(format)?));
+        if let Compiled::Own(cell) = &pattern.compiled {
+            let _ = cell.set(Some(Matcher::new(format)?));
+        }
         Ok(pattern)
     }
 
     /// `format` compiled the first time one of its prefixes is met: for
-    /// formats known to compile (`secret_formats::FORMATS`, which its table
-    /// test compiles). One that does not compile then matches nothing, with
-    /// a warning.
+    /// formats known to compile (constants a test compiles). One that does
+    /// not compile then matches nothing, with a warning.
     pub fn lazy(format: &'static TokenFormat) -> Result<Self, BadFormat> {
         if format.prefixes.is_empty() || format.prefixes.iter().any(|prefix| prefix.is_empty()) {
             return Err(BadFormat {
@@ -53,20 +64,36 @@ impl TokenPattern {
         Ok(Self {
             format,
             replacement: format!("[REDACTED:{}]", format.id),
-            compiled: OnceLock::new(),
+            compiled: Compiled::Own(OnceLock::new()),
+        })
+    }
+
+    /// `secret_formats::FORMATS[index]`, compiled on first use into the
+    /// process-wide matcher `secret_formats::matcher` keeps (see
+    /// `secret_formats::compile_all` to compile them ahead); `None` past
+    /// the end of the list.
+    pub fn well_known(index: usize) -> Option<Self> {
+        let format = secret_formats::FORMATS.get(index)?;
+        Some(Self {
+            format,
+            replacement: format!("[REDACTED:{}]", format.id),
+            compiled: Compiled::Shared(index),
         })
     }
 
     fn compiled(&self) -> Option<&Matcher> {
-        self.compiled
-            .get_or_init(|| {
-                Matcher::new(self.format)
-                    .map_err(|error| {
-                        tracing::warn!(%error, "a token format does not compile; it matches nothing");
-                    })
-                    .ok()
-            })
-            .as_ref()
+        match &self.compiled {
+            Compiled::Shared(index) => secret_formats::matcher(*index),
+            Compiled::Own(cell) => cell
+                .get_or_init(|| {
+                    Matcher::new(self.format)
+                        .map_err(|error| {
+                            tracing::warn!(%error, "a token format does not compile; it matches nothing");
+                        })
+                        .ok()
+                })
+                .as_ref(),
+        }
     }
 
     /// Whether a token may start after `before` (compiles the pattern).
