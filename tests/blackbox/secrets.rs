@@ -213,11 +213,6 @@ const TOKENS: &[(&str, &str, &str)] = &[
         "HRKU-AAa7LZMmBqgs53BrogvUSSkzX8wL5s7ngTgE6VAtGwl7O150RPPXzXI-E2P9",
     ),
     (
-        "databricks-token",
-        "dapi084d7254c470754f60da7a9638314c27",
-        "dapi084d7254c470754f60da7a9638314c27",
-    ),
-    (
         "vault-token",
         "hvs.CAESIMuXo0JHU53e8U29F_4emOKB983-6vWSQDznXtJZKV17PHYaL2q5LbGF51v_JXCwnaNq9a-MySlsPoZikLUDbEPgO84",
         "hvs.CAESIMuXo0JHU53e8U29F_4emOKB983-6vWSQDznXtJZKV17PHYaL2q5LbGF51v_JXCwnaNq9a-MySlsPoZikLUDbEPgO84",
