@@ -33,6 +33,7 @@ mod rmcp_support;
 mod run;
 mod sandbox;
 mod schema;
+mod secrets;
 mod session;
 mod stale;
 mod tty;

@@ -17,7 +17,7 @@ use crate::alive;
 use test_support::{read_pid_blocking as read_pid, wait_gone};
 
 /// A running server and the lines it writes.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Value>,
@@ -25,10 +25,16 @@ struct Server {
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Self {
+    pub(crate) fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// A server whose own environment also holds `env`.
+    pub(crate) fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
             .arg("mcp")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -136,7 +142,7 @@ impl Server {
         self.response(id, &mut Vec::new())
     }
 
-    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+    pub(crate) fn call(&mut self, tool: &str, arguments: Value) -> Value {
         self.request(
             "tools/call",
             json!({ "name": tool, "arguments": arguments }),
@@ -145,7 +151,7 @@ impl Server {
     }
 
     /// Closes stdin and waits for the exit status.
-    fn close(mut self) -> std::process::ExitStatus {
+    pub(crate) fn close(mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
         wait_exit(&mut self.child)
     }
@@ -162,7 +168,7 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
-fn text(result: &Value) -> String {
+pub(crate) fn text(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
         .unwrap_or_default()

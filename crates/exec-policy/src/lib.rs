@@ -1,5 +1,6 @@
 //! Pure decisions for agent shell commands: dangerous-command analysis,
-//! environment scrubbing (by name and by value: [`TOKEN_FORMATS`]),
+//! environment scrubbing (by name, and by value with the `secret-formats`
+//! crate's formats),
 //! working-directory rules and the sandbox request.
 //!
 //! ```
@@ -21,7 +22,6 @@ mod env;
 mod glob;
 mod policy_file;
 mod sandbox;
-mod tokens;
 mod workdir;
 
 pub use analysis::{
@@ -37,9 +37,6 @@ pub use policy_file::{
 };
 pub use sandbox::{
     NOT_CONTAINED, NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, SkippedWritable,
-};
-pub use tokens::{
-    NOT_SECRETS, TOKEN_FORMATS, TokenFormat, TokenMatch, find_token, is_secret_value,
 };
 pub use workdir::{
     WorkdirError, canonical_dir, is_within_roots, nearest_existing_ancestor, resolve_working_dir,

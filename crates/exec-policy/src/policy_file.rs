@@ -497,7 +497,7 @@ struct RawRedact {
 /// `[redact]`: what output redaction covers besides the scrubbed values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedactRules {
-    /// Redact tokens in the well-known formats ([`crate::TOKEN_FORMATS`])
+    /// Redact tokens in the well-known formats (`secret_formats::FORMATS`)
     /// from all output, wherever they come from (default true).
     pub formats: bool,
 }

@@ -14,8 +14,7 @@ use exec_policy::{
     ScrubbedEnv, scrub_environment,
 };
 use shell_runtime::{
-    ConfineError, Confinement, ConfinementSpec, Redactions, ShellManager, SpillBudget,
-    TokenPattern, TokenSpec,
+    ConfineError, Confinement, ConfinementSpec, Redactions, ShellManager, SpillBudget, TokenPattern,
 };
 
 use crate::audit::AuditLog;
@@ -39,7 +38,7 @@ pub struct ExecConfig {
     pub analyzer: AnalyzerConfig,
     /// The environment commands get, and the secrets removed from it.
     pub env: ScrubbedEnv,
-    /// Redact tokens in well-known formats ([`exec_policy::TOKEN_FORMATS`])
+    /// Redact tokens in well-known formats (`secret_formats::FORMATS`)
     /// from all output, besides the scrubbed values (`[redact] formats`).
     pub redact_formats: bool,
     /// Process names left running when a foreground command ends.
@@ -383,26 +382,21 @@ struct KeptFile {
     owner: Option<String>,
 }
 
-/// exec-policy's token formats for shell-runtime, each compiled the first
-/// time output holds one of its prefixes (not at start-up).
-#[expect(
-    clippy::expect_used,
-    reason = "the formats are constants with prefixes, and exec-policy's tests compile every one of them"
-)]
+/// The well-known token formats for shell-runtime. They are compiled once
+/// per process, on a warm-up thread started here, so neither start-up nor
+/// a stream's reader waits for them (compiling all of them takes tens of
+/// milliseconds, and a reader still compiling when its command has long
+/// ended would be cut off).
 fn token_patterns() -> Vec<TokenPattern> {
-    exec_policy::TOKEN_FORMATS
-        .iter()
-        .map(|format| {
-            TokenPattern::lazy(&TokenSpec {
-                label: format.id,
-                prefixes: format.prefixes,
-                regex: format.regex,
-                body: format.body,
-                standalone: format.standalone,
-                needs_digit: format.needs_digit,
-            })
-            .expect("a token format has prefixes")
-        })
+    static WARM_UP: std::sync::Once = std::sync::Once::new();
+    WARM_UP.call_once(|| {
+        // Without the thread, each format compiles on first use instead.
+        let _ = std::thread::Builder::new()
+            .name("token-formats".to_owned())
+            .spawn(secret_formats::compile_all);
+    });
+    (0..secret_formats::FORMATS.len())
+        .filter_map(TokenPattern::well_known)
         .collect()
 }
 
@@ -444,7 +438,7 @@ mod tests {
     fn expected(text: &str) -> String {
         let mut out = String::new();
         let mut rest = text;
-        while let Some(found) = exec_policy::find_token(rest) {
+        while let Some(found) = secret_formats::find_token(rest) {
             out.push_str(&rest[..found.start]);
             out.push_str(&format!("[REDACTED:{}]", found.format.id));
             rest = &rest[found.end..];
@@ -456,8 +450,8 @@ mod tests {
     #[test]
     fn every_token_format_is_redacted_and_look_alikes_are_not() {
         let env = environment(&Policy::default(), &[]);
-        assert_eq!(token_patterns().len(), exec_policy::TOKEN_FORMATS.len());
-        for format in exec_policy::TOKEN_FORMATS {
+        assert_eq!(token_patterns().len(), secret_formats::FORMATS.len());
+        for format in secret_formats::FORMATS {
             let text = format!("cat .env\nKEY={}\n", format.example);
             let redacted = env.redact(&text);
             assert!(
@@ -469,14 +463,18 @@ mod tests {
                 assert_eq!(env.redact(look_alike), *look_alike, "{}", format.id);
             }
         }
-        for text in exec_policy::NOT_SECRETS {
+        for text in secret_formats::NOT_SECRETS {
             assert_eq!(env.redact(text), *text);
         }
     }
 
     #[test]
     fn the_policy_can_turn_format_redaction_off_but_not_value_scrubbing() {
-        let token = exec_policy::TOKEN_FORMATS[2].example;
+        let token = secret_formats::FORMATS
+            .iter()
+            .find(|format| format.id == "github-token")
+            .expect("a GitHub format")
+            .example;
         let mut policy = Policy::default();
         policy.redact.formats = false;
         let env = environment(
@@ -510,11 +508,11 @@ mod tests {
         fn a_token_is_redacted_from_a_stream_however_it_is_cut(
             head in "[a-z .,:\n\r]{0,40}",
             tail in "[a-z .,:\n\r]{0,40}",
-            which in 0..exec_policy::TOKEN_FORMATS.len(),
+            which in 0..secret_formats::FORMATS.len(),
             cuts in proptest::collection::vec(0usize..300, 0..8),
         ) {
             let env = environment(&Policy::default(), &[]);
-            let token = exec_policy::TOKEN_FORMATS[which].example;
+            let token = secret_formats::FORMATS[which].example;
             let text = format!("{head} {token} {tail}");
             let out = shell_runtime::replace_in_pieces(&env.redactions, &text, &cuts);
             let redacted = expected(token);

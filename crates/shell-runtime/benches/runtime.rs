@@ -234,54 +234,12 @@ fn write_big_file(bytes: u64) -> tempfile::NamedTempFile {
     file
 }
 
-/// The prefixes of exec-policy's token formats (shell-runtime cannot see
-/// that crate), each with a regex of the usual shape: what a server's
-/// redaction table holds, besides its secret values.
-const TOKEN_PREFIXES: &[&str] = &[
-    "sk-ant-",
-    "sk-",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "glpat-",
-    "xoxa-",
-    "xoxb-",
-    "xoxo-",
-    "xoxp-",
-    "xoxr-",
-    "xoxs-",
-    "sk_live_",
-    "rk_live_",
-    "sk_test_",
-    "rk_test_",
-    "AKIA",
-    "ASIA",
-    "AIza",
-    "hf_",
-    "npm_",
-    "pypi-AgEIcHlwaS5vcmc",
-    "SG.",
-    "://",
-];
-
+/// What a server's redaction table holds: every well-known token format
+/// and two secret values.
 fn redaction_table() -> std::sync::Arc<shell_runtime::Redactions> {
-    let patterns = TOKEN_PREFIXES
+    let patterns = secret_formats::FORMATS
         .iter()
-        .map(|prefix| {
-            let regex = format!("{}[A-Za-z0-9_-]{{20,}}", regex_escape(prefix));
-            shell_runtime::TokenPattern::new(&shell_runtime::TokenSpec {
-                label: "token",
-                prefixes: &[prefix],
-                regex: &regex,
-                body: "[A-Za-z0-9_-]",
-                standalone: true,
-                needs_digit: true,
-            })
-            .expect("compiles")
-        })
+        .map(|format| shell_runtime::TokenPattern::new(format).expect("compiles"))
         .collect();
     let secrets = [
         (
@@ -294,18 +252,6 @@ fn redaction_table() -> std::sync::Arc<shell_runtime::Redactions> {
         ),
     ];
     std::sync::Arc::new(shell_runtime::Redactions::new(secrets, patterns))
-}
-
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
 }
 
 fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
@@ -370,7 +316,7 @@ fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
             "capture-redacted",
             format!(
                 "the same with redaction ({} token formats, 2 secret values)",
-                TOKEN_PREFIXES.len()
+                secret_formats::FORMATS.len()
             ),
         )
         .median(redacted50)

@@ -51,9 +51,7 @@ pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{
     NewOutput, ReadCursor, Screen, ShellProcess, SpillReport, SpillShortfall, Stream,
 };
-pub use redact::{
-    BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
-};
+pub use redact::{Redactions, StreamReplacer, TokenPattern, replace_in_pieces};
 #[cfg(target_os = "linux")]
 pub use spawn::arguments::hide_arguments;
 pub use spawn::confine::{ConfineError, Confinement};
