@@ -216,8 +216,21 @@ fn when_memory_runs_out_the_oom_killer_takes_the_command_not_the_server() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cwd = dir.path().to_str().expect("utf-8");
     let mut server = cgroup.start(&["--cwd", cwd]);
-    let server_score = std::fs::read_to_string(format!("/proc/{}/oom_score_adj", server.pid()))
+    // The server inherits this test's score and keeps it: a namespace's
+    // init shares the server's memory, and a score written there would
+    // be copied to the server by the kernel (the start-up probe is one).
+    let server_score = std::fs::read_to_string("/proc/self/oom_score_adj").expect("our score");
+    assert_ne!(
+        server_score.trim(),
+        "1000",
+        "this test runs at the top score"
+    );
+    let started = std::fs::read_to_string(format!("/proc/{}/oom_score_adj", server.pid()))
         .expect("the server's score");
+    assert_eq!(
+        started, server_score,
+        "the server's score changed at start-up"
+    );
     assert_eq!(server.bash("cat /proc/self/oom_score_adj"), "1000\n");
     let answer = server.bash("python3 -c 'b = b\"x\" * (400 << 20)'");
     assert!(
@@ -260,7 +273,14 @@ fn many_processes_do_not_stop_another_shell(args: &[&str]) {
         assert!(Instant::now() < deadline, "the 1022 sleeps did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let count = sleeps(&marker).len();
+    // `&` returns at the fork: the last children may not have exec'd
+    // `sleep` yet when `started` is written.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut count = sleeps(&marker).len();
+    while count < 1022 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        count = sleeps(&marker).len();
+    }
     let answer = server.bash("echo ok");
     let killed = server.call("KillShell", &json!({ "shell_id": id }));
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -763,23 +763,16 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             unsafe { libc::signal(signal, libc::SIG_DFL) };
         }
     }
-    // --- The OOM killer's first choice (the `limits` step) ---
-    // Commands and namespace inits are what the OOM killer takes when
-    // memory runs out, never the server: raising one's own score needs no
-    // privilege. A failure leaves the inherited score (no reason to fail
-    // the spawn).
-    // SAFETY: a static C string; the descriptor is closed at once.
-    unsafe {
-        let fd = libc::open(
-            c"/proc/self/oom_score_adj".as_ptr(),
-            libc::O_WRONLY | libc::O_CLOEXEC,
-        );
-        if fd >= 0 {
-            libc::write(fd, b"1000".as_ptr().cast::<c_void>(), 4);
-            libc::close(fd);
-        }
+    // The OOM killer's first choice: commands, never the server. Only in
+    // a process cloned with `CLONE_VFORK`: a namespace's init shares the
+    // server's memory without it, and the kernel copies a score written
+    // there to every process sharing that memory, the server included.
+    // Its shell writes the score instead (`shell_main`).
+    if plan.status < 0 {
+        // SAFETY: without namespaces (no status pipe) we are the
+        // `CLONE_VFORK` child that execs.
+        unsafe { raise_oom_score() };
     }
-    // --- end of the `limits` step ---
     // Its own cgroup before anything else, so every process it starts is
     // in it whatever it does to its session or environment.
     for &cgroup in &plan.cgroups {
@@ -960,6 +953,26 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     init::run(status, shell)
 }
 
+/// Makes this process the OOM killer's first choice (`oom_score_adj`
+/// 1000; raising one's own score needs no privilege). A failure leaves the
+/// inherited score: no reason to fail the spawn. Raw calls only.
+///
+/// # Safety
+/// Call only in a spawned child cloned with `CLONE_VFORK`, before exec.
+unsafe fn raise_oom_score() {
+    // SAFETY: a static C string; the descriptor is closed at once.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, b"1000".as_ptr().cast::<c_void>(), 4);
+            libc::close(fd);
+        }
+    }
+}
+
 /// The shell of a namespace, started by its PID 1: a session of its own,
 /// no blocked signals, `execve`. On failure it reports errno as the child
 /// does, and the init reaps it.
@@ -990,6 +1003,9 @@ extern "C" fn shell_main(arg: *mut c_void) -> c_int {
             unsafe { fail(plan) };
         }
     }
+    // SAFETY: we are the spawned shell (a `CLONE_VFORK` child: the score
+    // stays its own), about to exec.
+    unsafe { raise_oom_score() };
     // SAFETY: we are the spawned shell, about to exec.
     if !unsafe { inherit_descriptors(plan) } {
         // SAFETY: as in `child_main`.
