@@ -18,6 +18,9 @@ use crate::tree::{self, TreeId};
 /// After the tree is gone, how long to wait for the pipes to close.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
+/// How long readers that still produce output are waited for, at most.
+const PROGRESS_WAIT: Duration = Duration::from_secs(30);
+
 pub(super) async fn supervise(
     shell: Arc<ShellProcess>,
     mut exit: crate::spawn::ExitFuture,
@@ -64,8 +67,31 @@ pub(super) async fn supervise(
     }
     // Counted before the cgroup can serve another command.
     let out_of_memory = shell.tree.out_of_memory();
+    // With a cgroup left empty and nothing kept, no process can still
+    // hold the pipes: the readers only have output left to turn into text
+    // (a large output's redaction on a loaded machine, a first use of the
+    // token formats), so they are waited for, not cut off.
+    let holders_gone = shell.tree.cgroup.is_some()
+        && !shell.tree.cgroup_populated()
+        && shell.run_state().kept.is_empty();
     shell.tree.retire_cgroup(!swept);
-    wait_readers(&mut readers, CLOSE_WAIT).await;
+    // Otherwise a reader is waited for while it makes progress; one that
+    // stays silent for a whole wait is blocked on a pipe a kept or escaped
+    // process holds. Bounded: one that keeps writing cannot hold the shell
+    // unfinished.
+    let progress_deadline = Instant::now() + PROGRESS_WAIT;
+    if holders_gone {
+        wait_readers(&mut readers, PROGRESS_WAIT).await;
+    }
+    loop {
+        let before = shell.sequence.load(std::sync::atomic::Ordering::Relaxed);
+        if wait_readers(&mut readers, CLOSE_WAIT).await
+            || shell.sequence.load(std::sync::atomic::Ordering::Relaxed) == before
+            || Instant::now() >= progress_deadline
+        {
+            break;
+        }
+    }
     for reader in readers.iter().flatten() {
         // A kept process still holds the pipe: stop reading it.
         reader.abort();
