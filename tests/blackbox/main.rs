@@ -30,6 +30,7 @@ mod run;
 mod sandbox;
 mod schema;
 mod session;
+mod spawner;
 mod stale;
 mod tty;
 

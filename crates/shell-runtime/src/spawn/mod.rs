@@ -53,6 +53,8 @@ mod init;
 #[cfg(unix)]
 pub(crate) mod janitor;
 #[cfg(target_os = "linux")]
+pub(crate) mod process;
+#[cfg(target_os = "linux")]
 pub(crate) mod pty;
 #[cfg(target_os = "linux")]
 mod raw;
@@ -236,15 +238,6 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
 
 #[cfg(target_os = "linux")]
 fn start(prepared: Prepared) -> io::Result<Spawned> {
-    let own_cgroup = prepared.cgroup.is_some();
-    let confinement = prepared.confinement.as_ref().map(|confinement| {
-        let plan = confinement.plan();
-        if own_cgroup {
-            plan.without_cgroup()
-        } else {
-            plan
-        }
-    });
     let terminal = match prepared.tty.then(pty::open_pair).transpose() {
         Ok(terminal) => terminal,
         Err(error) => {
@@ -254,22 +247,15 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
             return Err(error);
         }
     };
-    let child = vfork::spawn(
-        &prepared.program,
-        &prepared.argv,
-        &prepared.envp,
-        &prepared.cwd,
-        prepared
-            .cgroup
-            .as_ref()
-            .and_then(crate::cgroup::CommandCgroup::procs_fd),
-        confinement.as_ref(),
-        terminal
-            .as_ref()
-            .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave)),
-    );
-    let child = match child {
-        Ok(child) => child,
+    let slave = terminal
+        .as_ref()
+        .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave));
+    let launched = match process::client() {
+        Some(client) => launch_in_spawner(client, &prepared, slave),
+        None => launch_here(&prepared, slave),
+    };
+    let (pid, output, exit) = match launched {
+        Ok(launched) => launched,
         Err(error) => {
             if let Some(cgroup) = &prepared.cgroup {
                 cgroup.retire(false);
@@ -278,7 +264,7 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         }
     };
     let cgroup = prepared.cgroup;
-    let (stdout, stderr, terminal): (Pipe, Pipe, _) = match (child.output, terminal) {
+    let (stdout, stderr, terminal): (Pipe, Pipe, _) = match (output, terminal) {
         (Some((stdout, stderr)), _) => (
             Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(stdout)?),
             Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(stderr)?),
@@ -298,16 +284,97 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         }
         (None, None) => return Err(io::Error::other("a child without output")),
     };
+    Ok(Spawned {
+        pid,
+        stdout,
+        stderr,
+        exit,
+        cgroup,
+        terminal,
+    })
+}
+
+/// A started process: its pid, its stdout and stderr (none under a
+/// terminal), and what resolves when it has ended.
+#[cfg(target_os = "linux")]
+type Launched = (
+    i32,
+    Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    ExitFuture,
+);
+
+/// Started by the spawner process, which reaps it and writes its wait
+/// status on the exit pipe.
+#[cfg(target_os = "linux")]
+fn launch_in_spawner(
+    client: &process::Client,
+    prepared: &Prepared,
+    terminal: Option<std::os::fd::RawFd>,
+) -> io::Result<Launched> {
+    let launched = client.launch(&process::Request {
+        program: &prepared.program,
+        argv: &prepared.argv,
+        envp: &prepared.envp,
+        cwd: &prepared.cwd,
+        cgroup: prepared
+            .cgroup
+            .as_ref()
+            .and_then(crate::cgroup::CommandCgroup::procs_fd),
+        terminal,
+        confinement: prepared.confinement.as_ref(),
+    })?;
+    let mut exit = tokio::net::unix::pipe::Receiver::from_owned_fd(launched.exit)?;
+    Ok((
+        launched.pid,
+        launched.output,
+        Box::pin(async move {
+            use tokio::io::AsyncReadExt;
+            let mut status = [0u8; 4];
+            match exit.read_exact(&mut status).await {
+                Ok(_) => Ok(exit_info_from_status(i32::from_ne_bytes(status))),
+                Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Err(
+                    io::Error::other("the spawner process ended before the command"),
+                ),
+                Err(error) => Err(error),
+            }
+        }),
+    ))
+}
+
+/// Started from this process (no spawner process): the calling thread is
+/// the parent, and the exit future reaps the child.
+#[cfg(target_os = "linux")]
+fn launch_here(prepared: &Prepared, terminal: Option<std::os::fd::RawFd>) -> io::Result<Launched> {
+    let own_cgroup = prepared.cgroup.is_some();
+    let confinement = prepared.confinement.as_ref().map(|confinement| {
+        let plan = confinement.plan();
+        if own_cgroup {
+            plan.without_cgroup()
+        } else {
+            plan
+        }
+    });
+    let child = vfork::spawn(
+        &prepared.program,
+        &prepared.argv,
+        &prepared.envp,
+        &prepared.cwd,
+        prepared
+            .cgroup
+            .as_ref()
+            .and_then(crate::cgroup::CommandCgroup::procs_fd),
+        confinement.as_ref(),
+        terminal,
+    )?;
     let pidfd = vfork::watch_pidfd(child.pidfd)?;
     let status = child.status;
     // Unmapped once the exit below has reaped the init (or, dropped
     // earlier, after ending it).
     let stack = child.stack;
-    Ok(Spawned {
-        pid: child.pid,
-        stdout,
-        stderr,
-        exit: Box::pin(async move {
+    Ok((
+        child.pid,
+        child.output,
+        Box::pin(async move {
             let exit = wait_pidfd(pidfd).await?;
             drop(stack);
             // The namespace's init reports how the shell ended: the init
@@ -317,9 +384,7 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
                 .and_then(vfork::reported_status)
                 .map_or(exit, exit_info_from_status))
         }),
-        cgroup,
-        terminal,
-    })
+    ))
 }
 
 /// A raw wait status as an `ExitInfo`.
