@@ -192,3 +192,33 @@ fn a_commands_parent_is_the_spawner_and_a_clone_parent_sibling_ends_with_it() {
     assert!(!survived, "the CLONE_PARENT sibling outlived its command");
     server.close();
 }
+
+#[test]
+fn commands_still_run_once_the_spawner_was_killed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cwd = dir.path().to_str().expect("utf-8");
+    let mut server = Peer::start(
+        &[],
+        &["--cwd", cwd, "--sandbox", "off"],
+        &std::env::temp_dir(),
+    );
+    let spawner = spawner_of(server.child.id()).expect("the server has a spawner process");
+    let (text, failed) = server.bash("echo before");
+    assert!(!failed && text.contains("before"), "{text}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(spawner).expect("pid")),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL the spawner");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(spawner) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The server starts its commands itself from then on.
+    for round in 0..2 {
+        let (text, failed) = server.bash(&format!("echo after-{round}"));
+        assert!(!failed, "{text}");
+        assert!(text.contains(&format!("after-{round}")), "{text}");
+    }
+    server.close();
+}

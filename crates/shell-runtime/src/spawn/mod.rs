@@ -251,7 +251,13 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         .as_ref()
         .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave));
     let launched = match process::client() {
-        Some(client) => launch_in_spawner(client, &prepared, slave),
+        Some(client) => match launch_in_spawner(client, &prepared, slave) {
+            // Killed from outside: the spawner thread takes over.
+            Err(error) if error.kind() == io::ErrorKind::BrokenPipe && !client.alive() => {
+                launch_here(&prepared, slave)
+            }
+            launched => launched,
+        },
         None => launch_here(&prepared, slave),
     };
     let (pid, output, exit) = match launched {

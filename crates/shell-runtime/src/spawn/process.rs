@@ -28,6 +28,7 @@ use std::ffi::{CStr, CString, c_int, c_void};
 use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use super::confine::Confinement;
@@ -308,6 +309,12 @@ fn receive_message(socket: RawFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>>
 pub(crate) struct Client {
     socket: OwnedFd,
     pid: i32,
+    /// Set once it has died (killed from outside: a command without the
+    /// sandbox runs as the same user): commands are started from the
+    /// spawner thread from then on, as without a spawner process.
+    dead: AtomicBool,
+    /// Set by [`bypass_spawner_process`], for a benchmark of both paths.
+    bypassed: AtomicBool,
     /// Confinements the spawner has a copy of, by the number it knows
     /// them by (a `Weak` keeps the address from being reused).
     defined: Mutex<Vec<(Weak<Confinement>, u32)>>,
@@ -315,14 +322,28 @@ pub(crate) struct Client {
 
 static CLIENT: OnceLock<Client> = OnceLock::new();
 
-/// The spawner process, once started.
+/// The spawner process, once started, while it lives (and is not bypassed).
 pub(crate) fn client() -> Option<&'static Client> {
-    CLIENT.get()
+    CLIENT.get().filter(|client| {
+        !client.dead.load(Ordering::Acquire) && !client.bypassed.load(Ordering::Acquire)
+    })
 }
 
-/// The pid of the spawner process, once started.
+/// The pid of the spawner process, once started, while it lives.
 pub(crate) fn spawner_pid() -> Option<i32> {
-    client().map(|client| client.pid)
+    CLIENT
+        .get()
+        .filter(|client| !client.dead.load(Ordering::Acquire))
+        .map(|client| client.pid)
+}
+
+/// Starts commands from the spawner thread (`true`) or the spawner process
+/// again (`false`): for the benchmark that compares the two in one run.
+#[doc(hidden)]
+pub fn bypass_spawner_process(bypass: bool) {
+    if let Some(client) = CLIENT.get() {
+        client.bypassed.store(bypass, Ordering::Release);
+    }
 }
 
 /// A process the spawner started.
@@ -393,9 +414,18 @@ impl Client {
                 }
             }
         }
-        send_message(self.socket.as_raw_fd(), &out.0, &fds)?;
-        let Some((answer, mut received)) = receive_message(self.socket.as_raw_fd())? else {
-            return Err(io::Error::other("the spawner process has ended"));
+        let exchanged = send_message(self.socket.as_raw_fd(), &out.0, &fds)
+            .and_then(|()| receive_message(self.socket.as_raw_fd()));
+        let (answer, mut received) = match exchanged {
+            Ok(Some(answer)) => answer,
+            Ok(None) | Err(_) if !self.alive() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the spawner process has ended",
+                ));
+            }
+            Ok(None) => return Err(io::Error::other("the spawner process closed its socket")),
+            Err(error) => return Err(error),
         };
         // Any answer means the spawner read the definition.
         defined.extend(new_definition);
@@ -427,6 +457,29 @@ impl Client {
             output: output.flatten(),
             exit,
         })
+    }
+}
+
+impl Client {
+    /// Whether the spawner still runs; once it has not, it is reaped, marked
+    /// dead (commands start from the spawner thread from then on) and
+    /// reported once.
+    pub(crate) fn alive(&self) -> bool {
+        let mut status = 0;
+        // SAFETY: a valid int to fill; WNOHANG never blocks; the pid is
+        // our child, which only we reap.
+        let reaped = unsafe { libc::waitpid(self.pid, &raw mut status, libc::WNOHANG) };
+        if reaped == 0 {
+            return true;
+        }
+        if !self.dead.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                pid = self.pid,
+                status,
+                "the spawner process has died; commands are started from a thread of the server from now on"
+            );
+        }
+        false
     }
 }
 
@@ -481,6 +534,8 @@ pub fn start_spawner_process() -> io::Result<u32> {
     let client = Client {
         socket: server_end,
         pid,
+        dead: AtomicBool::new(false),
+        bypassed: AtomicBool::new(false),
         defined: Mutex::new(Vec::new()),
     };
     if CLIENT.set(client).is_err() {
