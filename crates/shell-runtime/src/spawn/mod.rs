@@ -328,6 +328,7 @@ fn launch_in_spawner(
             .and_then(crate::cgroup::CommandCgroup::procs_fd),
         terminal,
         confinement: prepared.confinement.as_ref(),
+        inherit: &[],
     })?;
     let mut exit = tokio::net::unix::pipe::Receiver::from_owned_fd(launched.exit)?;
     Ok((

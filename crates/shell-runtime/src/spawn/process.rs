@@ -9,7 +9,7 @@
 //! The server sends a plain request over a `SOCK_SEQPACKET` socket pair
 //! (program, argv, envp, cwd, the confinement, descriptors by
 //! `SCM_RIGHTS`: the command's `cgroup.procs`, a terminal's slave, the
-//! Landlock ruleset); the spawner answers with the shell's pid (the same
+//! Landlock ruleset, descriptors the program inherits at fixed numbers); the spawner answers with the shell's pid (the same
 //! PID namespace as the server's) and descriptors: stdout and stderr (none
 //! under a terminal, whose master the server holds) and an exit pipe, on
 //! which it writes the shell's raw wait status once it has reaped it (a
@@ -364,6 +364,8 @@ pub(crate) struct Request<'a> {
     pub(crate) cgroup: Option<RawFd>,
     pub(crate) terminal: Option<RawFd>,
     pub(crate) confinement: Option<&'a Arc<Confinement>>,
+    /// `(descriptor, number in the program)` pairs the program inherits.
+    pub(crate) inherit: &'a [(RawFd, RawFd)],
 }
 
 impl Client {
@@ -413,6 +415,11 @@ impl Client {
                     new_definition = Some((Arc::downgrade(confinement), id));
                 }
             }
+        }
+        out.count(request.inherit.len());
+        for &(fd, number) in request.inherit {
+            out.i32(number);
+            fds.push(fd);
         }
         let exchanged = send_message(self.socket.as_raw_fd(), &out.0, &fds)
             .and_then(|()| receive_message(self.socket.as_raw_fd()));
@@ -804,6 +811,18 @@ impl Spawner {
             }
             _ => return Err(malformed()),
         };
+        let mut inherit = Vec::new();
+        for _ in 0..input.count()? {
+            let number = input.i32()?;
+            inherit.push((next_fd()?, number));
+        }
+        if !inherit.is_empty() {
+            // The child steps place none yet (`SpawnSpec` names none).
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "inherited descriptors are not placed in the program yet",
+            ));
+        }
         let plan = match confinement {
             None => None,
             Some(id) => {
