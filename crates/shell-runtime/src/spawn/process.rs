@@ -876,7 +876,8 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 mod tests {
     use super::*;
 
-    /// A message far larger than one packet arrives whole, with its
+    /// A message far larger than one packet, and than one datagram the
+    /// socket's buffer can hold (1 MiB), arrives whole, with its
     /// descriptors, and a closed end reads as `None`.
     #[test]
     fn messages_cross_in_pieces_with_their_descriptors() {
@@ -894,7 +895,7 @@ mod tests {
         // SAFETY: both are open and ours.
         let (left, right) =
             unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
-        let message: Vec<u8> = (0..3 * PACKET + 17)
+        let message: Vec<u8> = (0..(1 << 20) + 17)
             .map(|index| (index % 251) as u8)
             .collect();
         let (read, write) = pipe().expect("pipe");
