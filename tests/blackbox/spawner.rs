@@ -193,18 +193,9 @@ fn a_commands_parent_is_the_spawner_and_a_clone_parent_sibling_ends_with_it() {
     server.close();
 }
 
-#[test]
-fn commands_still_run_once_the_spawner_was_killed() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let cwd = dir.path().to_str().expect("utf-8");
-    let mut server = Peer::start(
-        &[],
-        &["--cwd", cwd, "--sandbox", "off"],
-        &std::env::temp_dir(),
-    );
+/// SIGKILLs the server's spawner process and waits for its death.
+fn kill_spawner(server: &Peer) {
     let spawner = spawner_of(server.child.id()).expect("the server has a spawner process");
-    let (text, failed) = server.bash("echo before");
-    assert!(!failed && text.contains("before"), "{text}");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(spawner).expect("pid")),
         nix::sys::signal::Signal::SIGKILL,
@@ -214,11 +205,54 @@ fn commands_still_run_once_the_spawner_was_killed() {
     while alive(spawner) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+#[test]
+fn commands_still_run_once_the_spawner_was_killed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cwd = dir.path().to_str().expect("utf-8");
+    let mut server = Peer::start(
+        &[],
+        &["--cwd", cwd, "--sandbox", "off"],
+        &std::env::temp_dir(),
+    );
+    let (text, failed) = server.bash("echo before");
+    assert!(!failed && text.contains("before"), "{text}");
+    kill_spawner(&server);
     // The server starts its commands itself from then on.
     for round in 0..2 {
         let (text, failed) = server.bash(&format!("echo after-{round}"));
         assert!(!failed, "{text}");
         assert!(text.contains(&format!("after-{round}")), "{text}");
+    }
+    server.close();
+}
+
+/// A namespace's init would run in the server's memory: once the spawner
+/// is gone, a sandboxed command is refused rather than started there.
+#[test]
+fn a_sandboxed_command_is_refused_once_the_spawner_was_killed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cwd = dir.path().to_str().expect("utf-8");
+    let mut server = Peer::start(
+        &[],
+        &["--cwd", cwd, "--sandbox", "workspace-write"],
+        &std::env::temp_dir(),
+    );
+    let (text, failed) = server.bash("echo before; cat /proc/1/comm");
+    assert!(!failed && text.contains("before"), "{text}");
+    if !text.contains("agent-spawner") {
+        // No PID namespace here (no user namespaces for this user).
+        eprintln!("skipped: commands get no PID namespace here: {text}");
+        server.close();
+        return;
+    }
+    kill_spawner(&server);
+    for round in 0..2 {
+        let (text, failed) = server.bash(&format!("echo after-{round}"));
+        assert!(failed, "{text}");
+        assert!(!text.contains(&format!("after-{round}\n")), "{text}");
+        assert!(text.contains("the spawner process has"), "{text}");
     }
     server.close();
 }

@@ -253,11 +253,20 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
     let launched = match process::client() {
         Some(client) => match launch_in_spawner(client, &prepared, slave) {
             // Killed from outside: the spawner thread takes over.
-            Err(error) if error.kind() == io::ErrorKind::BrokenPipe && !client.alive() => {
+            Err(error)
+                if error.kind() == io::ErrorKind::BrokenPipe
+                    && !client.alive()
+                    && !isolates(&prepared) =>
+            {
                 launch_here(&prepared, slave)
             }
             launched => launched,
         },
+        // A namespace's init would run in this process's memory: only
+        // where the spawner process never ran (in-process embedders).
+        None if process::died() && isolates(&prepared) => Err(io::Error::other(
+            "the spawner process has died, and a command with a PID namespace of its own is not started from the server",
+        )),
         None => launch_here(&prepared, slave),
     };
     let (pid, output, exit) = match launched {
@@ -298,6 +307,15 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         cgroup,
         terminal,
     })
+}
+
+/// Whether the command gets a PID namespace, with an init of its own.
+#[cfg(target_os = "linux")]
+fn isolates(prepared: &Prepared) -> bool {
+    prepared
+        .confinement
+        .as_ref()
+        .is_some_and(|confinement| confinement.isolates_processes())
 }
 
 /// A started process: its pid, its stdout and stderr (none under a

@@ -311,7 +311,9 @@ pub(crate) struct Client {
     pid: i32,
     /// Set once it has died (killed from outside: a command without the
     /// sandbox runs as the same user): commands are started from the
-    /// spawner thread from then on, as without a spawner process.
+    /// spawner thread from then on, as without a spawner process, except
+    /// those with a PID namespace, whose init would share the server's
+    /// memory: those are refused.
     dead: AtomicBool,
     /// Set by [`bypass_spawner_process`], for a benchmark of both paths.
     bypassed: AtomicBool,
@@ -327,6 +329,13 @@ pub(crate) fn client() -> Option<&'static Client> {
     CLIENT.get().filter(|client| {
         !client.dead.load(Ordering::Acquire) && !client.bypassed.load(Ordering::Acquire)
     })
+}
+
+/// Whether a spawner process was started and has died since.
+pub(crate) fn died() -> bool {
+    CLIENT
+        .get()
+        .is_some_and(|client| client.dead.load(Ordering::Acquire))
 }
 
 /// The pid of the spawner process, once started, while it lives.
@@ -483,7 +492,7 @@ impl Client {
             tracing::error!(
                 pid = self.pid,
                 status,
-                "the spawner process has died; commands are started from a thread of the server from now on"
+                "the spawner process has died; commands without a PID namespace of their own are started from a thread of the server from now on, the others refused"
             );
         }
         false
