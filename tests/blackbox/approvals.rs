@@ -647,3 +647,30 @@ fn on_2026_07_28_a_cancelled_call_ends_its_command() {
     let after = server.bash("echo after", None);
     assert_eq!(result_text(&after), "after\n", "{after}");
 }
+
+#[test]
+fn on_2026_07_28_a_call_that_asks_nothing_holds_no_later_question_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Stateless::start(dir.path(), &[], true);
+    let sent = std::time::Instant::now();
+    // Sent first, allowed and long: the question of the call after it is
+    // put while it runs.
+    let slow = server.send_call(json!({ "name": "Bash", "arguments": { "command": "sleep 4" } }));
+    let asks =
+        server.send_call(json!({ "name": "Bash", "arguments": { "command": "touch quick" } }));
+    let asked = server.answer(asks);
+    let waited = sent.elapsed();
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    assert!(
+        waited < Duration::from_millis(2500),
+        "the question waited for the earlier call to end: {waited:?}"
+    );
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .expect("state")
+        .to_owned();
+    let ran = server.bash("touch quick", Some((&state, accept(false))));
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    let slept = server.answer(slow);
+    assert_eq!(slept["result"]["isError"], false, "{slept}");
+}

@@ -222,9 +222,6 @@ fn twenty_queued_asks_answered_slowly_are_each_asked_once_and_all_run() {
 }
 
 #[test]
-#[ignore = "issue 29 item 11: questions follow the order the calls' tasks reach the ask \
-            (rmcp spawns a task per request), not the order the calls came; an order \
-            needs the framing's arrival sequence carried to the turn"]
 fn twenty_queued_asks_are_asked_in_the_order_the_calls_came() {
     let (asked, _) = twenty_slow_asks();
     let sent: Vec<String> = (0..20).map(|n| format!("touch f{n}")).collect();
@@ -361,4 +358,35 @@ fn a_call_cancelled_while_waiting_its_turn_is_never_asked() {
     assert!(dir.path().join("first").exists());
     assert!(dir.path().join("last").exists());
     assert!(!dir.path().join("queued").exists());
+}
+
+#[test]
+fn a_call_that_asks_nothing_holds_no_later_question_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Asker::start(dir.path(), &[]);
+    let sent = Instant::now();
+    // Sent first, allowed, and long: it decides at once not to ask, so the
+    // question of the call after it goes out while it runs.
+    let slow = server.bash("sleep 4", None);
+    let asks = server.bash("touch quick", None);
+    let mut answered = Vec::new();
+    let mut asked_after = None;
+    while answered.len() < 2 {
+        let (at, line) = server.next();
+        if line["method"] == "elicitation/create" {
+            assert_eq!(asked_command(&line), "touch quick");
+            asked_after = Some(at.duration_since(sent));
+            server.accept(&line["id"]);
+        } else if line["id"] == slow || line["id"] == asks {
+            assert_eq!(line["result"]["isError"], false, "{line}");
+            answered.push(line["id"].clone());
+        }
+    }
+    let asked_after = asked_after.expect("asked");
+    assert!(
+        asked_after < Duration::from_millis(2500),
+        "the question waited for the earlier call to end: {asked_after:?}"
+    );
+    assert_eq!(answered[0], asks, "the asked call ran and answered first");
+    assert!(dir.path().join("quick").exists());
 }

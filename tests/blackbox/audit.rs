@@ -65,7 +65,7 @@ fn a_run_writes_a_decision_line_then_an_ended_line() {
     assert_eq!(decided["decision"], "allow");
     assert_eq!(decided["status"], "running");
     assert_eq!(decided["exit_code"], serde_json::Value::Null);
-    assert_eq!(decided["sandbox"], "off");
+    assert_eq!(decided["sandbox"], "contain (network allow)");
     let cwd = std::fs::canonicalize(dir.path()).expect("canonical");
     assert_eq!(decided["cwd"], cwd.to_str().expect("utf-8"));
     assert_eq!(ended["event"], "ended");

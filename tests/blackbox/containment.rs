@@ -25,7 +25,23 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        Self::start_wrapped(&[], args, env)
+    }
+
+    /// The server started by `wrapper` (a program and its first
+    /// arguments, given the binary and its arguments after them), such as
+    /// a shell that moves itself into a cgroup and then execs.
+    pub(crate) fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Self {
+        let binary = env!("CARGO_BIN_EXE_agent-exec");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
+        let mut child = command
             .arg("mcp")
             .args(args)
             .envs(env.iter().copied())
@@ -241,8 +257,9 @@ fn no_command_reads_the_servers_memory_or_attaches_to_it_even_as_root() {
     let cwd = dir.path().to_str().expect("utf-8");
     // A secret makes the server re-execute itself: the image that serves
     // must have made itself undumpable again.
+    // Without containment: the command is the server's child and sees it.
     let mut server = Server::start(
-        &["--cwd", cwd],
+        &["--cwd", cwd, "--sandbox", "off"],
         &[("MY_SERVICE_TOKEN", "tok-0123456789-abcdef")],
     );
     let pid = server.pid();
@@ -304,7 +321,14 @@ fn an_unprivileged_servers_memory_is_out_of_reach_too() {
     let output = Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&binary)
-        .args(["run", "--cwd", dir.path().to_str().expect("utf-8"), "--"])
+        .args([
+            "run",
+            "--sandbox",
+            "off",
+            "--cwd",
+            dir.path().to_str().expect("utf-8"),
+            "--",
+        ])
         .arg(format!(
             "{} {} $PPID; sleep 30 & echo tok-0123456789-abcdef",
             python(),

@@ -1,23 +1,29 @@
-//! Processes that leave their command's session, process group and
-//! environment tag still end with it: at the end of a foreground call, on
-//! `KillShell`, at server exit, and when the server is killed with SIGKILL
-//! (its janitor then removes its cgroups and temp directory), with and
-//! without the sandbox. A process on the keep list survives its command
-//! and ends with the server.
+//! Processes that leave their command's session, process group, parent
+//! and environment tag still end with it: at the end of a foreground call,
+//! on `KillShell`, on a timeout, at server exit, and when the server is
+//! killed with SIGKILL (its janitor then removes its cgroups and temp
+//! directory), in the default mode, under `--sandbox off` and under a
+//! sandbox. The command's cgroup, not its process tree, is what it owns: a
+//! child made with `CLONE_PARENT`, a stopped or traced process, a renamed
+//! one and a daemon end with it too. A process on the keep list survives
+//! its command and ends with the server.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use test_support::{alive, read_pid_blocking, wait_gone};
+use test_support::{alive, read_pid_blocking};
 
 use crate::containment::Server;
 
-/// Each escape starts a `sleep SECONDS` that writes its pid to `NAME.pid`
-/// first. `SECONDS` is unique to the test and the escape, so the test finds
-/// the sleep's pid as the host sees it: under the sandbox the command runs
-/// in a PID namespace of its own, where `$$` is another number.
+/// Each escape starts one or more `sleep` processes whose argument is a
+/// marker unique to the test and the escape (`SECONDS`, `SECONDS2`), and
+/// writes `NAME.pid` once it is under way. The test finds the sleeps as the
+/// host sees them by their argument (under a PID namespace `$$` is another
+/// number, and `exec -a` renames the program), and kills them by pid in
+/// cleanup. Every escape sheds the `AGENT_EXEC_SHELL` tag, so only the
+/// cgroup (or the namespace) still ties it to its command.
 const ESCAPES: &[(&str, &str)] = &[
     (
         "setsid-f",
@@ -35,33 +41,115 @@ const ESCAPES: &[(&str, &str)] = &[
         "process-group",
         "set -m; env -u AGENT_EXEC_SHELL setsid sh -c 'echo $$ > process-group.pid; exec sleep SECONDS' & set +m",
     ),
+    (
+        "nohup",
+        "nohup env -u AGENT_EXEC_SHELL setsid sh -c 'echo $$ > nohup.pid; exec sleep SECONDS' &",
+    ),
+    (
+        "disown",
+        "env -u AGENT_EXEC_SHELL setsid sh -c 'echo $$ > disown.pid; exec sleep SECONDS' & disown",
+    ),
+    (
+        "clone-parent",
+        "env -u AGENT_EXEC_SHELL python3 -c '
+import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+number = 56 if platform.machine() == \"x86_64\" else 220
+# CLONE_PARENT | SIGCHLD: the child is a sibling of python, under its shell.
+if libc.syscall(number, 0x8000 | 17, 0, 0, 0, 0) == 0:
+    os.setsid()
+    open(\"clone-parent.pid\", \"w\").write(str(os.getpid()))
+    os.execvp(\"sleep\", [\"sleep\", \"SECONDS\"])
+'",
+    ),
+    (
+        "stopped",
+        "env -u AGENT_EXEC_SHELL setsid sh -c 'echo $$ > stopped.pid; exec sleep SECONDS' &
+while [ ! -s stopped.pid ]; do sleep 0.02; done; sleep 0.1; kill -STOP $(cat stopped.pid)",
+    ),
+    (
+        "traced",
+        "env -u AGENT_EXEC_SHELL python3 -c '
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+if os.fork() == 0:
+    libc.ptrace(0, 0, None, None)  # PTRACE_TRACEME: stopped at its exec
+    open(\"traced.pid\", \"w\").write(str(os.getpid()))
+    os.execvp(\"sleep\", [\"sleep\", \"SECONDS\"])
+# The tracer leaves the session and lives on as a sleep too.
+os.setsid()
+os.execvp(\"sleep\", [\"sleep\", \"SECONDS2\"])
+' &",
+    ),
+    (
+        "exec-a",
+        "setsid -f env -u AGENT_EXEC_SHELL bash -c 'echo $$ > exec-a.pid; exec -a kworker/0:1 sleep SECONDS'",
+    ),
+    (
+        "daemon",
+        "env -u AGENT_EXEC_SHELL python3 -c '
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        open(\"daemon.pid\", \"w\").write(str(os.getpid()))
+        os.execvp(\"sleep\", [\"sleep\", \"SECONDS\"])
+    os._exit(0)
+'",
+    ),
+    (
+        "cgroup-move",
+        "env -u AGENT_EXEC_SHELL setsid sh -c '
+if python3 -c \"import sys; open(\\\"/sys/fs/cgroup/pids/cgroup.procs\\\", \\\"w\\\").write(sys.argv[1])\" $$
+then echo moved > moved; else echo refused > moved; fi
+echo $$ > cgroup-move.pid; exec sleep SECONDS' 2>/dev/null &",
+    ),
 ];
 
-/// The `sleep` argument of escape `index` in the test whose directory is `dir`.
-fn marker_seconds(dir: &Path, index: usize) -> String {
+/// The escape that moves itself to the root pids cgroup (by Python: the
+/// analysis refuses a write it can see into `/sys`): it can only
+/// where the cgroup tree is writable (root, no sandbox), and is then not
+/// contained (docs/sandbox.md, Containment).
+const MOVER: &str = "cgroup-move";
+
+/// How a test's server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// No `--sandbox` flag.
+    Default,
+    /// `--sandbox off`.
+    Off,
+    /// `--sandbox workspace-write`.
+    Sandbox,
+}
+
+impl Mode {
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Self::Default => &[],
+            Self::Off => &["--sandbox", "off"],
+            Self::Sandbox => &["--sandbox", "workspace-write"],
+        }
+    }
+}
+
+/// The markers' common start in the test whose directory is `dir`.
+fn marker_prefix(dir: &Path) -> String {
     use std::hash::{Hash as _, Hasher as _};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     dir.hash(&mut hasher);
-    format!("300.{:08}{index}", hasher.finish() % 100_000_000)
+    format!("300.{:08}", hasher.finish() % 100_000_000)
 }
 
-/// The host pid of the process whose command line is `sleep SECONDS`.
-fn host_pid_of_sleep(seconds: &str) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
-        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let mut words = cmdline.split(|byte| *byte == 0);
-        let program = words.next()?;
-        (program.ends_with(b"sleep") && words.next()? == seconds.as_bytes()).then_some(pid)
-    })
-}
-
-/// Starts every escape and returns once each has written its pid.
+/// The command that starts every escape and returns once each is under way.
 fn escapes_command(dir: &Path) -> String {
+    let prefix = marker_prefix(dir);
     let mut command = String::new();
     for (index, (_, escape)) in ESCAPES.iter().enumerate() {
-        command.push_str(&escape.replace("SECONDS", &marker_seconds(dir, index)));
-        command.push_str(" >/dev/null 2>&1\n");
+        let escape = escape
+            .replace("SECONDS2", &format!("{prefix}{index:02}2"))
+            .replace("SECONDS", &format!("{prefix}{index:02}1"));
+        command.push_str(&format!("{{ {escape}\n}} >/dev/null 2>&1\n"));
     }
     command.push_str("for f in");
     for (name, _) in ESCAPES {
@@ -71,97 +159,164 @@ fn escapes_command(dir: &Path) -> String {
     command
 }
 
-/// The escapes' pids; SIGKILL to those still alive when dropped.
-struct Markers(Vec<(&'static str, u32)>);
+/// The live marker processes of the test in `dir`, as (escape name, pid):
+/// every process with an argument that is one of its markers.
+fn markers_alive(dir: &Path) -> Vec<(&'static str, u32)> {
+    let prefix = marker_prefix(dir);
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let index = cmdline.split(|byte| *byte == 0).skip(1).find_map(|word| {
+                let rest = std::str::from_utf8(word).ok()?.strip_prefix(&prefix)?;
+                (rest.len() == 3 && rest.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| rest.get(..2)?.parse::<usize>().ok())?
+            })?;
+            let name = ESCAPES.get(index)?.0;
+            alive(pid).then_some((name, pid))
+        })
+        .collect()
+}
+
+/// The escapes of the test in `dir`; SIGKILL, by pid, to every marker
+/// still alive when dropped.
+struct Markers {
+    dir: PathBuf,
+    /// The mover's sleep escaped its cgroup (possible only where the
+    /// command could write the cgroup tree): it is left out of the checks.
+    mover_escaped: bool,
+}
 
 impl Markers {
-    fn read(dir: &Path) -> Self {
-        Self(
-            ESCAPES
-                .iter()
-                .enumerate()
-                .map(|(index, (name, _))| {
-                    // Started once it wrote its pid; then found by its argument.
-                    read_pid_blocking(&dir.join(format!("{name}.pid")));
-                    let seconds = marker_seconds(dir, index);
-                    let start = Instant::now();
-                    let pid = loop {
-                        if let Some(pid) = host_pid_of_sleep(&seconds) {
-                            break pid;
-                        }
-                        assert!(
-                            start.elapsed() < Duration::from_secs(10),
-                            "no `sleep {seconds}` for {name}"
-                        );
-                        std::thread::sleep(Duration::from_millis(20));
-                    };
-                    (*name, pid)
-                })
-                .collect(),
-        )
-    }
-
-    /// The markers of a command that has already ended: the pids they
-    /// wrote, or under the sandbox (another PID namespace) those of their
-    /// `sleep`s still to be found on the host within a second; one not
-    /// found has ended.
-    fn read_after_end(dir: &Path, sandbox: bool) -> Self {
-        Self(
-            ESCAPES
-                .iter()
-                .enumerate()
-                .filter_map(|(index, (name, _))| {
-                    let written = read_pid_blocking(&dir.join(format!("{name}.pid")));
-                    if !sandbox {
-                        return Some((*name, written));
-                    }
-                    let seconds = marker_seconds(dir, index);
-                    let start = Instant::now();
-                    while start.elapsed() < Duration::from_secs(1) {
-                        if let Some(pid) = host_pid_of_sleep(&seconds) {
-                            return Some((*name, pid));
-                        }
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    None
-                })
-                .collect(),
-        )
-    }
-
-    /// Every marker is gone, or the test fails naming those left.
-    fn assert_gone(&self, after: &str) {
-        let left: Vec<&str> = self
-            .0
-            .iter()
-            .filter(|(_, pid)| !wait_gone(*pid))
-            .map(|(name, _)| *name)
-            .collect();
-        assert!(left.is_empty(), "still alive after {after}: {left:?}");
-    }
-
-    fn assert_alive(&self) {
-        for (name, pid) in &self.0 {
-            assert!(alive(*pid), "{name} ({pid}) should still run");
+    /// Once every escape wrote its pid file; checks each is alive, and
+    /// what the mover could do in `mode`.
+    fn started(dir: &Path, mode: Mode) -> Self {
+        let mut markers = Self {
+            dir: dir.to_path_buf(),
+            mover_escaped: false,
+        };
+        for (name, _) in ESCAPES {
+            read_pid_blocking(&dir.join(format!("{name}.pid")));
         }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let alive = markers_alive(dir);
+            let missing: Vec<&str> = ESCAPES
+                .iter()
+                .map(|(name, _)| *name)
+                .filter(|name| !alive.iter().any(|(found, _)| found == name))
+                .collect();
+            if missing.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no sleep found for {missing:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        markers.check_mover(mode);
+        markers
+    }
+
+    /// For a command that has already ended: its pid files are there.
+    fn ended(dir: &Path, mode: Mode) -> Self {
+        for (name, _) in ESCAPES {
+            read_pid_blocking(&dir.join(format!("{name}.pid")));
+        }
+        let mut markers = Self {
+            dir: dir.to_path_buf(),
+            mover_escaped: false,
+        };
+        markers.check_mover(mode);
+        markers
+    }
+
+    /// A namespaced command (a sandbox, or `contain`) cannot move itself:
+    /// the cgroup tree is read-only there. Under `--sandbox off` a root
+    /// command can, and is then not contained (as docs/sandbox.md says).
+    fn check_mover(&mut self, mode: Mode) {
+        let moved = std::fs::read_to_string(self.dir.join("moved")).unwrap_or_default();
+        let namespaced = namespaced(&self.dir);
+        if mode == Mode::Sandbox || namespaced {
+            assert_eq!(
+                moved.trim(),
+                "refused",
+                "a contained command left its cgroup"
+            );
+        } else if mode == Mode::Off && is_root() && Path::new("/sys/fs/cgroup/pids").is_dir() {
+            assert_eq!(
+                moved.trim(),
+                "moved",
+                "a root command under --sandbox off could not move"
+            );
+        }
+        self.mover_escaped = moved.trim() == "moved";
+    }
+
+    fn left(&self) -> Vec<&'static str> {
+        let mut left: Vec<&str> = markers_alive(&self.dir)
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| !(self.mover_escaped && *name == MOVER))
+            .collect();
+        left.sort_unstable();
+        left.dedup();
+        left
+    }
+
+    /// No marker is left within 2 s, or the test fails naming those left.
+    fn assert_gone(&self, after: &str) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !self.left().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left = self.left();
+        assert!(left.is_empty(), "still alive 2 s after {after}: {left:?}");
     }
 }
 
 impl Drop for Markers {
     fn drop(&mut self) {
-        for (_, pid) in &self.0 {
-            if alive(*pid) {
-                let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            }
+        for (_, pid) in markers_alive(&self.dir) {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
         }
     }
 }
 
-fn start(dir: &Path, sandbox: bool, policy: Option<&Path>) -> Server {
-    let mut args = vec!["--cwd", dir.to_str().expect("utf-8")];
-    if sandbox {
-        args.extend(["--sandbox", "workspace-write"]);
+/// A process by pid, sent SIGKILL when dropped if still alive.
+struct Kept(u32);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if alive(self.0) {
+            let _ = Command::new("kill")
+                .arg("-9")
+                .arg(self.0.to_string())
+                .status();
+        }
     }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
+    })
+}
+
+/// Whether the escapes of `dir` run in a PID namespace other than ours.
+fn namespaced(dir: &Path) -> bool {
+    let ours = std::fs::read_link("/proc/self/ns/pid").ok();
+    markers_alive(dir)
+        .iter()
+        .any(|(_, pid)| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok() != ours)
+}
+
+fn start(dir: &Path, mode: Mode, policy: Option<&Path>) -> Server {
+    let mut args = vec!["--cwd", dir.to_str().expect("utf-8")];
+    args.extend_from_slice(mode.args());
     if let Some(policy) = policy {
         args.extend(["--policy", policy.to_str().expect("utf-8")]);
     }
@@ -176,7 +331,7 @@ fn text(result: &Value) -> String {
 }
 
 /// A background shell that starts the escapes and then waits.
-fn background_escapes(server: &mut Server, dir: &Path) -> (String, Markers) {
+fn background_escapes(server: &mut Server, dir: &Path, mode: Mode) -> (String, Markers) {
     let started = server.call(
         "Bash",
         &json!({
@@ -188,39 +343,59 @@ fn background_escapes(server: &mut Server, dir: &Path) -> (String, Markers) {
         .as_str()
         .unwrap_or_else(|| panic!("no bash_id in {started}"))
         .to_owned();
-    (id, Markers::read(dir))
+    (id, Markers::started(dir, mode))
 }
 
-fn foreground_end(sandbox: bool) {
+fn foreground_end(mode: Mode) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = start(dir.path(), sandbox, None);
+    let mut server = start(dir.path(), mode, None);
     let answer = server.bash(&escapes_command(dir.path()));
-    let markers = Markers::read_after_end(dir.path(), sandbox);
+    let markers = Markers::ended(dir.path(), mode);
     markers.assert_gone(&format!("the foreground call ended ({answer})"));
     server.close();
 }
 
-fn kill_shell(sandbox: bool) {
+fn timeout(mode: Mode) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = start(dir.path(), sandbox, None);
-    let (id, markers) = background_escapes(&mut server, dir.path());
-    markers.assert_alive();
+    let mut server = start(dir.path(), mode, None);
+    let result = server.call(
+        "Bash",
+        &json!({
+            "command": format!("{}touch all-started; sleep 300", escapes_command(dir.path())),
+            "timeout": 8000
+        }),
+    );
+    assert!(
+        dir.path().join("all-started").exists(),
+        "the escapes did not all start before the timeout: {}",
+        text(&result)
+    );
+    assert_eq!(result["structuredContent"]["status"], "timeout", "{result}");
+    let markers = Markers::ended(dir.path(), mode);
+    markers.assert_gone("the timeout");
+    server.close();
+}
+
+fn kill_shell(mode: Mode) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = start(dir.path(), mode, None);
+    let (id, markers) = background_escapes(&mut server, dir.path(), mode);
     let killed = server.call("KillShell", &json!({ "shell_id": id }));
     assert_eq!(killed["isError"], false, "{}", text(&killed));
     markers.assert_gone("KillShell");
     server.close();
 }
 
-fn server_exit(sandbox: bool) {
+fn server_exit(mode: Mode) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = start(dir.path(), sandbox, None);
-    let (_, markers) = background_escapes(&mut server, dir.path());
+    let mut server = start(dir.path(), mode, None);
+    let (_, markers) = background_escapes(&mut server, dir.path(), mode);
     server.close();
     markers.assert_gone("the server's exit");
 }
 
 /// The server's parent cgroup in the v1 pids hierarchy, read from a
-/// command's `/proc/PID/cgroup` (`None` where commands get no cgroup).
+/// process's `/proc/PID/cgroup` (`None` where commands get no cgroup).
 fn server_cgroup(pid: u32) -> Option<PathBuf> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let path = text
@@ -235,34 +410,27 @@ fn server_cgroup(pid: u32) -> Option<PathBuf> {
         .then(|| parent.to_path_buf())
 }
 
-fn server_killed(sandbox: bool) {
+fn server_killed(mode: Mode) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = start(dir.path(), sandbox, None);
+    let mut server = start(dir.path(), mode, None);
     let server_pid = server.pid();
-    let (_, markers) = background_escapes(&mut server, dir.path());
-    let cgroup = server_cgroup(markers.0[0].1);
+    let (_, markers) = background_escapes(&mut server, dir.path(), mode);
+    let cgroup = markers_alive(dir.path())
+        .into_iter()
+        .find(|(name, _)| *name != MOVER)
+        .and_then(|(_, pid)| server_cgroup(pid));
     let temp_dirs = crate::server_temp_dirs(server_pid);
     assert!(!temp_dirs.is_empty(), "no temp dir seen");
     server.kill_hard();
+    markers.assert_gone("kill -9 of the server");
     let deadline = Instant::now() + Duration::from_secs(2);
     let all_gone = || {
-        markers.0.iter().all(|(_, pid)| !alive(*pid))
-            && cgroup.as_ref().is_none_or(|cgroup| !cgroup.exists())
+        cgroup.as_ref().is_none_or(|cgroup| !cgroup.exists())
             && temp_dirs.iter().all(|dir| !dir.exists())
     };
     while !all_gone() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let left: Vec<&str> = markers
-        .0
-        .iter()
-        .filter(|(_, pid)| alive(*pid))
-        .map(|(name, _)| *name)
-        .collect();
-    assert!(
-        left.is_empty(),
-        "alive 2 s after kill -9 of the server: {left:?}"
-    );
     if let Some(cgroup) = &cgroup {
         assert!(!cgroup.exists(), "{} is still there", cgroup.display());
     }
@@ -273,44 +441,118 @@ fn server_killed(sandbox: bool) {
     );
 }
 
+/// The janitor killed first, then the server with SIGKILL: in a PID
+/// namespace every process of a command dies with the namespace's init,
+/// which dies with the server. Without a namespace nothing is left to end
+/// the escapes until another server starts (docs/sandbox.md).
+#[expect(clippy::print_stderr, reason = "a skipped test says why")]
+fn janitor_then_server_killed(mode: Mode) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = start(dir.path(), mode, None);
+    let server_pid = server.pid();
+    let (_, markers) = background_escapes(&mut server, dir.path(), mode);
+    if !namespaced(dir.path()) {
+        assert_ne!(
+            mode,
+            Mode::Sandbox,
+            "a sandboxed command without a PID namespace"
+        );
+        eprintln!("skipped: commands run without a PID namespace in {mode:?}");
+        return;
+    }
+    let janitor = crate::janitor::janitor_of(server_pid).expect("the server has a janitor");
+    Command::new("kill")
+        .args(["-9", &janitor.to_string()])
+        .status()
+        .expect("kill the janitor");
+    server.kill_hard();
+    markers.assert_gone("kill -9 of the janitor, then of the server");
+    // A janitor started again before the server died ends with nothing to do.
+}
+
 #[test]
 fn escapes_end_with_the_foreground_call() {
-    foreground_end(false);
+    foreground_end(Mode::Default);
+}
+
+#[test]
+fn escapes_end_with_the_foreground_call_without_a_sandbox() {
+    foreground_end(Mode::Off);
 }
 
 #[test]
 fn escapes_end_with_the_foreground_call_in_the_sandbox() {
-    foreground_end(true);
+    foreground_end(Mode::Sandbox);
+}
+
+#[test]
+fn escapes_end_with_a_timeout() {
+    timeout(Mode::Default);
+}
+
+#[test]
+fn escapes_end_with_a_timeout_without_a_sandbox() {
+    timeout(Mode::Off);
+}
+
+#[test]
+fn escapes_end_with_a_timeout_in_the_sandbox() {
+    timeout(Mode::Sandbox);
 }
 
 #[test]
 fn escapes_end_with_kill_shell() {
-    kill_shell(false);
+    kill_shell(Mode::Default);
+}
+
+#[test]
+fn escapes_end_with_kill_shell_without_a_sandbox() {
+    kill_shell(Mode::Off);
 }
 
 #[test]
 fn escapes_end_with_kill_shell_in_the_sandbox() {
-    kill_shell(true);
+    kill_shell(Mode::Sandbox);
 }
 
 #[test]
 fn escapes_end_with_the_server() {
-    server_exit(false);
+    server_exit(Mode::Default);
+}
+
+#[test]
+fn escapes_end_with_the_server_without_a_sandbox() {
+    server_exit(Mode::Off);
 }
 
 #[test]
 fn escapes_end_with_the_server_in_the_sandbox() {
-    server_exit(true);
+    server_exit(Mode::Sandbox);
 }
 
 #[test]
 fn escapes_end_within_2s_of_a_server_killed_with_sigkill() {
-    server_killed(false);
+    server_killed(Mode::Default);
+}
+
+#[test]
+fn escapes_end_within_2s_of_a_server_killed_with_sigkill_without_a_sandbox() {
+    server_killed(Mode::Off);
 }
 
 #[test]
 fn escapes_end_within_2s_of_a_server_killed_with_sigkill_in_the_sandbox() {
-    server_killed(true);
+    server_killed(Mode::Sandbox);
+}
+
+#[test]
+fn escapes_end_with_the_server_killed_after_its_janitor() {
+    janitor_then_server_killed(Mode::Default);
+}
+
+#[test]
+fn escapes_end_with_the_server_killed_after_its_janitor_in_the_sandbox() {
+    janitor_then_server_killed(Mode::Sandbox);
 }
 
 #[test]
@@ -321,18 +563,18 @@ fn a_kept_process_outlives_its_command_and_ends_with_the_server() {
     std::fs::copy("/bin/sleep", &keeper).expect("copy sleep");
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, "[processes]\nkeep = [\"keeper-sleep\"]\n").expect("write policy");
-    let mut server = start(dir.path(), false, Some(&policy));
+    let mut server = start(dir.path(), Mode::Off, Some(&policy));
     server.bash("setsid -f env -u AGENT_EXEC_SHELL sh -c 'echo $$ > kept.pid; exec ./keeper-sleep 300'; while [ ! -s kept.pid ]; do sleep 0.02; done");
-    let kept = Markers(vec![(
-        "kept",
-        read_pid_blocking(&dir.path().join("kept.pid")),
-    )]);
+    let kept = Kept(read_pid_blocking(&dir.path().join("kept.pid")));
     // Well past the sweep of the command's leftovers.
     let answer = server.bash("echo next");
     assert_eq!(answer, "next\n");
-    kept.assert_alive();
+    assert!(alive(kept.0), "the kept process should still run");
     server.close();
-    kept.assert_gone("the server's exit");
+    assert!(
+        test_support::wait_gone(kept.0),
+        "the kept process outlived the server"
+    );
 }
 
 /// Without a cgroup (an unprivileged server on cgroup v1 cannot make one),
@@ -340,12 +582,7 @@ fn a_kept_process_outlives_its_command_and_ends_with_the_server() {
 /// every orphan it adopted.
 #[test]
 fn escapes_end_at_exit_where_no_cgroup_can_be_made() {
-    let is_root = std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    });
-    if !is_root || !Path::new("/usr/bin/setpriv").exists() {
+    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
         assert!(
             std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none(),
             "the sandbox self-test cannot skip this: needs root and setpriv"
@@ -374,5 +611,13 @@ fn escapes_end_at_exit_where_no_cgroup_can_be_made() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    Markers::read_after_end(dir.path(), false).assert_gone("the exit of a server without cgroups");
+    for (name, _) in ESCAPES {
+        read_pid_blocking(&dir.path().join(format!("{name}.pid")));
+    }
+    // Not root: the mover could not move.
+    Markers {
+        dir: dir.path().to_path_buf(),
+        mover_escaped: false,
+    }
+    .assert_gone("the exit of a server without cgroups");
 }

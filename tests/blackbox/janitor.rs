@@ -14,7 +14,7 @@ use crate::alive;
 use crate::stale::Peer;
 
 /// The server's janitor: its child whose command line names the janitor.
-fn janitor_of(server: u32) -> Option<u32> {
+pub(crate) fn janitor_of(server: u32) -> Option<u32> {
     let children = std::fs::read_dir(format!("/proc/{server}/task")).ok()?;
     children
         .flatten()

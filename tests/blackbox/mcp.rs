@@ -17,7 +17,7 @@ use crate::alive;
 use test_support::{read_pid_blocking as read_pid, wait_gone};
 
 /// A running server and the lines it writes.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Value>,
@@ -25,10 +25,16 @@ struct Server {
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Self {
+    pub(crate) fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// A server whose own environment also holds `env`.
+    pub(crate) fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
             .arg("mcp")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -136,7 +142,7 @@ impl Server {
         self.response(id, &mut Vec::new())
     }
 
-    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+    pub(crate) fn call(&mut self, tool: &str, arguments: Value) -> Value {
         self.request(
             "tools/call",
             json!({ "name": tool, "arguments": arguments }),
@@ -145,7 +151,7 @@ impl Server {
     }
 
     /// Closes stdin and waits for the exit status.
-    fn close(mut self) -> std::process::ExitStatus {
+    pub(crate) fn close(mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
         wait_exit(&mut self.child)
     }
@@ -162,7 +168,7 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
-fn text(result: &Value) -> String {
+pub(crate) fn text(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
         .unwrap_or_default()
@@ -273,7 +279,12 @@ fn progress_notifications_carry_recent_output() {
 fn cancellation_ends_the_tree_and_sends_no_response() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid_file = dir.path().join("pid");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     let id = server.start_request(
         "tools/call",
         json!({
@@ -301,7 +312,12 @@ fn cancellation_ends_the_tree_and_sends_no_response() {
 fn stdin_eof_ends_every_shell_and_removes_the_temp_dir() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid_file = dir.path().join("pid");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     let server_pid = server.child.id();
     let started = server.call(
         "Bash",
@@ -330,7 +346,12 @@ fn each_stop_signal_ends_every_shell_and_exits_128_plus_its_number() {
     for (signal, code) in [("HUP", 129), ("INT", 130), ("TERM", 143)] {
         let dir = tempfile::tempdir().expect("temp dir");
         let pid_file = dir.path().join("pid");
-        let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+        let mut server = Server::start(&[
+            "--cwd",
+            dir.path().to_str().expect("utf-8"),
+            "--sandbox",
+            "off",
+        ]);
         let server_pid = server.child.id();
         server.call(
             "Bash",
@@ -390,7 +411,12 @@ fn a_server_killed_with_sigkill_takes_each_shell_with_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let shell_file = dir.path().join("shell");
     let job_file = dir.path().join("job");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     server.call(
         "Bash",
         json!({
@@ -575,7 +601,12 @@ fn a_request_whose_id_is_in_flight_is_refused_and_the_first_answers() {
 fn closing_stdin_mid_call_ends_the_command_and_the_server_at_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid_file = dir.path().join("pid");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     server.start_request(
         "tools/call",
         json!({
@@ -891,7 +922,12 @@ fn free_port() -> u16 {
 fn pkill_f_of_a_dev_server_ends_the_server_not_the_shell_asking() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid_file = dir.path().join("server.pid");
-    let mut server = Server::start(&["--cwd", dir.path().to_str().expect("utf-8")]);
+    let mut server = Server::start(&[
+        "--cwd",
+        dir.path().to_str().expect("utf-8"),
+        "--sandbox",
+        "off",
+    ]);
     let port = free_port();
     let started = server.call(
         "Bash",

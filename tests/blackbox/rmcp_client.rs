@@ -33,7 +33,10 @@ impl ClientHandler for Client {
 
 async fn connect(dir: &std::path::Path) -> (RunningService<RoleClient, Client>, Client, u32) {
     let client = Client::default();
-    let (running, pid) = serve(client.clone(), mcp_command(dir)).await;
+    // Without containment: the workflow reads its commands' pids from the host.
+    let mut command = mcp_command(dir);
+    command.args(["--sandbox", "off"]);
+    let (running, pid) = serve(client.clone(), command).await;
     (running, client, pid)
 }
 

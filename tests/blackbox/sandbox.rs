@@ -252,7 +252,6 @@ fn reboot_and_module_loading_fail_with_eperm() {
     for mode in ["workspace-write", "read-only"] {
         let (code, text) = run(root.path(), &["--sandbox", mode], "python3 probe.py");
         assert_eq!(code, 0, "{text}");
-        // (read-only adds a note that the state could not be saved.)
         assert!(
             text.starts_with("reboot -1 1\ninit_module -1 1\nfinit_module -1 1\n"),
             "{mode}: {text}"
@@ -306,7 +305,7 @@ fn processes_keep_under_the_sandbox_is_said_to_have_no_effect() {
     let output = agent_exec(
         &args[..5]
             .iter()
-            .chain(&["--", "true"])
+            .chain(&["--sandbox", "off", "--", "true"])
             .copied()
             .collect::<Vec<_>>(),
     );

@@ -18,7 +18,10 @@ type Client = RunningService<RoleClient, ()>;
 async fn connect() -> (Client, tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = std::fs::canonicalize(dir.path()).expect("canonical");
-    let client = serve((), mcp_command(&root)).await.0;
+    // Without containment: several tests read their commands' pids from the host.
+    let mut command = mcp_command(&root);
+    command.args(["--sandbox", "off"]);
+    let client = serve((), command).await.0;
     (client, dir, root)
 }
 

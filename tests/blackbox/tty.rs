@@ -192,7 +192,8 @@ async fn a_line_typed_to_a_shell_is_checked_and_a_refused_one_is_not_typed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tty_output_is_scrubbed_and_redacted_and_nothing_is_left_running() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let client = connect(dir.path(), &[]).await;
+    // Without containment: the job's pid is read from the host.
+    let client = connect(dir.path(), &["--sandbox", "off"]).await;
     let (body, id) = until_prompt(
         &client,
         &format!(

@@ -22,7 +22,13 @@ const OVERALL_FLOOR: f64 = 90.0;
 /// Lines covered in any one library crate below which the run fails.
 const LIBRARY_FLOOR: f64 = 85.0;
 /// The library crates that each must reach [`LIBRARY_FLOOR`].
-const LIBRARY_CRATES: [&str; 4] = ["tool-core", "exec-policy", "shell-runtime", "exec-tools"];
+const LIBRARY_CRATES: [&str; 5] = [
+    "tool-core",
+    "secret-formats",
+    "exec-policy",
+    "shell-runtime",
+    "exec-tools",
+];
 
 /// Runs tarpaulin (unless `report` names an existing report) and checks the floors.
 pub(crate) fn run(root: &Path, report: Option<&Path>) -> anyhow::Result<()> {
@@ -291,6 +297,7 @@ mod tests {
             ("/repo/crates/exec-policy/src/a.rs", 95, 100),
             ("/repo/crates/shell-runtime/src/a.rs", 95, 100),
             ("/repo/crates/exec-tools/src/a.rs", 95, 100),
+            ("/repo/crates/secret-formats/src/a.rs", 95, 100),
         ];
         assert!(table(&healthy).failures().is_empty());
 
@@ -304,7 +311,7 @@ mod tests {
         // The total under 90% fails even when every library crate passes.
         let mut low = healthy.to_vec();
         low.push(("/repo/crates/agent-exec/src/a.rs", 0, 100));
-        assert_eq!(table(&low).failures(), ["overall 76.0% < 90%"]);
+        assert_eq!(table(&low).failures(), ["overall 79.2% < 90%"]);
 
         // A library crate that is not measured at all is a failure too.
         assert!(

@@ -13,8 +13,12 @@ use anyhow::{Context as _, bail};
 use cargo_metadata::{DependencyKind, MetadataCommand, PackageId};
 
 /// Every workspace member and its level; a crate depends only on lower levels.
+/// secret-formats is a leaf beside tool-core: level 0 keeps it free of
+/// every other member, and both exec-policy (scrubbing by value) and
+/// shell-runtime (redaction) may use it.
 const LEVELS: &[(&str, u8)] = &[
     ("tool-core", 0),
+    ("secret-formats", 0),
     ("test-support", 1),
     ("exec-policy", 1),
     ("shell-runtime", 1),
@@ -48,6 +52,11 @@ const FORBIDDEN_RUNTIME_DEPS: &[(&str, &str, &str)] = &[
         "exec-policy is pure decisions and knows nothing of tokio",
     ),
     ("exec-policy", "nix", "exec-policy starts no process"),
+    (
+        "secret-formats",
+        "tokio",
+        "secret-formats is data and one matcher, shared by both sides",
+    ),
 ];
 
 /// A dependency edge between two workspace members.
@@ -235,14 +244,21 @@ mod tests {
     fn good_graph() -> Graph {
         let mut graph = Graph::default();
         graph.members.insert("tool-core".into(), vec![]);
-        graph.members.insert("exec-policy".into(), vec![]);
-        graph.members.insert("shell-runtime".into(), vec![]);
+        graph.members.insert("secret-formats".into(), vec![]);
+        graph
+            .members
+            .insert("exec-policy".into(), vec![edge("secret-formats", "normal")]);
+        graph.members.insert(
+            "shell-runtime".into(),
+            vec![edge("secret-formats", "normal")],
+        );
         graph.members.insert(
             "exec-tools".into(),
             vec![
                 edge("tool-core", "normal"),
                 edge("exec-policy", "normal"),
                 edge("shell-runtime", "normal"),
+                edge("secret-formats", "normal"),
             ],
         );
         graph.members.insert(
@@ -261,6 +277,24 @@ mod tests {
     #[test]
     fn intended_shape_passes() {
         assert_eq!(check(&good_graph()), []);
+    }
+
+    #[test]
+    fn secret_formats_is_a_leaf() {
+        for member in ["tool-core", "exec-policy"] {
+            let mut graph = good_graph();
+            graph
+                .members
+                .get_mut("secret-formats")
+                .unwrap()
+                .push(edge(member, "normal"));
+            let violations = check(&graph);
+            assert_eq!(violations.len(), 1, "{violations:?}");
+            assert!(
+                violations[0].0.starts_with("secret-formats (level 0) -> "),
+                "{violations:?}"
+            );
+        }
     }
 
     #[test]
@@ -385,6 +419,6 @@ mod tests {
     #[test]
     fn this_workspace_passes() {
         let report = check_workspace(&crate::workspace_root()).unwrap();
-        assert!(report.starts_with("check-layers: 7 crates"), "{report}");
+        assert!(report.starts_with("check-layers: 8 crates"), "{report}");
     }
 }

@@ -24,9 +24,15 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tool_core::{
-    Approval, Approver, ExecutedCall, ExecutionContext, ExecutorError, ProgressSink,
+    Approval, Approver, Arrival, ExecutedCall, ExecutionContext, ExecutorError, ProgressSink,
     ProgressUpdate, Session, ToolExecutor,
 };
+
+/// The call's place in the order calls came (the framing's, in the
+/// request's extensions): its questions are put in that order.
+fn arrival_of(context: &RequestContext<RoleServer>) -> Option<Arrival> {
+    context.extensions.get::<Arrival>().cloned()
+}
 
 /// The server side of one MCP connection (an rmcp `ServerHandler`).
 #[derive(Clone)]
@@ -374,7 +380,7 @@ impl ServerHandler for Bridge {
                     .await;
             }
             if can_answer_forms(context.client_capabilities().as_ref()) {
-                let call = self.start(name, arguments);
+                let call = self.start(name, arguments, arrival_of(&context));
                 return self.follow(call, &context).await;
             }
         }
@@ -382,6 +388,10 @@ impl ServerHandler for Bridge {
             .call_context()
             .with_cancellation(context.ct.clone())
             .with_progress(progress_sink(&context));
+        let call_context = match arrival_of(&context) {
+            Some(arrival) => call_context.with_arrival(arrival),
+            None => call_context,
+        };
         let call_context = match ElicitationApprover::for_client(&context) {
             Some(approver) => call_context.with_approver(approver),
             None => call_context,
@@ -402,7 +412,7 @@ impl Bridge {
 
     /// Starts a call on a task of its own, asking through input-required
     /// results.
-    fn start(&self, name: String, arguments: Value) -> Call {
+    fn start(&self, name: String, arguments: Value, arrival: Option<Arrival>) -> Call {
         let (sender, questions) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let progress = Arc::new(Mutex::new(ProgressSink::none()));
@@ -418,6 +428,10 @@ impl Bridge {
                 sink.report(update);
             }))
             .with_approver(Arc::new(InputRequiredApprover { questions: sender }));
+        let call_context = match arrival {
+            Some(arrival) => call_context.with_arrival(arrival),
+            None => call_context,
+        };
         let executor = Arc::clone(&self.executor);
         let (tool, given) = (name.clone(), arguments.clone());
         let task = tokio::spawn(async move {

@@ -109,12 +109,20 @@ pub(crate) struct CommonArgs {
     /// does not exist is refused.
     #[arg(long, value_name = "FILE")]
     pub(crate) policy: Option<PathBuf>,
-    /// OS sandbox for commands.
-    #[arg(long, value_enum, default_value_t = SandboxMode::Off)]
+    /// How commands are contained: `contain` (the default) gives each its
+    /// own PID, mount and IPC namespaces; `read-only` and `workspace-write`
+    /// add write walls; `off` runs them beside the server.
+    #[arg(long, value_enum, default_value_t = SandboxMode::Contain)]
     pub(crate) sandbox: SandboxMode,
     /// Whether commands may open network sockets.
     #[arg(long, value_enum, default_value_t = NetworkMode::Allow)]
     pub(crate) network: NetworkMode,
+    /// The memory each command may use (its own cgroup's limit), such as
+    /// 512M, 4G or 1.5G; past it the command is killed and its answer says
+    /// `killed: out of memory`. Wins over the policy's `[limits] memory`;
+    /// default: none.
+    #[arg(long, value_name = "SIZE", value_parser = exec_policy::parse_memory_limit)]
+    pub(crate) memory_limit: Option<u64>,
     /// What a command the policy says to ask about gets when nobody can be
     /// asked (a client without MCP elicitation, `run`, a dry run).
     #[arg(long, value_enum, default_value_t = AskFallbackArg::Deny)]
@@ -196,8 +204,11 @@ impl From<FormatArg> for DefinitionFormat {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum SandboxMode {
-    /// No OS confinement.
+    /// No OS confinement: commands see and can signal the user's processes.
     Off,
+    /// Namespaces of its own for each command; writes and network stay
+    /// the user's.
+    Contain,
     /// No writes anywhere.
     ReadOnly,
     /// Writes only inside the roots, a private temp directory and the

@@ -18,6 +18,12 @@
 //! - a request whose id is in flight: `-32600` with that id; the first
 //!   request goes on untouched.
 //!
+//! Each `tools/call` gets its arrival number here, where requests are seen
+//! in the order they came (rmcp runs each on a task of its own, which may
+//! reach a question in any order): a `Bash` call holds its place in the
+//! [`ArrivalLine`] until it has asked or decided not to, so questions are
+//! put in the order the calls came.
+//!
 //! Every line written (rmcp's messages and these answers) goes out whole
 //! under one lock, so two never interleave. A write that fails (EPIPE: the
 //! client closed its end of stdout) is the client leaving, as the end of
@@ -42,6 +48,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tool_core::ArrivalLine;
 
 /// The longest line taken as a message, without its newline: 16 MiB.
 pub(crate) const MAX_LINE: usize = 16 << 20;
@@ -70,6 +77,13 @@ const INVALID_PARAMS: i64 = -32602;
 /// request for one of them that rmcp could only take as a custom request
 /// had params it could not read, which is not an unknown method.
 const SERVED_METHODS: &[&str] = &["initialize", "tools/call", "tools/list", "ping"];
+
+/// The tools whose calls may ask the person before anything runs: each
+/// holds its place in the order calls came until it has asked or decided
+/// not to. `WriteStdin` asks only after waiting for a program to read its
+/// terminal (up to `wait_ms`), so it holds no place: its questions wait
+/// for earlier calls' like any other, but hold none of the later back.
+const ORDERED_TOOLS: &[&str] = &["Bash"];
 
 /// One step of the line reader.
 #[derive(Debug)]
@@ -494,6 +508,8 @@ pub(crate) struct Framed<R, W> {
     lines: LineReader<R>,
     writer: Arc<Writer<W>>,
     in_flight: Arc<InFlight>,
+    /// The order `tools/call` requests came in.
+    arrivals: Arc<ArrivalLine>,
     /// The write of the last error answered here: the next line is read
     /// only once it is out, so a flood of bad lines cannot queue answers
     /// without bound.
@@ -534,6 +550,7 @@ where
                 left: closed.clone(),
             }),
             in_flight: Arc::default(),
+            arrivals: ArrivalLine::new(),
             answering: None,
             closed: closed.clone(),
             gate: None,
@@ -600,7 +617,7 @@ where
     /// Registers a request's id, refusing one already in flight; a
     /// cancellation of a request in flight is handled here (see
     /// [`InFlight`]), never by rmcp.
-    fn admit(&self, message: RxJsonRpcMessage<RoleServer>, large: bool) -> Outcome {
+    fn admit(&self, mut message: RxJsonRpcMessage<RoleServer>, large: bool) -> Outcome {
         match &message {
             JsonRpcMessage::Request(request) => {
                 if let ClientRequest::CustomRequest(custom) = &request.request
@@ -635,6 +652,15 @@ where
                 }
             }
             JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
+        }
+        // Its place, taken now that nothing can refuse it: in the order
+        // the lines came (it reaches the bridge in the request's
+        // extensions, and is given up when the call is done with it).
+        if let JsonRpcMessage::Request(request) = &mut message
+            && let ClientRequest::CallToolRequest(call) = &mut request.request
+        {
+            let holds = ORDERED_TOOLS.contains(&call.params.name.as_ref());
+            call.extensions.insert(self.arrivals.arrive(holds));
         }
         Outcome::Deliver(message)
     }
@@ -975,6 +1001,57 @@ mod tests {
             .expect("read")
             .expect("a line");
         serde_json::from_str(&line).expect("JSON")
+    }
+
+    /// The arrival a delivered `tools/call` carries.
+    fn arrival_of(message: &RxJsonRpcMessage<RoleServer>) -> tool_core::Arrival {
+        match message {
+            JsonRpcMessage::Request(request) => match &request.request {
+                ClientRequest::CallToolRequest(call) => call
+                    .extensions
+                    .get::<tool_core::Arrival>()
+                    .expect("an arrival")
+                    .clone(),
+                other => panic!("not a call: {other:?}"),
+            },
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_are_numbered_as_they_come_and_a_bash_call_holds_its_place() {
+        let (mut framed, _closed, mut client, _lines) = transport();
+        for (id, tool) in [(7, "Bash"), (3, "BashOutput"), (5, "Bash")] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+            );
+            client
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .expect("write");
+        }
+        let mut arrivals = Vec::new();
+        for _ in 0..3 {
+            let message = tokio::time::timeout(Duration::from_secs(10), framed.receive())
+                .await
+                .expect("a message in time")
+                .expect("a message");
+            arrivals.push(arrival_of(&message));
+        }
+        let numbers: Vec<u64> = arrivals.iter().map(tool_core::Arrival::number).collect();
+        assert_eq!(numbers, [1, 2, 3]);
+        let last = arrivals.pop().expect("three");
+        let waiting = tokio::spawn(async move { last.first().await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "the first Bash call still decides");
+        // The first Bash call done with its place lets the last one ask:
+        // the BashOutput call between them (still going) holds nothing.
+        let _output_call = arrivals.pop().expect("BashOutput");
+        arrivals.pop().expect("the first").pass();
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("its turn comes")
+            .expect("no panic");
     }
 
     #[tokio::test]

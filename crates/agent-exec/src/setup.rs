@@ -104,7 +104,7 @@ pub(crate) fn setup(
     let home = std::env::var_os("HOME")
         .filter(|home| !home.is_empty())
         .map(PathBuf::from);
-    let sandbox = sandbox_spec(args, policy, &roots, temp.path(), home.as_deref())?;
+    let mut sandbox = sandbox_spec(args, policy, &roots, temp.path(), home.as_deref())?;
     let mut config = ExecConfig::from_policy(policy, roots, temp.path().to_path_buf(), parent_env);
     // The analysis protects the home and expands `~` with it; left unset it
     // would guard `/root` whatever the user's home is.
@@ -117,6 +117,56 @@ pub(crate) fn setup(
     };
     config.ask_timeout = std::time::Duration::from_millis(args.ask_timeout);
     config.max_output_chars = args.max_output_chars;
+    let mut not_contained = None;
+    if let Some(memory) = args.memory_limit {
+        config.command_limits.memory = Some(memory);
+    }
+    if !sandbox.is_off() {
+        let prepared = if sandbox.mode.contains() && fake_no_namespaces() {
+            Err(shell_runtime::ConfineError::NoNamespace(
+                "namespaces refused (AGENT_EXEC_TEST_NO_NAMESPACES, a test switch)".to_owned(),
+            ))
+        } else {
+            exec_tools::prepare_sandbox(&sandbox)
+        };
+        let prepared = match prepared {
+            // The default mode never refuses to start: it says, once, what
+            // is not contained and why, and so does tools/list.
+            Err(shell_runtime::ConfineError::NoNamespace(reason))
+                if sandbox.mode == exec_policy::SandboxMode::Contain =>
+            {
+                crate::report(&format!(
+                    "agent-exec: warning: commands are not contained (no PID, mount or IPC namespace of their own; the client, the server and the user's processes stay visible to them): {reason}"
+                ));
+                sandbox.mode = exec_policy::SandboxMode::Off;
+                not_contained = Some(reason);
+                exec_tools::prepare_sandbox(&sandbox)
+            }
+            other => other,
+        };
+        let confinement = prepared.with_context(|| {
+            format!(
+                "--sandbox {} --network {}",
+                sandbox.mode,
+                network_name(sandbox.network)
+            )
+        })?;
+        if confinement.as_ref().is_some_and(|c| c.isolates_processes())
+            && !config.keep_processes.is_empty()
+        {
+            // The contract: every process ends with its command's namespace.
+            crate::report(&format!(
+                "agent-exec: warning: [processes] keep has no effect under --sandbox {}: every process ends with its command",
+                sandbox.mode
+            ));
+            config.keep_processes.clear();
+        }
+        config.confinement = confinement;
+    }
+    config.description_note = sandbox.describe().map(|note| match &not_contained {
+        Some(reason) => format!("{}: {reason}.", note.trim_end_matches('.')),
+        None => note,
+    });
     if let Some(path) = &args.audit_log {
         let label = if sandbox.is_off() {
             "off".to_owned()
@@ -132,46 +182,25 @@ pub(crate) fn setup(
         let log = AuditLog::open(path, &label).context("--audit-log")?;
         config.audit = Some(Arc::new(log));
     }
-    if !sandbox.is_off() {
-        let confinement = exec_tools::prepare_sandbox(&sandbox).with_context(|| {
-            format!(
-                "--sandbox {} --network {}",
-                sandbox.mode,
-                network_name(sandbox.network)
-            )
-        })?;
-        if let Some(reason) = confinement
-            .as_ref()
-            .and_then(|c| c.missing_process_cap.clone())
-        {
-            // The contract: say so, and go on (root ignores RLIMIT_NPROC).
-            crate::report(&format!(
-                "agent-exec: warning: the process-count cap is missing ({reason}); a fork storm is not contained"
-            ));
-        }
-        if confinement.as_ref().is_some_and(|c| c.isolates_processes())
-            && !config.keep_processes.is_empty()
-        {
-            // The contract: every process ends with its command's namespace.
-            crate::report(
-                "agent-exec: warning: [processes] keep has no effect under --sandbox: every process ends with its command",
-            );
-            config.keep_processes.clear();
-        }
-        config.confinement = confinement;
-        config.description_note = sandbox.describe();
-        if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {
-            config.tmpdir = Some(temp.path().join("tmp"));
-            // Our own temp dir is new and holds no links.
-            let ours = vec![temp.path().to_path_buf()];
-            let roots = sandbox
-                .writable
-                .iter()
-                .filter(|root| !hard_links::within(root, &ours))
-                .cloned()
-                .collect();
-            hard_links::warn_in_background(roots, ours);
-        }
+    if sandbox.mode == exec_policy::SandboxMode::WorkspaceWrite {
+        config.tmpdir = Some(temp.path().join("tmp"));
+        // Our own temp dir is new and holds no links.
+        let ours = vec![temp.path().to_path_buf()];
+        let roots = sandbox
+            .writable
+            .iter()
+            .filter(|root| !hard_links::within(root, &ours))
+            .cloned()
+            .collect();
+        hard_links::warn_in_background(roots, ours);
+    }
+    if (!sandbox.is_off() || config.command_limits.memory.is_some())
+        && shell_runtime::command_cgroups_dir().is_none()
+    {
+        // The contract: say so, and go on (root ignores RLIMIT_NPROC).
+        crate::report(
+            "agent-exec: warning: no cgroup can be made for each command here: the per-command process cap and memory limit do not apply, and a fork storm is not contained",
+        );
     }
     if args.dry_run {
         let note = "This server is a dry run: commands are checked and echoed (`[Dry Run] Would execute: ...`), never run.";
@@ -186,6 +215,13 @@ pub(crate) fn setup(
         dry_run: args.dry_run,
         _temp: temp,
     })
+}
+
+/// A test switch: start-up behaves as where namespaces cannot be made
+/// (unprivileged user namespaces disabled), so the fallback is testable on
+/// a machine that has them.
+fn fake_no_namespaces() -> bool {
+    std::env::var_os("AGENT_EXEC_TEST_NO_NAMESPACES").is_some_and(|value| value == "1")
 }
 
 /// The bytes all output files may hold together: `asked`, else 1 GiB or a
@@ -231,8 +267,8 @@ fn output_budget(asked: Option<u64>, dir: &Path) -> u64 {
 }
 
 /// The sandbox request: `--sandbox` and `--network`, with the roots, the
-/// private TMPDIR, the policy's `[sandbox] writable` directories and the
-/// state-file dir writable in `workspace-write`. A policy entry that
+/// private TMPDIR and the policy's `[sandbox] writable` directories
+/// writable in `workspace-write`. A policy entry that
 /// names no existing directory is skipped with a warning on stderr.
 fn sandbox_spec(
     args: &CommonArgs,
@@ -243,6 +279,7 @@ fn sandbox_spec(
 ) -> anyhow::Result<SandboxSpec> {
     let mode = match args.sandbox {
         SandboxMode::Off => exec_policy::SandboxMode::Off,
+        SandboxMode::Contain => exec_policy::SandboxMode::Contain,
         SandboxMode::ReadOnly => exec_policy::SandboxMode::ReadOnly,
         SandboxMode::WorkspaceWrite => exec_policy::SandboxMode::WorkspaceWrite,
     };
@@ -250,18 +287,10 @@ fn sandbox_spec(
         NetworkMode::Allow => NetworkAccess::Allow,
         NetworkMode::Deny => NetworkAccess::Deny,
     };
-    let mut limits = ResourceLimits::default();
-    if let Some(max) = policy.max_processes {
-        limits.max_processes = max;
-    }
+    let limits = ResourceLimits::default();
     let tmp = temp.join("tmp");
-    let state = exec_tools::ExecEnvironment::state_dir(temp);
-    for dir in [&tmp, &state] {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create `{}`", dir.display()))?;
-    }
+    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?;
     let mut spec = SandboxSpec::new(mode, network, roots, tmp, limits);
-    spec.add_internal(state);
     for skipped in spec.add_writable(&policy.sandbox_writable, home) {
         crate::report(&format!(
             "agent-exec: warning: [sandbox] writable {skipped}"

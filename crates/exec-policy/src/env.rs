@@ -4,13 +4,16 @@
 use std::collections::BTreeMap;
 
 use crate::glob::glob_match_ignore_case;
-use crate::tokens::{find_token, is_secret_value};
+use secret_formats::{find_token, is_secret_value};
 
-/// Names that look like secrets (case-insensitive globs), as the contract lists them.
+/// Names that look like secrets (case-insensitive globs): the contract's
+/// list, widened to what reached commands unscrubbed (`MYSQL_PWD`,
+/// `*_KEY`, cookies, webhooks, `*_AUTH`, connection strings).
 const SECRET_PATTERNS: &[&str] = &[
     "*_API_KEY",
     "*_APIKEY",
     "API_KEY",
+    "*_KEY",
     "*_TOKEN",
     "*_TOKEN_*",
     "TOKEN",
@@ -18,10 +21,20 @@ const SECRET_PATTERNS: &[&str] = &[
     "*PASSWORD*",
     "*PASSWD*",
     "*_PASS",
+    "*_PWD",
+    "*PASSPHRASE*",
     "*PRIVATE_KEY*",
     "*CREDENTIAL*",
     "*_PAT",
     "*_DSN",
+    "*_JWT",
+    "*COOKIE*",
+    "*WEBHOOK*",
+    "*_AUTH",
+    "*_AUTH_*",
+    "*AUTHORIZATION*",
+    "*_CONN*STRING*",
+    "*CONNECTION_STRING*",
     "DATABASE_URL",
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
@@ -31,6 +44,12 @@ const SECRET_PATTERNS: &[&str] = &[
     "GITHUB_TOKEN",
     "NPM_TOKEN",
 ];
+
+/// Names a pattern above catches that hold no secret and that programs
+/// need: a public key, and the ssh agent's socket path (git over ssh uses
+/// it; the path is no credential, and hiding it protects nothing a command
+/// could not find in `/tmp`). Their values are still checked by form.
+const NOT_SECRET_NAMES: &[&str] = &["*_PUBLIC_KEY", "SSH_AUTH_SOCK"];
 
 /// Vendor prefixes whose every variable is scrubbed, except `*_BASE_URL`.
 const VENDOR_PREFIXES: &[&str] = &["ANTHROPIC_", "OPENAI_", "GEMINI_"];
@@ -61,9 +80,12 @@ pub fn is_secret_name(name: &str) -> bool {
     {
         return true;
     }
-    SECRET_PATTERNS
-        .iter()
-        .any(|pattern| glob_match_ignore_case(pattern, &upper))
+    let matches = |patterns: &[&str]| {
+        patterns
+            .iter()
+            .any(|pattern| glob_match_ignore_case(pattern, &upper))
+    };
+    matches(SECRET_PATTERNS) && !matches(NOT_SECRET_NAMES)
 }
 
 /// Extra keep and drop lists (case-insensitive globs), from the policy file.
@@ -216,6 +238,83 @@ mod tests {
         }
     }
 
+    /// The names the red team found unscrubbed, and look-alikes that stay.
+    #[test]
+    fn widened_names_are_secret_and_their_look_alikes_stay() {
+        for name in [
+            "MYSQL_PWD",
+            "STRIPE_SIGNING_KEY",
+            "ENCRYPTION_KEY",
+            "SESSION_COOKIE",
+            "cookie_jar",
+            "SLACK_WEBHOOK_URL",
+            "DISCORD_WEBHOOK",
+            "ID_JWT",
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "SQL_CONNSTRING",
+            "GPG_PASSPHRASE",
+            "BASIC_AUTH",
+            "PROXY_AUTH_HEADER",
+            "HTTP_AUTHORIZATION",
+            "DOCKER_CREDENTIALS_JSON",
+            "SIGNING_SECRET_V2",
+        ] {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in [
+            "KEYBOARD",
+            "PRIMARY_KEY_COLUMN",
+            "SSH_AUTH_SOCK",
+            "SSH_PUBLIC_KEY",
+            "XAUTHORITY",
+            "GIT_AUTHOR_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "TOKENIZERS_PARALLELISM",
+            "GPG_TTY",
+            "PWD",
+            "OLDPWD",
+            "HISTCONTROL",
+            "AWS_KEY_ID",
+            "SSH_KEY_PATH",
+        ] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+    }
+
+    /// Values in the red team's formats go whatever the variable's name.
+    #[test]
+    fn values_in_a_secret_format_are_scrubbed_under_any_name() {
+        let format = |id: &str| {
+            secret_formats::FORMATS
+                .iter()
+                .find(|format| format.id == id)
+                .map_or_else(|| panic!("{id}"), |format| format.example)
+        };
+        let values = [
+            ("ONE", format("jwt")),
+            ("TWO", format("private-key")),
+            ("THREE", format("slack-webhook")),
+            ("FOUR", format("azure-storage-key")),
+            ("FIVE", format("bearer-token")),
+            ("SIX", "postgres://app:s3cr3t-Passw0rd@db.internal:5432/app"),
+            (
+                "SEVEN",
+                "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlMTIz",
+            ),
+        ];
+        let env = scrub_environment(
+            values.iter().copied().chain([
+                ("EIGHT", "https://example.com/docs"),
+                ("NINE", "Bearer of news"),
+            ]),
+            &EnvRules::default(),
+        );
+        for (name, _) in values {
+            assert!(env.removed.contains_key(name), "{name}");
+        }
+        assert!(env.vars.contains_key("EIGHT") && env.vars.contains_key("NINE"));
+    }
+
     #[test]
     fn scrubbing_sets_non_interactive_variables() {
         let env = scrub_environment(
@@ -274,7 +373,7 @@ mod tests {
 
     #[test]
     fn secret_values_are_scrubbed_whatever_their_name() {
-        let github = crate::TOKEN_FORMATS
+        let github = secret_formats::FORMATS
             .iter()
             .find(|format| format.id == "github-token")
             .map(|format| format.example)

@@ -1,5 +1,6 @@
 //! Pure decisions for agent shell commands: dangerous-command analysis,
-//! environment scrubbing (by name and by value: [`TOKEN_FORMATS`]),
+//! environment scrubbing (by name, and by value with the `secret-formats`
+//! crate's formats),
 //! working-directory rules and the sandbox request.
 //!
 //! ```
@@ -21,7 +22,6 @@ mod env;
 mod glob;
 mod policy_file;
 mod sandbox;
-mod tokens;
 mod workdir;
 
 pub use analysis::{
@@ -31,10 +31,12 @@ pub use analysis::{
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
-pub use policy_file::{Policy, PolicyError, PolicyRule, RedactRules, RuleDecision, RuleMatcher};
-pub use sandbox::{NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, SkippedWritable};
-pub use tokens::{
-    NOT_SECRETS, TOKEN_FORMATS, TokenFormat, TokenMatch, find_token, is_secret_value,
+pub use policy_file::{
+    MIN_MEMORY_LIMIT, Policy, PolicyError, PolicyRule, RedactRules, RuleDecision, RuleMatcher,
+    parse_memory_limit, parse_size,
+};
+pub use sandbox::{
+    NOT_CONTAINED, NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, SkippedWritable,
 };
 pub use workdir::{
     WorkdirError, canonical_dir, is_within_roots, nearest_existing_ancestor, resolve_working_dir,

@@ -89,6 +89,85 @@ struct RawPolicy {
     sandbox: RawSandbox,
     #[serde(default)]
     redact: RawRedact,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    memory: Option<Spanned<RawSize>>,
+}
+
+/// A size as the policy file writes it: `"4G"`, or a number of bytes.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawSize {
+    Bytes(u64),
+    Text(String),
+}
+
+/// The smallest memory limit taken: below it not even a shell starts.
+pub const MIN_MEMORY_LIMIT: u64 = 1 << 20;
+
+/// Reads a size such as `512M`, `4G`, `1.5G`, `4GiB`, `64MB` or `1048576`:
+/// a number (decimals allowed) and an optional unit `K`, `M`, `G` or `T`
+/// (binary multiples, with or without `i` and `B`, any case); a bare
+/// number is bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit = unit.trim();
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KI" | "KIB" => 10,
+        "M" | "MB" | "MI" | "MIB" => 20,
+        "G" | "GB" | "GI" | "GIB" => 30,
+        "T" | "TB" | "TI" | "TIB" => 40,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size: the unit `{unit}` is none of K, M, G, T"
+            ));
+        }
+    };
+    let bad = || format!("`{text}` is not a size (such as 512M, 4G or 1.5G)");
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return Err(bad());
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| bad())?
+    };
+    let unit_bytes = 1u64 << shift;
+    let mut bytes = whole.checked_mul(unit_bytes).ok_or_else(bad)?;
+    if !fraction.is_empty() {
+        // Exact for a fraction of up to 9 digits, rounded down.
+        let digits = fraction.get(..fraction.len().min(9)).unwrap_or_default();
+        let scale = 10u64.pow(u32::try_from(digits.len()).unwrap_or(9));
+        let part: u64 = digits.parse().map_err(|_| bad())?;
+        let extra = u128::from(part) * u128::from(unit_bytes) / u128::from(scale);
+        bytes = bytes
+            .checked_add(u64::try_from(extra).map_err(|_| bad())?)
+            .ok_or_else(bad)?;
+    }
+    Ok(bytes)
+}
+
+/// A memory limit: a size of at least [`MIN_MEMORY_LIMIT`].
+pub fn parse_memory_limit(text: &str) -> Result<u64, String> {
+    let bytes = parse_size(text)?;
+    if bytes < MIN_MEMORY_LIMIT {
+        return Err(format!(
+            "a memory limit of `{}` is too small: at least 1M",
+            text.trim()
+        ));
+    }
+    Ok(bytes)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -418,7 +497,7 @@ struct RawRedact {
 /// `[redact]`: what output redaction covers besides the scrubbed values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedactRules {
-    /// Redact tokens in the well-known formats ([`crate::TOKEN_FORMATS`])
+    /// Redact tokens in the well-known formats (`secret_formats::FORMATS`)
     /// from all output, wherever they come from (default true).
     pub formats: bool,
 }
@@ -438,8 +517,8 @@ pub struct Policy {
     pub env: EnvRules,
     /// Process name globs left running when a foreground command ends.
     pub keep_processes: Vec<String>,
-    /// Cap on the processes of all commands together under the sandbox
-    /// (`[processes] max`); the sandbox's default when absent.
+    /// Cap on the processes of each command (`[processes] max`, its own
+    /// cgroup's `pids.max`); 1024 when absent.
     pub max_processes: Option<u64>,
     /// `[sandbox] writable`: paths that stay writable under
     /// `--sandbox workspace-write`, as written (absolute, or `~` for the
@@ -447,6 +526,9 @@ pub struct Policy {
     pub sandbox_writable: Vec<String>,
     /// `[redact]`.
     pub redact: RedactRules,
+    /// `[limits] memory`: the memory each command may use, in bytes
+    /// (its own cgroup's limit); none when absent.
+    pub memory_limit: Option<u64>,
 }
 
 /// The last path component of a program name.
@@ -592,6 +674,30 @@ impl Policy {
             rules,
         };
         check_examples(&analyzer, &examples, path)?;
+        let memory_limit = raw
+            .limits
+            .memory
+            .as_ref()
+            .map(|entry| {
+                let checked = match entry.get_ref() {
+                    RawSize::Bytes(bytes) => {
+                        if *bytes < MIN_MEMORY_LIMIT {
+                            Err(format!(
+                                "a memory limit of `{bytes}` bytes is too small: at least 1M"
+                            ))
+                        } else {
+                            Ok(*bytes)
+                        }
+                    }
+                    RawSize::Text(text) => parse_memory_limit(text),
+                };
+                checked.map_err(|message| PolicyError::Invalid {
+                    path: path.to_owned(),
+                    line: line_of(text, entry.span().start),
+                    message: format!("`limits.memory`: {message}"),
+                })
+            })
+            .transpose()?;
         Ok(Self {
             analyzer,
             env: EnvRules {
@@ -604,6 +710,7 @@ impl Policy {
             redact: RedactRules {
                 formats: raw.redact.formats.unwrap_or(true),
             },
+            memory_limit,
         })
     }
 }
@@ -715,6 +822,52 @@ formats = true   # redact well-known token formats from all output (default true
         assert_eq!(policy.keep_processes, ["gradle*", "sccache", "ssh"]);
         assert_eq!(policy.sandbox_writable, ["~/.npm", "~/.cache/pip"]);
         assert!(policy.redact.formats);
+    }
+
+    #[test]
+    fn sizes_read_as_binary_multiples() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("4G"), Ok(4 << 30));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_size("64mb"), Ok(64 << 20));
+        assert_eq!(parse_size("2 T"), Ok(2 << 40));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size(".5K"), Ok(512));
+        for bad in [
+            "",
+            "G",
+            "4X",
+            "1.2.3G",
+            "-1G",
+            "4 gigabytes",
+            "99999999999T",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?} was taken");
+        }
+        assert!(parse_memory_limit("512K").is_err());
+        assert_eq!(parse_memory_limit("1M"), Ok(1 << 20));
+    }
+
+    #[test]
+    fn a_memory_limit_is_read_and_a_bad_one_is_named_with_its_line() {
+        let policy = parse("[limits]\nmemory = \"4G\"\n").unwrap();
+        assert_eq!(policy.memory_limit, Some(4 << 30));
+        let policy = parse("[limits]\nmemory = 67108864\n").unwrap();
+        assert_eq!(policy.memory_limit, Some(64 << 20));
+        assert_eq!(parse("").unwrap().memory_limit, None);
+        let error = parse("[env]\nkeep = []\n\n[limits]\nmemory = \"4 gigs\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("policy.toml:5: "), "{error}");
+        assert!(
+            error.contains("limits.memory") && error.contains("4 gigs"),
+            "{error}"
+        );
+        let error = parse("[limits]\nmemory = 100\n").unwrap_err().to_string();
+        assert!(error.contains("too small"), "{error}");
+        let error = parse("[limits]\ncpu = 2\n").unwrap_err().to_string();
+        assert!(error.contains("cpu"), "{error}");
     }
 
     use crate::{Analyzer, Decision, RuleSource};

@@ -1,26 +1,45 @@
-//! The opt-in sandbox, as data: what a command may write, whether it may
-//! open network sockets, and the resource limits it runs under. exec-tools
-//! turns this into the plain struct shell-runtime applies in the child.
+//! The sandbox, as data: whether commands are contained (namespaces of
+//! their own), what they may write, whether they may open network sockets,
+//! and the resource limits they run under. exec-tools turns this into the
+//! plain struct shell-runtime applies in the child.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// How much of the filesystem a command may write.
+/// How a command is contained, and how much of the filesystem it may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SandboxMode {
-    /// No sandbox.
-    #[default]
+    /// No containment: commands see and can signal the user's processes.
     Off,
-    /// No writes anywhere but `/dev/null`-like devices.
+    /// The default: PID, mount and IPC namespaces of its own, a fresh
+    /// `/proc`, `/sys/fs/cgroup` read-only, a cut capability set; writes
+    /// and network stay the user's.
+    #[default]
+    Contain,
+    /// `Contain`, and no writes anywhere but `/dev/null`-like devices.
     ReadOnly,
-    /// Writes only inside the roots and the server's private temp dir.
+    /// `Contain`, and writes only inside the roots and the server's
+    /// private temp dir.
     WorkspaceWrite,
+}
+
+impl SandboxMode {
+    /// Whether the mode adds write walls (Landlock) to the containment.
+    pub fn has_walls(self) -> bool {
+        matches!(self, Self::ReadOnly | Self::WorkspaceWrite)
+    }
+
+    /// Whether commands get namespaces of their own.
+    pub fn contains(self) -> bool {
+        self != Self::Off
+    }
 }
 
 impl fmt::Display for SandboxMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Off => "off",
+            Self::Contain => "contain",
             Self::ReadOnly => "read-only",
             Self::WorkspaceWrite => "workspace-write",
         })
@@ -44,8 +63,6 @@ pub struct ResourceLimits {
     pub max_file_size: u64,
     /// Open files per process (`RLIMIT_NOFILE`).
     pub max_open_files: u64,
-    /// Processes of all commands together (a pids cgroup).
-    pub max_processes: u64,
     /// No core dumps (`RLIMIT_CORE` 0).
     pub no_core_dumps: bool,
 }
@@ -55,7 +72,6 @@ impl Default for ResourceLimits {
         Self {
             max_file_size: 16 * 1024 * 1024 * 1024,
             max_open_files: 4096,
-            max_processes: 1024,
             no_core_dumps: true,
         }
     }
@@ -123,7 +139,7 @@ impl SandboxSpec {
                 roots.iter().cloned().chain([temp_dir.clone()]).collect(),
                 Some(temp_dir),
             ),
-            SandboxMode::Off | SandboxMode::ReadOnly => (Vec::new(), None),
+            SandboxMode::Off | SandboxMode::Contain | SandboxMode::ReadOnly => (Vec::new(), None),
         };
         Self {
             mode,
@@ -195,13 +211,16 @@ impl SandboxSpec {
         self.mode == SandboxMode::Off && self.network == NetworkAccess::Allow
     }
 
-    /// One sentence for the Bash tool's description, when a sandbox is on.
+    /// One sentence for the Bash tool's description: what the sandbox
+    /// restricts, or that commands are not contained. `None` under plain
+    /// `contain`, which changes nothing a command is meant to do.
     pub fn describe(&self) -> Option<String> {
-        if self.is_off() {
+        if self.mode == SandboxMode::Contain && self.network == NetworkAccess::Allow {
             return None;
         }
         let files = match self.mode {
-            SandboxMode::Off => "Files: no restriction".to_owned(),
+            SandboxMode::Off => NOT_CONTAINED.to_owned(),
+            SandboxMode::Contain => "Files: no restriction".to_owned(),
             SandboxMode::ReadOnly => {
                 "Sandbox: commands may read files but write none (only /dev/null and the like)"
                     .to_owned()
@@ -231,6 +250,9 @@ impl SandboxSpec {
         Some(format!("{files}{network}."))
     }
 }
+
+/// The Bash description's sentence when commands are not contained.
+pub const NOT_CONTAINED: &str = "Commands are not contained: they run as the user, beside (and able to see and signal) the server, the client and the user's other processes";
 
 /// `~` and `~/...` with `home`; other paths as they are. `None` when the
 /// entry needs a home and there is none.
@@ -346,9 +368,34 @@ mod tests {
     }
 
     #[test]
-    fn off_says_nothing_and_read_only_writes_nowhere() {
-        let off = SandboxSpec::default();
-        assert!(off.is_off() && off.describe().is_none());
+    fn contain_is_the_default_and_says_nothing_off_says_not_contained() {
+        let contain = SandboxSpec::default();
+        assert_eq!(contain.mode, SandboxMode::Contain);
+        assert!(!contain.is_off() && contain.describe().is_none());
+        assert!(contain.mode.contains() && !contain.mode.has_walls());
+        let off = SandboxSpec {
+            mode: SandboxMode::Off,
+            ..SandboxSpec::default()
+        };
+        assert!(off.is_off() && !off.mode.contains());
+        assert_eq!(
+            off.describe().expect("a sentence"),
+            format!("{NOT_CONTAINED}.")
+        );
+        let contain_deny = SandboxSpec {
+            network: NetworkAccess::Deny,
+            ..SandboxSpec::default()
+        };
+        assert!(
+            contain_deny
+                .describe()
+                .expect("a sentence")
+                .contains("network sockets are refused")
+        );
+    }
+
+    #[test]
+    fn read_only_writes_nowhere() {
         let read_only = SandboxSpec::new(
             SandboxMode::ReadOnly,
             NetworkAccess::Allow,

@@ -40,11 +40,35 @@ pub(crate) enum Waiting {
 #[derive(Default)]
 struct AskTurn(tokio::sync::Mutex<()>);
 
+/// Says the call has decided, and asks nothing (more): calls that came
+/// after it need not wait for it to put their questions.
+pub(crate) fn done_deciding(context: &ExecutionContext) {
+    if let Some(arrival) = context.arrival() {
+        arrival.pass();
+    }
+}
+
 /// Asks `approver`, reporting `waiting for approval` at least once a second
 /// meanwhile (while waiting for the turn, too); `--ask-timeout` counts from
 /// when the question is put, and it and the call's cancellation withdraw
 /// the question (the ask future is dropped).
+///
+/// The turn goes in the order the calls came when the transport keeps one
+/// ([`ExecutionContext::arrival`]): a question waits until every earlier
+/// call has asked or decided not to, so questions are never put in the
+/// order the calls' tasks happen to reach them.
 pub(crate) async fn wait_for_approval(
+    exec: &ExecEnvironment,
+    context: &ExecutionContext,
+    approver: &dyn Approver,
+    message: String,
+) -> Waiting {
+    let waited = ask_in_turn(exec, context, approver, message).await;
+    done_deciding(context);
+    waited
+}
+
+async fn ask_in_turn(
     exec: &ExecEnvironment,
     context: &ExecutionContext,
     approver: &dyn Approver,
@@ -59,6 +83,17 @@ pub(crate) async fn wait_for_approval(
         });
     };
     let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    if let Some(arrival) = context.arrival() {
+        let earlier_done = arrival.first();
+        tokio::pin!(earlier_done);
+        loop {
+            tokio::select! {
+                () = &mut earlier_done => break,
+                () = context.cancellation().cancelled() => return Waiting::CallCancelled,
+                _ = ticker.tick() => report(),
+            }
+        }
+    }
     let turn = context.session().state::<AskTurn>();
     let take_turn = turn.0.lock();
     tokio::pin!(take_turn);

@@ -8,11 +8,11 @@
 //! Each line is one `write` call under a lock (the process's mutex and an
 //! `flock`, so servers sharing a log never interleave); a failed or short
 //! write is cut back to the length the file had, so no line is ever torn.
-//! Before each write the path is checked against the open file: a log
-//! removed or replaced is reopened and the next answer says so. An `ended`
-//! line that cannot be written is queued (at most [`PENDING_LIMIT`]),
-//! retried before every later write and at every call, and flagged in the
-//! shell's next answer.
+//! Before each write and each answer the path is checked against the open
+//! file (its device and inode): a log removed or replaced is reopened and
+//! the next answer says so. An `ended` line that cannot be written is
+//! queued (at most [`PENDING_LIMIT`]), retried before every later write and
+//! at every call, and flagged in the shell's next answer.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
@@ -231,10 +231,14 @@ impl AuditLog {
     pub fn notes(&self, bash_id: Option<&str>) -> Vec<String> {
         let mut state = self.lock();
         self.retry(&mut state);
+        // A call that writes no line of its own (BashOutput) still notices
+        // a log removed since the last line. A log that cannot be reopened
+        // is said by the next call that has a line to write.
+        let _ = self.follow_path(&mut state);
         let mut notes = Vec::new();
         if std::mem::take(&mut state.reopened) {
             notes.push(format!(
-                "[audit log {} was removed or replaced: reopened]",
+                "[audit: the log file {} was removed or replaced; logging to a new file]",
                 self.path.display()
             ));
         }
@@ -324,6 +328,9 @@ impl AuditLog {
         use std::os::unix::fs::MetadataExt as _;
         let open = state.file.metadata()?;
         let same = match std::fs::metadata(&self.path) {
+            // No `st_nlink == 0` test is needed: while the file is open its
+            // inode number cannot be reused, so a removed file never
+            // matches what the path names.
             Ok(named) => named.dev() == open.dev() && named.ino() == open.ino(),
             Err(error) if error.kind() == io::ErrorKind::NotFound => false,
             Err(error) => return Err(error),
@@ -601,6 +608,10 @@ mod tests {
         log.write(&AuditEntry::default()).unwrap();
         assert!(log.notes(None).is_empty());
         std::fs::remove_file(&path).unwrap();
+        // An answer with no line of its own notices it too.
+        assert_eq!(log.notes(None).len(), 1);
+        assert!(path.exists(), "a new file");
+        std::fs::remove_file(&path).unwrap();
         log.write(&AuditEntry {
             event: "call",
             ..AuditEntry::default()
@@ -611,7 +622,7 @@ mod tests {
         assert_eq!(
             notes,
             [format!(
-                "[audit log {} was removed or replaced: reopened]",
+                "[audit: the log file {} was removed or replaced; logging to a new file]",
                 path.display()
             )]
         );

@@ -23,7 +23,8 @@ use crate::approval::{
 };
 use crate::audit::{AuditEntry, AuditError, AuditLog, with_notes};
 use crate::carried_state::{
-    CarriedStateSlot, STATELESS_BUILTINS, StateFiles, Vars, may_change_state, wrap_command,
+    CaptureError, CarriedStateSlot, STATE_FD, STATELESS_BUILTINS, StateChannel, Vars,
+    may_change_state, wrap_command,
 };
 use crate::environment::{AskFallback, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
 use crate::metadata::{BashMetadata, capped_command};
@@ -301,6 +302,9 @@ impl BashTool {
             }
             _ => None,
         };
+        // Asked or not, this call is done deciding: later calls' questions
+        // need not wait for it.
+        crate::approval::done_deciding(context);
         let meta = |result: BashAnswer| {
             let result = meta(result);
             match approved_by {
@@ -661,6 +665,7 @@ fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars)
     spec.program.clone_from(&exec.shell_program);
     spec.replacements = Some(Arc::clone(&exec.redactions));
     spec.confinement.clone_from(&exec.config.confinement);
+    spec.cgroup_limits = exec.config.command_limits;
     spec
 }
 
@@ -757,15 +762,22 @@ async fn run_foreground(
         budget,
     } = run;
     let stem = exec.next_path("bash");
-    let state_files = StateFiles::new(&exec.state_path(&stem));
     // A command that cannot change the state runs as it is.
     let stateful = may_change_state(command, &vars);
     let script = if stateful {
-        wrap_command(command, &state_files)
+        wrap_command(command)
     } else {
         command.to_owned()
     };
     let mut spec = base_spec(exec, script, cwd.clone(), &vars);
+    // Without a channel the command still runs; its answer says the state stayed.
+    let channel = stateful
+        .then(|| {
+            let channel = StateChannel::new().ok()?;
+            spec.inherit.push((channel.child_end().ok()?, STATE_FD));
+            Some(channel)
+        })
+        .flatten();
     spec.command = command.to_owned();
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout_spill);
@@ -776,7 +788,6 @@ async fn run_foreground(
     let shell = match exec.manager.spawn_foreground(spec).await {
         Ok(shell) => shell,
         Err(error) => {
-            state_files.remove();
             audit_not_started(ended);
             return BashAnswer::fail(format!(
                 "Cannot start the command: {}",
@@ -808,13 +819,13 @@ async fn run_foreground(
         notes.extend(absorb_state(
             exec,
             carried,
-            &state_files,
+            channel.as_ref(),
             &vars,
             &cwd,
             keeps_cwd,
         ));
     }
-    state_files.remove();
+    drop(channel);
     // Not after a timeout or an interruption: those did not end by themselves.
     if let Some(note) = empty_stdin_note(
         facts,
@@ -827,7 +838,13 @@ async fn run_foreground(
         notes.push(note);
     }
 
-    let prefix = end_line(request, exit, Some(timeout), duration_ms);
+    let prefix = end_line(
+        request,
+        exit,
+        shell.out_of_memory(),
+        Some(timeout),
+        duration_ms,
+    );
     let Rendered {
         text,
         truncated,
@@ -1002,7 +1019,7 @@ async fn run_tty(
         (shell.end_request(), timeout)
     };
     let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
-    let prefix = end_line(request, exit, timeout, duration_ms);
+    let prefix = end_line(request, exit, shell.out_of_memory(), timeout, duration_ms);
     let notes: Vec<String> = network_note(exec, command, &shell).into_iter().collect();
     let Rendered {
         text,
@@ -1201,7 +1218,7 @@ fn last_lines(text: &str, max: usize) -> String {
         .to_owned()
 }
 
-/// Reads the state file and updates the carried state; returns the lines the
+/// Reads the state channel and updates the carried state; returns the lines the
 /// answer carries: where the next call starts when that changed from
 /// `started_in` (or, for a directory the command deleted, its nearest
 /// existing ancestor), a working directory not kept, start-up variables not
@@ -1210,12 +1227,12 @@ fn last_lines(text: &str, max: usize) -> String {
 fn absorb_state(
     exec: &ExecEnvironment,
     carried: &CarriedStateSlot,
-    files: &StateFiles,
+    channel: Option<&StateChannel>,
     vars: &Vars,
     started_in: &std::path::Path,
     keeps_cwd: bool,
 ) -> Vec<String> {
-    let ended = match files.read() {
+    let ended = match channel.map_or(Err(CaptureError::NoChannel), StateChannel::read) {
         Ok(ended) => ended,
         Err(error) => return vec![error.note().to_owned()],
     };
@@ -1267,14 +1284,19 @@ fn absorb_state(
 
 /// The line that opens a foreground answer when the command did not end
 /// well by itself: timed out (after `timeout`, when one was set),
-/// interrupted or killed, or failed with an exit code.
+/// interrupted or killed, killed by the OOM killer (its memory limit
+/// named), or failed with an exit code.
 fn end_line(
     request: Option<EndRequest>,
     exit: Option<ExitInfo>,
+    out_of_memory: Option<shell_runtime::OutOfMemory>,
     timeout: Option<Duration>,
     duration_ms: u64,
 ) -> Option<String> {
     match (request, exit) {
+        (None, Some(exit)) if let Some(oom) = out_of_memory => {
+            Some(format!("Command {oom}, exit code {}", exit.code))
+        }
         (Some(EndRequest::Timeout), _) => {
             timeout.map(|limit| format!("Command timed out after {}ms", limit.as_millis()))
         }

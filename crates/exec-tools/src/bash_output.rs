@@ -58,8 +58,9 @@ impl BashOutputTool {
     }
 }
 
-/// `Status: S[, Exit code: N[ (SIG)]][, Duration: Nms]`, or `Status:
-/// running (waiting for input), Duration: Nms` for a tty shell at a prompt.
+/// `Status: S[, Exit code: N[ (SIG)]][, killed: out of memory (limit
+/// L)][, Duration: Nms]`, or `Status: running (waiting for input),
+/// Duration: Nms` for a tty shell at a prompt.
 pub(crate) fn status_line(shell: &ShellProcess, waiting: bool) -> String {
     let status = shell.status();
     let mut line = format!("Status: {status}");
@@ -75,6 +76,9 @@ pub(crate) fn status_line(shell: &ShellProcess, waiting: bool) -> String {
             line.push_str(&format!(", Exit code: {}", exit.code));
             if let Some(name) = exit.signal_name() {
                 line.push_str(&format!(" ({name})"));
+            }
+            if let Some(oom) = shell.out_of_memory() {
+                line.push_str(&format!(", {oom}"));
             }
         }
         line.push_str(&format!(", Duration: {}ms", shell.duration().as_millis()));

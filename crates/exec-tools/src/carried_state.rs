@@ -1,12 +1,14 @@
 //! The carried state: `cd` and `export` carry over from one foreground call
 //! to the next of the same session (tool-core's `Session`: one client's
 //! calls) without a long-lived shell. Each command runs in a fresh
-//! `bash -c` that saves `$PWD` and every exported variable to a state file
-//! when it ends; the next call starts from there. A command that hangs or is
-//! killed leaves the carried state as it was, and so does a state file that
-//! did not come out whole.
+//! `bash -c` that writes `$PWD` and every exported variable, when it ends,
+//! to a memfd it inherits as descriptor [`STATE_FD`]: no path names it, so
+//! no command can replace it or point it elsewhere (docs/decisions/0017).
+//! The next call starts from there. A command that hangs or is killed
+//! leaves the carried state as it was, and so does a state that did not
+//! come out whole or is over [`MAX_STATE_BYTES`].
 //!
-//! The state file is `$PWD` and bash's own `declare -px`, separated by
+//! The state is `$PWD` and bash's own `declare -px`, separated by
 //! NULs and ended by a mark, written by builtins only (no process is
 //! started). `declare -px` writes one line per variable in a form bash
 //! reads back (`"..."`, or `$'...'` with octal escapes for anything
@@ -15,9 +17,11 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::quote::quote;
 
@@ -47,7 +51,23 @@ pub(crate) const STARTUP_VARIABLES: &[&str] = &[
     "LD_AUDIT",
 ];
 
-/// The last entry of a state file that came out whole. It has no `=`, so
+/// The descriptor a wrapped command's shell writes its state to. The
+/// command itself runs with it closed (bash keeps a close-on-exec copy at
+/// [`SAVED_STATE_FD`] meanwhile), so no program it starts inherits it.
+pub(crate) const STATE_FD: RawFd = 3;
+
+/// Where bash keeps its copy of [`STATE_FD`] while the command runs: the
+/// first number bash saves a descriptor at (its `SHELL_FD_BASE`), free
+/// because the shell starts with 0, 1, 2 and [`STATE_FD`] only.
+const SAVED_STATE_FD: RawFd = 10;
+
+/// The most a state may take. A larger one is not read: the carried state
+/// stays as it was and the answer says so. `declare -px` of an environment
+/// at the kernel's own limit for a command (`ARG_MAX`, 2 MiB with the
+/// arguments) hardly gets there.
+pub(crate) const MAX_STATE_BYTES: u64 = 1 << 20;
+
+/// The last entry of a state that came out whole. It has no `=`, so
 /// no variable entry can be mistaken for it.
 const END_MARK: &[u8] = b"agent-exec-state-end";
 
@@ -125,7 +145,7 @@ impl CarriedState {
     }
 }
 
-/// The state a command ended with, read back from its state file.
+/// The state a command ended with, read back from its channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct EndState {
     /// `$PWD` when the shell ended.
@@ -137,11 +157,15 @@ pub(crate) struct EndState {
 /// Why the state of a call could not be read back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CaptureError {
-    /// No state file: the shell ended without saving (`exec`, a signal,
+    /// Nothing written: the shell ended without saving (`exec`, a signal,
     /// its own `EXIT` trap replaced ours and then `exit` ran).
     Missing,
-    /// The file is cut short or malformed (the disk is full, say).
+    /// Cut short or malformed (memory ran out as it was written, say).
     Incomplete,
+    /// Over [`MAX_STATE_BYTES`]: not read at all.
+    TooLarge,
+    /// No channel could be made for the call (out of descriptors, say).
+    NoChannel,
 }
 
 impl CaptureError {
@@ -152,43 +176,80 @@ impl CaptureError {
                 "[cd/export not kept: the shell ended before saving its state (exec, a signal, or an EXIT trap of its own); later calls keep the previous state]"
             }
             Self::Incomplete => {
-                "[cd/export not kept: the state file could not be written whole (is the disk full?); later calls keep the previous state]"
+                "[cd/export not kept: the state the shell wrote was cut short or malformed; later calls keep the previous state]"
+            }
+            Self::TooLarge => {
+                "[cd/export not kept: the state the shell wrote is over 1 MiB; later calls keep the previous state]"
+            }
+            Self::NoChannel => {
+                "[cd/export not kept: no channel for the state could be made; later calls keep the previous state]"
             }
         }
     }
 }
 
-/// One call's state file.
-#[derive(Debug, Clone)]
-pub(crate) struct StateFiles {
-    pub(crate) path: PathBuf,
+/// One call's state channel: a memfd the shell gets as [`STATE_FD`].
+/// Read with `pread` after the shell has exited, so a process the command
+/// left holding it can make nothing wait, and never past
+/// [`MAX_STATE_BYTES`].
+#[derive(Debug)]
+pub(crate) struct StateChannel {
+    file: std::fs::File,
 }
 
-impl StateFiles {
-    pub(crate) fn new(stem: &Path) -> Self {
-        Self {
-            path: stem.with_extension("state"),
-        }
+impl StateChannel {
+    pub(crate) fn new() -> std::io::Result<Self> {
+        shell_runtime::anonymous_file("agent-exec-state").map(|file| Self { file })
+    }
+
+    /// The descriptor to hand the shell (see `SpawnSpec::inherit`).
+    pub(crate) fn child_end(&self) -> std::io::Result<Arc<OwnedFd>> {
+        self.file
+            .try_clone()
+            .map(|file| Arc::new(OwnedFd::from(file)))
     }
 
     /// The state the shell saved when it ended.
     pub(crate) fn read(&self) -> Result<EndState, CaptureError> {
-        let bytes = std::fs::read(&self.path).map_err(|_| CaptureError::Missing)?;
+        let bytes = read_capped(&self.file, MAX_STATE_BYTES)?;
         parse_state(&bytes).ok_or(CaptureError::Incomplete)
-    }
-
-    pub(crate) fn remove(&self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
-/// Parses a state file: `$PWD`, a NUL, the text of bash's `declare -px`,
-/// a NUL, then [`END_MARK`] and a NUL. Anything else is `None`.
+/// Up to `cap` bytes of `file` from its start: its size is looked at first
+/// and nothing is read past it (a file growing meanwhile adds nothing).
+fn read_capped(file: &std::fs::File, cap: u64) -> Result<Vec<u8>, CaptureError> {
+    let size = file.metadata().map_err(|_| CaptureError::Missing)?.len();
+    if size == 0 {
+        return Err(CaptureError::Missing);
+    }
+    if size > cap {
+        return Err(CaptureError::TooLarge);
+    }
+    let size = usize::try_from(size).map_err(|_| CaptureError::TooLarge)?;
+    let mut bytes = vec![0; size];
+    let mut filled = 0;
+    while filled < size {
+        let offset = u64::try_from(filled).unwrap_or(u64::MAX);
+        match file.read_at(&mut bytes[filled..], offset) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(CaptureError::Incomplete),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
+}
+
+/// Parses a state: `$PWD` (an absolute path, as bash keeps it), a NUL,
+/// the text of bash's `declare -px`, a NUL, then [`END_MARK`] and a NUL.
+/// Anything else is `None`.
 pub(crate) fn parse_state(bytes: &[u8]) -> Option<EndState> {
     let body = bytes.strip_suffix(b"\0")?;
     let mut parts = body.splitn(3, |&byte| byte == 0);
     let (cwd, declarations, end) = (parts.next()?, parts.next()?, parts.next()?);
-    if end != END_MARK {
+    if end != END_MARK || !cwd.starts_with(b"/") {
         return None;
     }
     let mut exports = Vars::new();
@@ -429,8 +490,8 @@ const BUILTINS_AND_KEYWORDS: &[&str] = &[
 /// or keyword but [`STATELESS_BUILTINS`], with no function in the
 /// environment (`BASH_FUNC_*`, or a `BASH_ENV` start-up file) it could name. Such a command cannot touch
 /// the shell's directory or variables, so it runs without the wrapper and
-/// its state file: the state it ends with is the one it started with (the
-/// wrapper's file write and read cost about 0.2 ms of a `true` round trip).
+/// its state channel: the state it ends with is the one it started with
+/// (the wrapper costs about 0.2 ms of a `true` round trip).
 pub(crate) fn may_change_state(command: &str, env: &Vars) -> bool {
     let plain = |c: char| c.is_ascii_alphanumeric() || " _./,:@%+-".contains(c);
     if !command.chars().all(plain) {
@@ -454,24 +515,42 @@ pub(crate) fn may_change_state(command: &str, env: &Vars) -> bool {
 /// saved after `eval` returns as well as from the `EXIT` trap, so a command
 /// that installs an `EXIT` trap of its own keeps its state when it ends
 /// normally.
-pub(crate) fn wrap_command(command: &str, files: &StateFiles) -> String {
+///
+/// The command runs with [`STATE_FD`] closed (`3>&-` on the `eval`): bash
+/// keeps its copy at [`SAVED_STATE_FD`], close-on-exec, and puts it back
+/// when `eval` returns, or when `exit` leaves it. An `exit` in a function
+/// runs the trap before that (`FUNCNAME` then has more than our function):
+/// the trap writes to bash's copy, after checking in
+/// `/proc/self/fdinfo` that it is close-on-exec (so one the command opened
+/// there itself is left alone).
+pub(crate) fn wrap_command(command: &str) -> String {
     format!(
         "__agent_exec_save() {{ \
             [[ -n ${{__agent_exec_saved-}} ]] && return; __agent_exec_saved=1; builtin set +eu; \
+            __agent_exec_fd={fd}; \
+            if (( ${{#FUNCNAME[@]}} > 1 )); then __agent_exec_fd=; \
+              {{ while builtin read -r __agent_exec_k __agent_exec_v; do \
+                   [[ $__agent_exec_k == flags: ]] && (( 8#$__agent_exec_v & 8#2000000 )) && __agent_exec_fd={saved}; \
+                 done < /proc/self/fdinfo/{saved}; }} 2>/dev/null; \
+              [[ -n $__agent_exec_fd ]] || return; \
+            fi; \
             {{ {{ builtin printf '%s\\0' \"$PWD\"; builtin declare -px; \
                builtin printf '\\0{end}\\0'; \
-            }} > {state}; }} 2>/dev/null; }}\n\
+            }} >&$__agent_exec_fd; }} 2>/dev/null; }}\n\
          trap __agent_exec_save EXIT\n\
-         eval {command}\n\
+         eval {command} {fd}>&-\n\
          {{ __agent_exec_status=$?; __agent_exec_save; builtin exit $__agent_exec_status; }} 2>/dev/null",
         end = String::from_utf8_lossy(END_MARK),
-        state = quote(&files.path.to_string_lossy()),
+        fd = STATE_FD,
+        saved = SAVED_STATE_FD,
         command = quote(command),
     )
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests")]
+
     use super::*;
 
     #[test]
@@ -593,6 +672,9 @@ mod tests {
             state(b"/w", b"declare -x A=\"unterminated\n"),
             state(b"/w", b"declare -x A=$'bad \\q escape'\n"),
             state(b"/w", b"export A=1\n"),
+            // Written before the shell's own record: `$PWD` is never relative.
+            state(b"junk/w", b"declare -x A=\"1\"\n"),
+            state(b"", b"declare -x A=\"1\"\n"),
         ] {
             assert_eq!(parse_state(&bad), None);
         }
@@ -635,6 +717,136 @@ mod tests {
         assert_eq!(refused, ["BASH_ENV", "PROMPT_COMMAND", "LD_PRELOAD"]);
         assert_eq!(state.env.len(), 1);
         assert_eq!(state.env.get("OK"), Some(&Some(os("1"))));
+    }
+
+    fn channel_with(bytes: &[u8]) -> StateChannel {
+        let channel = StateChannel::new().expect("memfd");
+        channel.file.write_all_at(bytes, 0).expect("write");
+        channel
+    }
+
+    #[test]
+    fn a_state_over_the_cap_or_empty_is_not_read() {
+        let whole = state(b"/w", b"declare -x A=\"1\"\n");
+        assert_eq!(
+            channel_with(&whole).read().expect("whole").exports.get("A"),
+            Some(&os("1"))
+        );
+        assert_eq!(
+            StateChannel::new().expect("memfd").read(),
+            Err(CaptureError::Missing)
+        );
+        let mut padded = state(b"/w", b"declare -x A=\"1\"\n");
+        padded.resize(usize::try_from(MAX_STATE_BYTES).expect("fits") + 1, b'x');
+        assert_eq!(channel_with(&padded).read(), Err(CaptureError::TooLarge));
+        // Only the size is looked at: a sparse 64 GiB file is refused at once.
+        let sparse = StateChannel::new().expect("memfd");
+        sparse.file.set_len(64 << 30).expect("set_len");
+        assert_eq!(sparse.read(), Err(CaptureError::TooLarge));
+        assert_eq!(
+            read_capped(&channel_with(b"abcdef").file, 6).expect("at the cap"),
+            b"abcdef"
+        );
+        assert_eq!(
+            read_capped(&channel_with(b"abcdefg").file, 6),
+            Err(CaptureError::TooLarge)
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever a command writes into the channel: no panic, and never
+        /// more out than went in.
+        #[test]
+        fn garbage_never_panics_and_stays_bounded(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+        ) {
+            if let Some(parsed) = parse_state(&bytes) {
+                let out: usize = parsed.cwd.as_os_str().len()
+                    + parsed.exports.iter().map(|(name, value)| name.len() + value.len()).sum::<usize>();
+                proptest::prop_assert!(out <= bytes.len());
+            }
+        }
+
+        /// Garbage shaped like a state (declarations with any bytes in
+        /// their values) is read or refused, never a panic.
+        #[test]
+        fn state_shaped_garbage_never_panics(
+            name in "[A-Za-z_][A-Za-z0-9_]{0,8}",
+            value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            ansi in proptest::prelude::any::<bool>(),
+        ) {
+            let mut line = format!("declare -x {name}=").into_bytes();
+            line.extend_from_slice(if ansi { b"$'" } else { b"\"" });
+            line.extend(value.iter().copied().filter(|&byte| byte != 0 && byte != b'\n'));
+            line.extend_from_slice(if ansi { b"'" } else { b"\"" });
+            line.push(b'\n');
+            let bytes = state(b"/w", &line);
+            if let Some(parsed) = parse_state(&bytes) {
+                proptest::prop_assert!(parsed.exports.len() <= 1);
+                proptest::prop_assert!(
+                    parsed.exports.values().all(|value| value.len() <= line.len())
+                );
+            }
+        }
+    }
+
+    /// Runs `command` wrapped, in `dir`, and reads back what it left.
+    async fn wrapped(
+        command: &str,
+        dir: &std::path::Path,
+    ) -> (Result<EndState, CaptureError>, String) {
+        let channel = StateChannel::new().expect("memfd");
+        let spec = shell_runtime::SpawnSpec::shell(wrap_command(command), dir)
+            .with_env(std::env::vars_os())
+            .with_inherited(channel.child_end().expect("dup"), STATE_FD);
+        let shell = shell_runtime::ShellProcess::spawn(spec)
+            .await
+            .expect("spawns");
+        shell.wait().await;
+        let output = shell.snapshot(shell_runtime::Stream::Stdout).render()
+            + &shell.snapshot(shell_runtime::Stream::Stderr).render();
+        (channel.read(), output)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wrapper_saves_the_state_however_the_command_ends() {
+        let dir = tempfile::tempdir().expect("dir");
+        let sub = dir.path().canonicalize().expect("canonical").join("sub");
+        std::fs::create_dir(&sub).expect("mkdir");
+        let user_file = dir.path().join("mine.txt");
+        for command in [
+            "cd sub; export A=1",
+            "cd sub; export A=1; exit 4",
+            "cd sub; export A=1; set -e; false",
+            // `exit` in a function runs the trap before bash puts fd 3 back.
+            "f() { cd sub; export A=1; exit 2; }; f",
+            "g() { cd sub; export A=1; exit 5; }; f() { g 2>/dev/null; }; f",
+            // The command's own descriptors 3 and 10 are left alone.
+            "exec 3>mine.txt; echo mine >&3; cd sub; export A=1",
+            "f() { exec 3>mine.txt 10>>mine.txt; cd sub; export A=1; exit 1; }; f",
+        ] {
+            let (ended, output) = wrapped(command, dir.path()).await;
+            let ended = ended.unwrap_or_else(|error| panic!("{command}: {error:?} {output}"));
+            assert_eq!(ended.cwd, sub, "{command}: {output}");
+            assert_eq!(ended.exports.get("A"), Some(&os("1")), "{command}");
+            let mine = std::fs::read_to_string(&user_file).unwrap_or_default();
+            assert!(!mine.contains("declare"), "{command}: {mine:?}");
+            let _ = std::fs::remove_file(&user_file);
+        }
+    }
+
+    /// Programs the command starts never get the channel: not at 3, nor
+    /// bash's copy.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn programs_the_command_starts_do_not_inherit_the_channel() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (ended, output) = wrapped(
+            "ls -l /proc/self/fd/ | grep -c memfd; f() { ls -l /proc/self/fd/ | grep -c memfd; }; f",
+            dir.path(),
+        )
+        .await;
+        assert_eq!(output, "0\n0\n");
+        assert!(ended.is_ok(), "{ended:?}");
     }
 
     #[test]

@@ -14,8 +14,7 @@ use exec_policy::{
     ScrubbedEnv, scrub_environment,
 };
 use shell_runtime::{
-    ConfineError, Confinement, ConfinementSpec, Redactions, ShellManager, SpillBudget,
-    TokenPattern, TokenSpec,
+    ConfineError, Confinement, ConfinementSpec, Redactions, ShellManager, SpillBudget, TokenPattern,
 };
 
 use crate::audit::AuditLog;
@@ -39,12 +38,12 @@ pub struct ExecConfig {
     pub analyzer: AnalyzerConfig,
     /// The environment commands get, and the secrets removed from it.
     pub env: ScrubbedEnv,
-    /// Redact tokens in well-known formats ([`exec_policy::TOKEN_FORMATS`])
+    /// Redact tokens in well-known formats (`secret_formats::FORMATS`)
     /// from all output, besides the scrubbed values (`[redact] formats`).
     pub redact_formats: bool,
     /// Process names left running when a foreground command ends.
     pub keep_processes: Vec<String>,
-    /// Where output files and per-call state files go (the server's temp dir).
+    /// Where output files go (the server's temp dir).
     pub output_dir: PathBuf,
     /// `NAME <EMAIL>` added as a `Co-authored-by` trailer to `git commit`.
     pub coauthor: Option<String>,
@@ -87,6 +86,10 @@ pub struct ExecConfig {
     /// unless changed); past it the oldest output of the shell holding the
     /// most is dropped (its output file keeps it).
     pub memory_budget: u64,
+    /// The limits of every command's own cgroup, where one can be made:
+    /// its process cap (`[processes] max`, 1024 unless changed) and
+    /// memory (`[limits] memory` or `--memory-limit`; none unless set).
+    pub command_limits: shell_runtime::CommandLimits,
 }
 
 /// How long a question waits for the person by default.
@@ -107,21 +110,29 @@ pub enum AskFallback {
 /// applies to every command; `None` when the sandbox is off. Fails when
 /// the kernel cannot enforce what was asked.
 ///
-/// In either sandbox mode each command runs in a PID namespace of its own,
-/// under a small init of shell-runtime's as its PID 1.
+/// In every mode but `off` each command runs in PID, mount and IPC
+/// namespaces of its own, under a small init of shell-runtime's as its
+/// PID 1; `read-only` and `workspace-write` add Landlock's write walls and
+/// the sandbox's resource limits.
 pub fn prepare_sandbox(spec: &SandboxSpec) -> Result<Option<Arc<Confinement>>, ConfineError> {
     if spec.is_off() {
         return Ok(None);
     }
+    // Under plain `contain` the user's limits stay (each command still has
+    // a cgroup of its own); the wall modes and `--network deny` without
+    // namespaces keep the sandbox's.
+    let limits = spec.mode != SandboxMode::Contain;
     let confinement = ConfinementSpec {
-        restrict_writes: spec.mode != SandboxMode::Off,
+        restrict_writes: spec.mode.has_walls(),
         writable: spec.writable.clone(),
         deny_network: spec.network == NetworkAccess::Deny,
-        max_file_size: Some(spec.limits.max_file_size),
-        max_open_files: Some(spec.limits.max_open_files),
-        no_core_dumps: spec.limits.no_core_dumps,
-        max_processes: Some(spec.limits.max_processes),
-        isolate_processes: spec.mode != SandboxMode::Off,
+        max_file_size: limits.then_some(spec.limits.max_file_size),
+        max_open_files: limits.then_some(spec.limits.max_open_files),
+        no_core_dumps: limits && spec.limits.no_core_dumps,
+        // Each command has its own cap (`ExecConfig::command_limits`), not
+        // one shared by all: one command cannot take another's processes.
+        max_processes: None,
+        isolate_processes: spec.mode.contains(),
     };
     Confinement::prepare(&confinement).map(|prepared| Some(Arc::new(prepared)))
 }
@@ -156,6 +167,14 @@ impl ExecConfig {
             env: scrub_environment(parent_env, &policy.env),
             redact_formats: policy.redact.formats,
             keep_processes: policy.keep_processes.clone(),
+            command_limits: shell_runtime::CommandLimits {
+                max_processes: Some(
+                    policy
+                        .max_processes
+                        .unwrap_or(shell_runtime::DEFAULT_MAX_PROCESSES),
+                ),
+                memory: policy.memory_limit,
+            },
             output_dir,
             coauthor: None,
             strip_ansi: true,
@@ -234,8 +253,6 @@ impl ExecEnvironment {
         for value in config.env.removed.values_mut() {
             *value = String::new();
         }
-        // Without it `cd` and `export` are not carried over; commands still run.
-        let _ = std::fs::create_dir_all(Self::state_dir(&config.output_dir));
         Self {
             analyzer: Analyzer::new(config.analyzer.clone()),
             manager: ShellManager::new()
@@ -292,22 +309,6 @@ impl ExecEnvironment {
     pub(crate) fn next_path(&self, kind: &str) -> PathBuf {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         self.config.output_dir.join(format!("{kind}-{n}"))
-    }
-
-    /// Where a call's state file (its carried state) goes: `state/` under
-    /// the output dir, the one place a sandboxed command may write besides
-    /// its roots and TMPDIR (see [`ExecEnvironment::state_dir`]).
-    pub(crate) fn state_path(&self, stem: &Path) -> PathBuf {
-        let name = stem
-            .file_name()
-            .map(std::ffi::OsStr::to_os_string)
-            .unwrap_or_default();
-        Self::state_dir(&self.config.output_dir).join(name)
-    }
-
-    /// The state-file directory for an output dir (created by `new`).
-    pub fn state_dir(output_dir: &Path) -> PathBuf {
-        output_dir.join("state")
     }
 
     /// Records output files kept for the model: a truncated answer's file
@@ -381,26 +382,21 @@ struct KeptFile {
     owner: Option<String>,
 }
 
-/// exec-policy's token formats for shell-runtime, each compiled the first
-/// time output holds one of its prefixes (not at start-up).
-#[expect(
-    clippy::expect_used,
-    reason = "the formats are constants with prefixes, and exec-policy's tests compile every one of them"
-)]
+/// The well-known token formats for shell-runtime. They are compiled once
+/// per process, on a warm-up thread started here, so neither start-up nor
+/// a stream's reader waits for them (compiling all of them takes tens of
+/// milliseconds, and a reader still compiling when its command has long
+/// ended would be cut off).
 fn token_patterns() -> Vec<TokenPattern> {
-    exec_policy::TOKEN_FORMATS
-        .iter()
-        .map(|format| {
-            TokenPattern::lazy(&TokenSpec {
-                label: format.id,
-                prefixes: format.prefixes,
-                regex: format.regex,
-                body: format.body,
-                standalone: format.standalone,
-                needs_digit: format.needs_digit,
-            })
-            .expect("a token format has prefixes")
-        })
+    static WARM_UP: std::sync::Once = std::sync::Once::new();
+    WARM_UP.call_once(|| {
+        // Without the thread, each format compiles on first use instead.
+        let _ = std::thread::Builder::new()
+            .name("token-formats".to_owned())
+            .spawn(secret_formats::compile_all);
+    });
+    (0..secret_formats::FORMATS.len())
+        .filter_map(TokenPattern::well_known)
         .collect()
 }
 
@@ -442,7 +438,7 @@ mod tests {
     fn expected(text: &str) -> String {
         let mut out = String::new();
         let mut rest = text;
-        while let Some(found) = exec_policy::find_token(rest) {
+        while let Some(found) = secret_formats::find_token(rest) {
             out.push_str(&rest[..found.start]);
             out.push_str(&format!("[REDACTED:{}]", found.format.id));
             rest = &rest[found.end..];
@@ -454,8 +450,8 @@ mod tests {
     #[test]
     fn every_token_format_is_redacted_and_look_alikes_are_not() {
         let env = environment(&Policy::default(), &[]);
-        assert_eq!(token_patterns().len(), exec_policy::TOKEN_FORMATS.len());
-        for format in exec_policy::TOKEN_FORMATS {
+        assert_eq!(token_patterns().len(), secret_formats::FORMATS.len());
+        for format in secret_formats::FORMATS {
             let text = format!("cat .env\nKEY={}\n", format.example);
             let redacted = env.redact(&text);
             assert!(
@@ -467,14 +463,18 @@ mod tests {
                 assert_eq!(env.redact(look_alike), *look_alike, "{}", format.id);
             }
         }
-        for text in exec_policy::NOT_SECRETS {
+        for text in secret_formats::NOT_SECRETS {
             assert_eq!(env.redact(text), *text);
         }
     }
 
     #[test]
     fn the_policy_can_turn_format_redaction_off_but_not_value_scrubbing() {
-        let token = exec_policy::TOKEN_FORMATS[2].example;
+        let token = secret_formats::FORMATS
+            .iter()
+            .find(|format| format.id == "github-token")
+            .expect("a GitHub format")
+            .example;
         let mut policy = Policy::default();
         policy.redact.formats = false;
         let env = environment(
@@ -508,11 +508,11 @@ mod tests {
         fn a_token_is_redacted_from_a_stream_however_it_is_cut(
             head in "[a-z .,:\n\r]{0,40}",
             tail in "[a-z .,:\n\r]{0,40}",
-            which in 0..exec_policy::TOKEN_FORMATS.len(),
+            which in 0..secret_formats::FORMATS.len(),
             cuts in proptest::collection::vec(0usize..300, 0..8),
         ) {
             let env = environment(&Policy::default(), &[]);
-            let token = exec_policy::TOKEN_FORMATS[which].example;
+            let token = secret_formats::FORMATS[which].example;
             let text = format!("{head} {token} {tail}");
             let out = shell_runtime::replace_in_pieces(&env.redactions, &text, &cuts);
             let redacted = expected(token);

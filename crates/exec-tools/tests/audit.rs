@@ -94,7 +94,7 @@ async fn a_removed_log_is_recreated_and_the_next_answer_says_so() {
     assert_eq!(
         next.text(),
         format!(
-            "two\n[audit log {} was removed or replaced: reopened]",
+            "two\n[audit: the log file {} was removed or replaced; logging to a new file]",
             path.display()
         )
     );

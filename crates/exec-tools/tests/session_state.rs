@@ -155,20 +155,31 @@ async fn a_shell_that_never_saves_its_state_keeps_the_last_good_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_state_file_that_is_not_whole_keeps_the_last_good_state() {
+async fn a_state_that_is_not_whole_keeps_the_last_good_state() {
     let world = World::new();
     world.bash("export LAST=good").await;
     // A function named `builtin` swallows every `builtin printf` the save
-    // makes: the state file is empty, as on a full disk.
+    // makes: nothing is written.
     let broken = world.bash("builtin() { :; }; export LAST=lost").await;
     assert!(
         broken
             .text()
-            .contains("[cd/export not kept: the state file could not be written whole"),
+            .contains("[cd/export not kept: the shell ended before saving its state"),
         "{}",
         broken.text()
     );
     assert!(broken.success);
+    // Half a record written into the channel (bash's copy of it, at 10,
+    // while the command runs), then no save: refused as not whole.
+    let cut = world
+        .bash("export LAST=lost; printf '/tmp\\0declare -x LAST=\"lost\"' >&10; exec true")
+        .await;
+    assert!(
+        cut.text()
+            .contains("[cd/export not kept: the state the shell wrote was cut short or malformed"),
+        "{}",
+        cut.text()
+    );
     let later = world.bash("[ \"$LAST\" = good ] && echo kept").await;
     assert_eq!(later.text(), "kept\n");
 }

@@ -238,54 +238,12 @@ fn write_big_file(bytes: u64) -> tempfile::NamedTempFile {
     file
 }
 
-/// The prefixes of exec-policy's token formats (shell-runtime cannot see
-/// that crate), each with a regex of the usual shape: what a server's
-/// redaction table holds, besides its secret values.
-const TOKEN_PREFIXES: &[&str] = &[
-    "sk-ant-",
-    "sk-",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "glpat-",
-    "xoxa-",
-    "xoxb-",
-    "xoxo-",
-    "xoxp-",
-    "xoxr-",
-    "xoxs-",
-    "sk_live_",
-    "rk_live_",
-    "sk_test_",
-    "rk_test_",
-    "AKIA",
-    "ASIA",
-    "AIza",
-    "hf_",
-    "npm_",
-    "pypi-AgEIcHlwaS5vcmc",
-    "SG.",
-    "://",
-];
-
+/// What a server's redaction table holds: every well-known token format
+/// and two secret values.
 fn redaction_table() -> std::sync::Arc<shell_runtime::Redactions> {
-    let patterns = TOKEN_PREFIXES
+    let patterns = secret_formats::FORMATS
         .iter()
-        .map(|prefix| {
-            let regex = format!("{}[A-Za-z0-9_-]{{20,}}", regex_escape(prefix));
-            shell_runtime::TokenPattern::new(&shell_runtime::TokenSpec {
-                label: "token",
-                prefixes: &[prefix],
-                regex: &regex,
-                body: "[A-Za-z0-9_-]",
-                standalone: true,
-                needs_digit: true,
-            })
-            .expect("compiles")
-        })
+        .map(|format| shell_runtime::TokenPattern::new(format).expect("compiles"))
         .collect();
     let secrets = [
         (
@@ -298,18 +256,6 @@ fn redaction_table() -> std::sync::Arc<shell_runtime::Redactions> {
         ),
     ];
     std::sync::Arc::new(shell_runtime::Redactions::new(secrets, patterns))
-}
-
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
 }
 
 fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
@@ -374,7 +320,7 @@ fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
             "capture-redacted",
             format!(
                 "the same with redaction ({} token formats, 2 secret values)",
-                TOKEN_PREFIXES.len()
+                secret_formats::FORMATS.len()
             ),
         )
         .median(redacted50)
@@ -520,4 +466,67 @@ fn main() {
     if spawner {
         spawner_process(&runtime, if quick { 200 } else { 1000 });
     }
+    if wanted("contain") {
+        contain_cost(&runtime, if quick { 100 } else { 1000 });
+    }
+}
+
+/// Spawn-and-wait of `true` under `--sandbox contain` (the default: PID,
+/// mount and IPC namespaces with the in-memory init, a fresh `/proc`, its
+/// own devpts, `/sys/fs/cgroup` read-only, the capability cut and the
+/// always-on seccomp program) against `--sandbox off`, alternating.
+fn contain_cost(runtime: &tokio::runtime::Runtime, rounds: usize) {
+    let confinement = match shell_runtime::Confinement::prepare(&shell_runtime::ConfinementSpec {
+        isolate_processes: true,
+        ..shell_runtime::ConfinementSpec::default()
+    }) {
+        Ok(confinement) => std::sync::Arc::new(confinement),
+        Err(error) => {
+            let reason = error.to_string();
+            emit(&Figure::skipped(
+                "spawn-off",
+                "spawn and wait of `true`, --sandbox off",
+                &reason,
+            ));
+            emit(&Figure {
+                baseline: Some("spawn-off".to_owned()),
+                ..Figure::skipped("spawn-contained", "contained spawn and wait", reason)
+            });
+            return;
+        }
+    };
+    let mut off = Vec::new();
+    let mut on = Vec::new();
+    for round in 0..rounds + 20 {
+        let t = Instant::now();
+        runtime.block_on(async {
+            ShellProcess::spawn(spec("true"))
+                .await
+                .unwrap()
+                .wait()
+                .await
+        });
+        let plain = t.elapsed();
+        let mut contained = spec("true");
+        contained.confinement = Some(std::sync::Arc::clone(&confinement));
+        let t = Instant::now();
+        runtime.block_on(async { ShellProcess::spawn(contained).await.unwrap().wait().await });
+        if round >= 20 {
+            off.push(plain);
+            on.push(t.elapsed());
+        }
+    }
+    save_samples("spawn-contained", &on);
+    let (off50, off99) = (percentile(&mut off, 50), percentile(&mut off, 99));
+    let (on50, on99) = (percentile(&mut on, 50), percentile(&mut on, 99));
+    emit(&Figure::new("spawn-off", "spawn and wait of `true`, --sandbox off").timing(off50, off99));
+    emit(
+        &Figure::new(
+            "spawn-contained",
+            "the same under --sandbox contain (PID, mount and IPC namespaces, fresh /proc, own devpts, read-only cgroup fs, capability cut, seccomp)",
+        )
+        .timing(on50, on99)
+        .against("spawn-off", on50.as_secs_f64() / off50.as_secs_f64())
+        .target(Metric::Ratio, Op::AtMost, 1.25, Unit::Times),
+    );
 }

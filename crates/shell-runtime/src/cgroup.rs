@@ -19,6 +19,18 @@
 //! Emptying one (with any cgroup made inside it): v1 sets `pids.max` to 0,
 //! so no fork in it succeeds, then sends SIGKILL to every pid in
 //! `cgroup.procs` until none is left; v2 writes `cgroup.kill`.
+//!
+//! Each command's cgroup also carries its limits ([`CommandLimits`]):
+//! `pids.max` (1024 by default, per command, so one command cannot take
+//! the processes another needs), a memory limit when one is asked for,
+//! and the default CPU weight of a cgroup of its own (the scheduler shares
+//! the CPU between commands, not between their threads). On v1 the
+//! `memory` and `cpu` controllers are hierarchies of their own: a command
+//! has a `cmd-<n>` of the same name in each that is mounted, under an
+//! `agent-exec-<id>` there too, and the child joins them all (one
+//! descriptor each). A command killed by the OOM killer is told from the
+//! memory cgroup's `oom_kill` count (v1 `memory.oom_control`, v2
+//! `memory.events`), read when it ends.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -39,6 +51,67 @@ const POOL_SIZE: usize = 4;
 
 /// Name of the cgroup kept processes move to.
 const KEEP: &str = "keep";
+
+/// The most cgroup descriptors a child joins through: v1 `pids`,
+/// `memory` and `cpu` (v2 has one for all).
+pub(crate) const MAX_JOINS: usize = 3;
+
+/// The descriptors a child writes `0` to, -1 for none.
+pub(crate) type JoinFds = [RawFd; MAX_JOINS];
+
+/// The per-command process cap when none is asked for.
+pub const DEFAULT_MAX_PROCESSES: u64 = 1024;
+
+/// What a command's own cgroup limits (where one can be made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandLimits {
+    /// `pids.max` of the command's cgroup: processes (threads, on v1) the
+    /// command may have at once; `None` for no cap.
+    pub max_processes: Option<u64>,
+    /// Memory the command may use, in bytes (v1 `memory.limit_in_bytes`
+    /// and `memory.memsw.limit_in_bytes`, v2 `memory.max` and
+    /// `memory.swap.max` 0); `None` for no limit.
+    pub memory: Option<u64>,
+}
+
+impl Default for CommandLimits {
+    fn default() -> Self {
+        Self {
+            max_processes: Some(DEFAULT_MAX_PROCESSES),
+            memory: None,
+        }
+    }
+}
+
+/// A v1 controller mounted as a hierarchy of its own, besides `pids`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Controller {
+    Memory,
+    Cpu,
+}
+
+impl Controller {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Cpu => "cpu",
+        }
+    }
+}
+
+/// The server's parent cgroup in another v1 hierarchy.
+#[derive(Debug, Clone)]
+struct Extra {
+    controller: Controller,
+    parent: PathBuf,
+}
+
+/// The limits last written to a cgroup; `None` where not known.
+#[derive(Debug, Clone, Copy, Default)]
+struct Applied {
+    max_processes: Option<Option<u64>>,
+    memory: Option<Option<u64>>,
+}
 
 /// How a hierarchy ends the processes of a cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +142,13 @@ impl Kind {
 pub(crate) struct CommandCgroup {
     dir: PathBuf,
     kind: Kind,
+    /// Its memory cgroup (v1: in the memory hierarchy; v2: `dir` itself,
+    /// when the controller is enabled), where OOM kills are counted.
+    memory_dir: Option<PathBuf>,
+    /// The memory limit it was taken with.
+    memory_limit: Option<u64>,
+    /// The OOM kills counted in it before this command.
+    oom_base: u64,
     /// One lock for every read and write of the cgroup through this handle
     /// and for its retirement: once it has gone back to the pool (and
     /// maybe to another command), a late kill round of this command must
@@ -82,6 +162,9 @@ struct HandleState {
     /// child joins through it, and it goes back to the pool with the
     /// cgroup.
     procs: Option<File>,
+    /// The same for the other v1 hierarchies (memory, cpu).
+    extras: Vec<(PathBuf, File)>,
+    applied: Applied,
     /// Forks in it have been stopped (v1 `pids.max` 0) or it was emptied.
     frozen: bool,
     /// Given back to the pool: no longer this command's.
@@ -112,9 +195,36 @@ impl CommandCgroup {
             .any(|pid| sys::stat(pid).is_some_and(|stat| !stat.is_zombie()))
     }
 
-    /// The descriptor the child writes `0` to, while the cgroup is new.
-    pub(crate) fn procs_fd(&self) -> Option<RawFd> {
-        self.state().procs.as_ref().map(AsRawFd::as_raw_fd)
+    /// The descriptors the child writes `0` to (the pids or unified
+    /// cgroup first), while the cgroup is new; -1 pads the rest.
+    pub(crate) fn join_fds(&self) -> JoinFds {
+        let state = self.state();
+        let mut fds = [-1; MAX_JOINS];
+        let all = state
+            .procs
+            .iter()
+            .chain(state.extras.iter().map(|(_, file)| file));
+        for (slot, file) in fds.iter_mut().zip(all) {
+            *slot = file.as_raw_fd();
+        }
+        fds
+    }
+
+    /// How many of its processes the OOM killer ended since it was taken
+    /// (under its own memory limit, or when the machine or a parent
+    /// cgroup ran out); 0 without a memory cgroup.
+    pub(crate) fn oom_kills(&self) -> u64 {
+        if self.state().retired {
+            return 0;
+        }
+        self.memory_dir
+            .as_deref()
+            .map_or(0, |dir| oom_kill_count(dir).saturating_sub(self.oom_base))
+    }
+
+    /// The memory limit it runs under, if any.
+    pub(crate) fn memory_limit(&self) -> Option<u64> {
+        self.memory_limit
     }
 
     /// Forks in it fail from now on (v1); the cgroup is being ended.
@@ -150,16 +260,21 @@ impl CommandCgroup {
         }
         state.retired = true;
         let procs = state.procs.take();
+        let extras = std::mem::take(&mut state.extras);
         if known_empty
             && !state.frozen
             && let Some(procs) = procs
         {
+            let oom_base = self.memory_dir.as_deref().map_or(0, oom_kill_count);
             let mut free = pool.free.lock().unwrap_or_else(PoisonError::into_inner);
             let lane = free.entry(lane_of(&self.dir)).or_default();
             if lane.len() < 2 * POOL_SIZE {
                 lane.push(Fresh {
                     dir: self.dir.clone(),
                     procs,
+                    extras,
+                    applied: state.applied,
+                    oom_base,
                 });
                 return;
             }
@@ -171,6 +286,10 @@ impl CommandCgroup {
 struct Fresh {
     dir: PathBuf,
     procs: File,
+    /// Its namesakes in the other v1 hierarchies, with their `tasks`.
+    extras: Vec<(PathBuf, File)>,
+    applied: Applied,
+    oom_base: u64,
 }
 
 enum Work {
@@ -188,6 +307,8 @@ fn lane_of(dir: &Path) -> PathBuf {
 struct Pool {
     parent: PathBuf,
     kind: Kind,
+    /// The server's cgroups in the v1 memory and cpu hierarchies.
+    extras: Vec<Extra>,
     /// Ready cgroups by the parent they are in (the lane): the server's
     /// cgroup, or a sandbox's pids cgroup below it, whose limit then
     /// holds for its commands only.
@@ -214,25 +335,91 @@ impl Pool {
         let procs = OpenOptions::new()
             .write(true)
             .open(dir.join(self.kind.join_file()))?;
-        Ok(Fresh { dir, procs })
+        let mut applied = Applied::default();
+        if write_max_processes(&dir, Some(DEFAULT_MAX_PROCESSES)) {
+            applied.max_processes = Some(Some(DEFAULT_MAX_PROCESSES));
+        }
+        let mut extras = Vec::new();
+        if let Some(name) = dir.file_name() {
+            for extra in &self.extras {
+                let namesake = extra.parent.join(name);
+                // A hierarchy that refuses one more cgroup only leaves the
+                // command without that controller's limit.
+                if std::fs::create_dir(&namesake).is_err() {
+                    continue;
+                }
+                if extra.controller == Controller::Memory {
+                    // No swapping around the limit.
+                    let _ = std::fs::write(namesake.join("memory.swappiness"), "0");
+                }
+                match OpenOptions::new().write(true).open(namesake.join("tasks")) {
+                    Ok(file) => extras.push((namesake, file)),
+                    Err(_) => {
+                        let _ = std::fs::remove_dir(&namesake);
+                    }
+                }
+            }
+        }
+        applied.memory = Some(None);
+        Ok(Fresh {
+            dir,
+            procs,
+            extras,
+            applied,
+            oom_base: 0,
+        })
     }
 
-    /// An emptied cgroup goes back to the pool (forks allowed again), so
-    /// a command costs no `mkdir` and `rmdir` in the steady state; one
-    /// that cannot be emptied, or one too many, is removed.
+    /// The command's memory cgroup: its namesake in the v1 memory
+    /// hierarchy, or its own v2 cgroup when that has the controller.
+    fn memory_dir(&self, fresh: &Fresh) -> Option<PathBuf> {
+        match self.kind {
+            Kind::PidsV1 => {
+                let memory = self
+                    .extras
+                    .iter()
+                    .find(|extra| extra.controller == Controller::Memory)?;
+                fresh
+                    .extras
+                    .iter()
+                    .find(|(dir, _)| dir.starts_with(&memory.parent))
+                    .map(|(dir, _)| dir.clone())
+            }
+            Kind::Unified => fresh
+                .dir
+                .join("memory.max")
+                .exists()
+                .then(|| fresh.dir.clone()),
+        }
+    }
+
+    /// An emptied cgroup goes back to the pool (forks allowed again, up
+    /// to the default cap), so a command costs no `mkdir` and `rmdir` in
+    /// the steady state; one that cannot be emptied, or one too many, is
+    /// removed.
     fn recycle(&self, dir: PathBuf) {
+        let namesakes: Vec<PathBuf> = dir.file_name().map_or_else(Vec::new, |name| {
+            self.extras
+                .iter()
+                .map(|extra| extra.parent.join(name))
+                .filter(|namesake| namesake.is_dir())
+                .collect()
+        });
         // Cgroups a command made inside its own go, with anything in them.
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-                    end_tree(&entry.path());
+        for own in std::iter::once(&dir).chain(&namesakes) {
+            if let Ok(entries) = std::fs::read_dir(own) {
+                for entry in entries.flatten() {
+                    if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                        end_tree(&entry.path());
+                    }
                 }
             }
         }
         let reusable = read_pids(&dir)
             .into_iter()
             .all(|pid| sys::stat(pid).is_none_or(|stat| stat.is_zombie()))
-            && (self.kind != Kind::PidsV1 || std::fs::write(dir.join("pids.max"), "max").is_ok());
+            && (self.kind != Kind::PidsV1
+                || write_max_processes(&dir, Some(DEFAULT_MAX_PROCESSES)));
         if reusable {
             let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
             let lane = free.entry(lane_of(&dir)).or_default();
@@ -241,11 +428,35 @@ impl Pool {
                     .write(true)
                     .open(dir.join(self.kind.join_file()))
             {
-                lane.push(Fresh { dir, procs });
+                let extras = namesakes
+                    .iter()
+                    .filter_map(|namesake| {
+                        let file = OpenOptions::new()
+                            .write(true)
+                            .open(namesake.join("tasks"))
+                            .ok()?;
+                        Some((namesake.clone(), file))
+                    })
+                    .collect();
+                let mut fresh = Fresh {
+                    dir,
+                    procs,
+                    extras,
+                    applied: Applied {
+                        max_processes: Some(Some(DEFAULT_MAX_PROCESSES)),
+                        memory: None,
+                    },
+                    oom_base: 0,
+                };
+                fresh.oom_base = self.memory_dir(&fresh).as_deref().map_or(0, oom_kill_count);
+                lane.push(fresh);
                 return;
             }
         }
         remove_when_empty(&dir);
+        for namesake in &namesakes {
+            remove_when_empty(namesake);
+        }
     }
 
     fn refill(&self, lane: &Path) {
@@ -296,10 +507,31 @@ fn start_pool() -> Result<Pool, String> {
     })?;
     std::fs::create_dir_all(parent.join(KEEP))
         .map_err(|error| format!("cannot create `{}`: {error}", parent.display()))?;
+    let mut extras = Vec::new();
+    let mut extra_bases = Vec::new();
+    if kind == Kind::PidsV1 {
+        for (controller, base) in v1_extra_hierarchies() {
+            match claim_parent(&base) {
+                Ok(parent) => {
+                    let _ = std::fs::create_dir_all(parent.join(KEEP));
+                    extras.push(Extra { controller, parent });
+                    extra_bases.push(base);
+                }
+                Err(error) => tracing::info!(
+                    "no {} cgroup per command: cannot create this server's cgroup in `{}`: {error}",
+                    controller.name(),
+                    base.display()
+                ),
+            }
+        }
+    } else {
+        enable_controllers(&parent);
+    }
     let (work, jobs) = mpsc::channel();
     let pool = Pool {
         parent,
         kind,
+        extras,
         free: Mutex::new(HashMap::new()),
         work,
         counter: AtomicU64::new(0),
@@ -321,6 +553,9 @@ fn start_pool() -> Result<Pool, String> {
     let _ = pool.work.send(Work::Refill(pool.parent.clone()));
     // Off the start-up path: what dead servers left can wait.
     let _ = pool.work.send(Work::RemoveStale(base));
+    for base in extra_bases {
+        let _ = pool.work.send(Work::RemoveStale(base));
+    }
     Ok(pool)
 }
 
@@ -343,10 +578,11 @@ fn pool_thread(jobs: &mpsc::Receiver<Work>) {
     }
 }
 
-/// Takes a cgroup for one command, or `None` where none can be made:
-/// below `within` (a sandbox's pids cgroup inside this server's) when
-/// given, else below the server's cgroup.
-pub(crate) fn take(within: Option<&Path>) -> Option<CommandCgroup> {
+/// Takes a cgroup for one command, set to `limits`, or `None` where none
+/// can be made: below `within` (a sandbox's pids cgroup inside this
+/// server's, whose cap all its commands share) when given, else below the
+/// server's cgroup. Its own `pids.max` caps the command alone.
+pub(crate) fn take(within: Option<&Path>, limits: &CommandLimits) -> Option<CommandCgroup> {
     let pool = pool()?;
     let lane = match within {
         Some(dir) if dir.starts_with(&pool.parent) => dir.to_path_buf(),
@@ -366,15 +602,37 @@ pub(crate) fn take(within: Option<&Path>) -> Option<CommandCgroup> {
         let _ = pool.work.send(Work::Refill(lane.clone()));
     }
     // An empty lane (a burst of spawns) makes one here rather than wait.
-    let fresh = match popped {
+    let mut fresh = match popped {
         Some(fresh) => fresh,
         None => pool.make(&lane).ok()?,
     };
+    let memory_dir = pool.memory_dir(&fresh);
+    // Written only when they differ from what the cgroup has: the common
+    // case (the defaults, or the server's one setting) writes nothing.
+    if fresh.applied.max_processes != Some(limits.max_processes) {
+        fresh.applied.max_processes =
+            write_max_processes(&fresh.dir, limits.max_processes).then_some(limits.max_processes);
+    }
+    if fresh.applied.memory != Some(limits.memory) {
+        let written = match &memory_dir {
+            Some(dir) => write_memory_limit(dir, pool.kind, limits.memory),
+            None => limits.memory.is_none(),
+        };
+        fresh.applied.memory = written.then_some(limits.memory);
+        if !written {
+            tracing::warn!(limit = ?limits.memory, "cannot set the memory limit of a command cgroup");
+        }
+    }
     Some(CommandCgroup {
         dir: fresh.dir,
         kind: pool.kind,
+        memory_limit: limits.memory.filter(|_| fresh.applied.memory.is_some()),
+        memory_dir,
+        oom_base: fresh.oom_base,
         state: Mutex::new(HandleState {
             procs: Some(fresh.procs),
+            extras: fresh.extras,
+            applied: fresh.applied,
             frozen: false,
             retired: false,
         }),
@@ -391,10 +649,15 @@ pub fn command_cgroups_dir() -> Option<PathBuf> {
 /// their command's end. Returns false where there is none.
 pub(crate) fn keep(pids: &[i32]) -> bool {
     let Some(pool) = pool() else { return false };
-    let procs = pool.parent.join(KEEP).join("cgroup.procs");
+    let places: Vec<PathBuf> = std::iter::once(&pool.parent)
+        .chain(pool.extras.iter().map(|extra| &extra.parent))
+        .map(|parent| parent.join(KEEP).join("cgroup.procs"))
+        .collect();
     for pid in pids {
-        // A pid that is gone by now needs no place.
-        let _ = std::fs::write(&procs, pid.to_string());
+        for procs in &places {
+            // A pid that is gone by now needs no place.
+            let _ = std::fs::write(procs, pid.to_string());
+        }
     }
     true
 }
@@ -409,8 +672,27 @@ pub fn end_all_contained() {
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
         end_tree(&pool.parent);
+        for extra in &pool.extras {
+            end_tree(&extra.parent);
+        }
     }
     crate::tree::end_adopted();
+}
+
+/// What the janitor does for a server that is gone: [`end_tree`] of its
+/// parent cgroup `parent` (see [`command_cgroups_dir`]), then of its
+/// namesakes in the v1 memory and cpu hierarchies (the janitor runs in
+/// the cgroups the server started in).
+pub(crate) fn end_server_tree(parent: &Path) {
+    end_tree(parent);
+    if let Some(name) = parent.file_name() {
+        for (_, base) in v1_extra_hierarchies() {
+            let namesake = base.join(name);
+            if namesake.is_dir() {
+                end_tree(&namesake);
+            }
+        }
+    }
 }
 
 /// Empties and removes every cgroup below `parent`, then `parent`: what
@@ -620,6 +902,117 @@ fn hierarchy_in(
     unified
 }
 
+/// Writes `pids.max` (`max` for no cap); false where it cannot (no pids
+/// controller in a v2 cgroup).
+fn write_max_processes(dir: &Path, max: Option<u64>) -> bool {
+    let value = max.map_or_else(|| "max".to_owned(), |max| max.to_string());
+    std::fs::write(dir.join("pids.max"), value).is_ok()
+}
+
+/// Sets the memory limit of memory cgroup `dir` (`None`: none), swap
+/// included so the limit holds where there is swap.
+fn write_memory_limit(dir: &Path, kind: Kind, limit: Option<u64>) -> bool {
+    let write = |file: &str, value: &str| std::fs::write(dir.join(file), value).is_ok();
+    match (kind, limit) {
+        (Kind::PidsV1, None) => {
+            // memsw first: it may never be below the memory limit.
+            let _ = write("memory.memsw.limit_in_bytes", "-1");
+            write("memory.limit_in_bytes", "-1")
+        }
+        (Kind::PidsV1, Some(bytes)) => {
+            let bytes = bytes.to_string();
+            let _ = write("memory.memsw.limit_in_bytes", "-1");
+            // A used cgroup may still be charged for an earlier command's
+            // page cache, above the new limit: the kernel refuses (EBUSY)
+            // what it cannot reclaim at once. The pool's cgroups hold no
+            // process, so all of it can go.
+            let set = write("memory.limit_in_bytes", &bytes)
+                || (write("memory.force_empty", "0") && write("memory.limit_in_bytes", &bytes));
+            // Absent without swap accounting: the limit holds alone then.
+            let _ = write("memory.memsw.limit_in_bytes", &bytes);
+            set
+        }
+        (Kind::Unified, None) => {
+            let _ = write("memory.swap.max", "max");
+            write("memory.max", "max")
+        }
+        (Kind::Unified, Some(bytes)) => {
+            let _ = write("memory.swap.max", "0");
+            write("memory.max", &bytes.to_string())
+        }
+    }
+}
+
+/// The `oom_kill` count of memory cgroup `dir`: v1 `memory.oom_control`,
+/// v2 `memory.events`; 0 where neither can be read.
+fn oom_kill_count(dir: &Path) -> u64 {
+    ["memory.oom_control", "memory.events"]
+        .iter()
+        .find_map(|file| std::fs::read_to_string(dir.join(file)).ok())
+        .map_or(0, |text| oom_kills_in(&text))
+}
+
+/// The `oom_kill N` line of a memory controller's counters.
+fn oom_kills_in(text: &str) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix("oom_kill "))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Lets a delegated v2 cgroup's children have their own `pids.max`,
+/// `memory.max` and `cpu.weight`, as far as the parent allows: each
+/// controller the kernel refuses is only a limit less.
+fn enable_controllers(parent: &Path) {
+    for controller in ["+pids", "+memory", "+cpu"] {
+        let _ = std::fs::write(parent.join("cgroup.subtree_control"), controller);
+    }
+}
+
+/// This process's cgroups in the v1 `memory` and `cpu` hierarchies that
+/// are mounted (each a hierarchy of its own, or `cpu` mounted with
+/// `cpuacct`).
+fn v1_extra_hierarchies() -> Vec<(Controller, PathBuf)> {
+    let (Ok(cgroups), Ok(mountinfo)) = (
+        std::fs::read_to_string("/proc/self/cgroup"),
+        std::fs::read_to_string("/proc/self/mountinfo"),
+    ) else {
+        return Vec::new();
+    };
+    [Controller::Memory, Controller::Cpu]
+        .into_iter()
+        .filter_map(|controller| {
+            v1_hierarchy_in(&cgroups, &mountinfo, controller.name()).map(|dir| (controller, dir))
+        })
+        .collect()
+}
+
+/// This process's cgroup directory in the v1 hierarchy that has
+/// `controller`, from the texts of `/proc/self/cgroup` and
+/// `/proc/self/mountinfo`.
+fn v1_hierarchy_in(cgroups: &str, mountinfo: &str, controller: &str) -> Option<PathBuf> {
+    let mount = mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let mut after = after.split_whitespace();
+        let fstype = after.next()?;
+        let options = after.nth(1)?;
+        (fstype == "cgroup" && options.split(',').any(|option| option == controller))
+            .then(|| before.split_whitespace().nth(4).map(PathBuf::from))
+            .flatten()
+    })?;
+    let own = cgroups.lines().find_map(|entry| {
+        let mut fields = entry.splitn(3, ':');
+        let _ = fields.next();
+        let controllers = fields.next()?;
+        let path = fields.next()?;
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.to_owned())
+    })?;
+    Some(mount.join(own.trim_start_matches('/')))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,7 +1021,7 @@ mod tests {
     /// end) must not stop forks in a cgroup that may serve another one.
     #[test]
     fn a_retired_cgroup_is_neither_listed_nor_frozen_by_its_old_command() {
-        let Some(cgroup) = take(None) else {
+        let Some(cgroup) = take(None, &CommandLimits::default()) else {
             eprintln!("skipped: no cgroup can be made here");
             return;
         };
@@ -638,7 +1031,7 @@ mod tests {
         assert!(cgroup.pids().is_empty());
         if cgroup.kind == Kind::PidsV1 {
             let max = std::fs::read_to_string(cgroup.dir.join("pids.max")).expect("pids.max");
-            assert_eq!(max.trim(), "max");
+            assert_eq!(max.trim(), DEFAULT_MAX_PROCESSES.to_string());
         }
     }
 

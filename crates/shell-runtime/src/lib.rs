@@ -25,6 +25,7 @@ mod error;
 mod fds;
 mod instance;
 mod manager;
+mod memfd;
 mod pool;
 mod process;
 mod redact;
@@ -38,20 +39,19 @@ mod tree;
 mod tty_wait;
 
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
-pub use cgroup::{command_cgroups_dir, end_all_contained};
+pub use cgroup::{CommandLimits, DEFAULT_MAX_PROCESSES, command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
 pub use fds::{
     Descriptors, FDS_PER_SHELL, FOREGROUND_RESERVE, OpenFileLimit, raise_open_file_limit,
 };
 pub use instance::{INSTANCE_PREFIX, hold_lock, id_in_name, server_id, try_lock};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ReservedId, ShellId, ShellManager};
+pub use memfd::anonymous_file;
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{
     NewOutput, ReadCursor, Screen, ShellProcess, SpillReport, SpillShortfall, Stream,
 };
-pub use redact::{
-    BadTokenPattern, Redactions, StreamReplacer, TokenPattern, TokenSpec, replace_in_pieces,
-};
+pub use redact::{Redactions, StreamReplacer, TokenPattern, replace_in_pieces};
 #[cfg(target_os = "linux")]
 pub use spawn::arguments::hide_arguments;
 pub use spawn::confine::{ConfineError, Confinement};
@@ -63,7 +63,7 @@ pub use spawn::process::{bypass_spawner_process, start_spawner_process};
 pub use spawn::pty::{TERMINAL_COLUMNS, TERMINAL_ROWS, TERMINAL_TYPE, TerminalWriter};
 pub use spawn::trim::{map_large_blocks, release_free_memory};
 pub use spec::{ConfinementSpec, SCRIPT_VAR, SpawnSpec, SpillBudget, SpillFile};
-pub use status::{EndRequest, ExitInfo, ShellStatus, signal_name};
+pub use status::{EndRequest, ExitInfo, OutOfMemory, ShellStatus, human_bytes, signal_name};
 pub use terminal_text::{CleanOptions, clean_text};
 pub use tree::SHELL_TAG_VAR;
 #[cfg(target_os = "linux")]

@@ -1,16 +1,18 @@
 //! Redaction of output as it streams: given secret values, and tokens in
-//! well-known formats, replaced even when a pipe read cuts one in two.
+//! the well-known formats of the `secret-formats` crate, replaced even when
+//! a pipe read cuts one in two.
 //!
 //! One [`Redactions`] table is built per server and shared (`Arc`) by every
 //! stream, so the secret values are held once. A [`StreamReplacer`] keeps
 //! only the undecided end of its stream: a tail that may still grow into a
-//! secret value or a token.
+//! secret value or a token. Whether a token starts at a prefix is decided
+//! by `secret_formats::Matcher`, the one matcher environment scrubbing uses
+//! too; this module adds only what a stream needs (holding a candidate back,
+//! redrawn frames).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-/// Bytes a token candidate may hold back while its end is still unread;
-/// past it, the candidate is decided with what has arrived.
-const MAX_HELD: usize = 1024;
+use secret_formats::{BadFormat, Matcher, TokenFormat};
 
 /// A candidate whose run of token characters is cut off by `\r` (a redraw
 /// printing the token in growing frames) is a token once it has this many
@@ -19,141 +21,85 @@ const MAX_HELD: usize = 1024;
 /// Shorter frames are ordinary words more often than not.
 const MIN_REDRAWN: usize = 12;
 
-/// Why a token format could not be compiled.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("token format `{label}`: {message}")]
-pub struct BadTokenPattern {
-    /// The format's label.
-    pub label: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-/// A token format as plain data (the layers above own the list).
-#[derive(Debug, Clone, Copy)]
-pub struct TokenSpec<'a> {
-    /// Replacements read `[REDACTED:<label>]`.
-    pub label: &'a str,
-    /// Literal starts: every token begins with one of them. They are what
-    /// the stream is searched for; the regex runs only where one occurs.
-    pub prefixes: &'a [&'a str],
-    /// The token, matched from the prefix on. With a capture group, only
-    /// the group is replaced (the password of a URL).
-    pub regex: &'a str,
-    /// A regex class of the characters a token continues with after its
-    /// prefix, such as `[A-Za-z0-9_-]`: a candidate whose run of them
-    /// reaches the end of what has been read may still grow.
-    pub body: &'a str,
-    /// The token must not touch a body character on either side
-    /// (`task-...` holds no `sk-` key).
-    pub standalone: bool,
-    /// The part after the prefix must hold an ASCII digit.
-    pub needs_digit: bool,
-}
-
 /// A token format, compiled on first use: most streams never hold most
-/// formats' prefixes, and compiling every format took a millisecond or two
-/// of every server start.
+/// formats' prefixes, and compiling every format takes milliseconds of
+/// every server start.
 #[derive(Debug, Clone)]
 pub struct TokenPattern {
-    label: String,
+    format: &'static TokenFormat,
     replacement: String,
-    prefixes: Vec<String>,
-    /// `\A(?:regex)` and the class of `body`, as given.
-    regex_source: String,
-    body_source: String,
-    compiled: std::sync::OnceLock<Option<Compiled>>,
-    standalone: bool,
-    needs_digit: bool,
+    compiled: Compiled,
 }
 
-/// What a [`TokenPattern`] compiles to.
+/// Where a pattern's compiled matcher lives.
 #[derive(Debug, Clone)]
-struct Compiled {
-    /// `\A(?:regex)`: matched at a prefix.
-    regex: regex::Regex,
-    grouped: bool,
-    /// Which bytes continue a token (bytes of non-ASCII characters all
-    /// count as the class says of U+FFFD).
-    body: Box<[bool; 256]>,
-}
-
-impl Compiled {
-    fn new(regex: &str, body_class: &str) -> Result<Self, regex::Error> {
-        let regex = regex::Regex::new(&format!(r"\A(?:{regex})"))?;
-        let class = regex::Regex::new(&format!(r"\A(?:{body_class})\z"))?;
-        let mut body = Box::new([false; 256]);
-        let mut buffer = [0u8; 4];
-        for (byte, slot) in body.iter_mut().enumerate() {
-            let probe = u8::try_from(byte)
-                .ok()
-                .filter(u8::is_ascii)
-                .map_or('\u{fffd}', char::from);
-            *slot = class.is_match(probe.encode_utf8(&mut buffer));
-        }
-        Ok(Self {
-            grouped: regex.captures_len() > 1,
-            regex,
-            body,
-        })
-    }
+enum Compiled {
+    /// `secret_formats::FORMATS[index]`: compiled once per process and
+    /// shared with scrubbing by value (and a warm-up thread, if any).
+    Shared(usize),
+    /// Any other format: compiled in its own cell.
+    Own(OnceLock<Option<Matcher>>),
 }
 
 impl TokenPattern {
-    /// Compiles `spec` now, refusing one that does not compile.
-    pub fn new(spec: &TokenSpec<'_>) -> Result<Self, BadTokenPattern> {
-        let pattern = Self::lazy(spec)?;
-        let compiled = Compiled::new(spec.regex, spec.body).map_err(|error| BadTokenPattern {
-            label: spec.label.to_owned(),
-            message: error.to_string(),
-        })?;
-        let _ = pattern.compiled.set(Some(compiled));
+    /// Compiles `format` now, refusing one that does not compile.
+    pub fn new(format: &'static TokenFormat) -> Result<Self, BadFormat> {
+        let pattern = Self::lazy(format)?;
+        if let Compiled::Own(cell) = &pattern.compiled {
+            let _ = cell.set(Some(Matcher::new(format)?));
+        }
         Ok(pattern)
     }
 
-    /// `spec` compiled the first time one of its prefixes is met: for
-    /// formats known to compile (constants a test compiles). One that
-    /// does not compile then matches nothing, with a warning.
-    pub fn lazy(spec: &TokenSpec<'_>) -> Result<Self, BadTokenPattern> {
-        if spec.prefixes.is_empty() || spec.prefixes.iter().any(|prefix| prefix.is_empty()) {
-            return Err(BadTokenPattern {
-                label: spec.label.to_owned(),
+    /// `format` compiled the first time one of its prefixes is met: for
+    /// formats known to compile (constants a test compiles). One that does
+    /// not compile then matches nothing, with a warning.
+    pub fn lazy(format: &'static TokenFormat) -> Result<Self, BadFormat> {
+        if format.prefixes.is_empty() || format.prefixes.iter().any(|prefix| prefix.is_empty()) {
+            return Err(BadFormat {
+                id: format.id.to_owned(),
                 message: "every format needs non-empty prefixes".to_owned(),
             });
         }
         Ok(Self {
-            label: spec.label.to_owned(),
-            replacement: format!("[REDACTED:{}]", spec.label),
-            prefixes: spec
-                .prefixes
-                .iter()
-                .map(|&prefix| prefix.to_owned())
-                .collect(),
-            regex_source: spec.regex.to_owned(),
-            body_source: spec.body.to_owned(),
-            compiled: std::sync::OnceLock::new(),
-            standalone: spec.standalone,
-            needs_digit: spec.needs_digit,
+            format,
+            replacement: format!("[REDACTED:{}]", format.id),
+            compiled: Compiled::Own(OnceLock::new()),
         })
     }
 
-    fn compiled(&self) -> Option<&Compiled> {
-        self.compiled
-            .get_or_init(|| {
-                Compiled::new(&self.regex_source, &self.body_source)
-                    .map_err(|error| {
-                        tracing::warn!(label = %self.label, %error, "a token format does not compile; it matches nothing");
-                    })
-                    .ok()
-            })
-            .as_ref()
+    /// `secret_formats::FORMATS[index]`, compiled on first use into the
+    /// process-wide matcher `secret_formats::matcher` keeps (see
+    /// `secret_formats::compile_all` to compile them ahead); `None` past
+    /// the end of the list.
+    pub fn well_known(index: usize) -> Option<Self> {
+        let format = secret_formats::FORMATS.get(index)?;
+        Some(Self {
+            format,
+            replacement: format!("[REDACTED:{}]", format.id),
+            compiled: Compiled::Shared(index),
+        })
     }
 
-    fn continues(&self, byte: Option<u8>) -> bool {
-        byte.is_some_and(|byte| {
-            self.compiled()
-                .is_some_and(|compiled| compiled.body[usize::from(byte)])
-        })
+    fn compiled(&self) -> Option<&Matcher> {
+        match &self.compiled {
+            Compiled::Shared(index) => secret_formats::matcher(*index),
+            Compiled::Own(cell) => cell
+                .get_or_init(|| {
+                    Matcher::new(self.format)
+                        .map_err(|error| {
+                            tracing::warn!(%error, "a token format does not compile; it matches nothing");
+                        })
+                        .ok()
+                })
+                .as_ref(),
+        }
+    }
+
+    /// Whether a token may start after `before` (compiles the pattern).
+    fn may_follow(&self, before: Option<u8>) -> bool {
+        self.compiled()
+            .is_some_and(|matcher| matcher.may_follow(before))
     }
 
     /// What the candidate at `at` (where `prefix_len` bytes of a prefix
@@ -166,55 +112,30 @@ impl TokenPattern {
         before: Option<u8>,
         at_end: bool,
     ) -> Candidate<'_> {
-        let Some(compiled) = self.compiled() else {
+        let Some(matcher) = self.compiled() else {
             return Candidate::Nothing;
         };
-        if self.standalone && self.continues(before) {
+        if !matcher.may_follow(before) {
             return Candidate::Nothing;
         }
         let bytes = text.as_bytes();
         let body_start = at + prefix_len;
-        let run_end = body_start
-            + bytes[body_start..]
-                .iter()
-                .take_while(|byte| compiled.body[usize::from(**byte)])
-                .count();
-        if run_end == bytes.len() && !at_end && run_end - at < MAX_HELD {
+        let run_end = matcher.run_end(bytes, body_start);
+        if run_end == bytes.len() && !at_end && run_end - at < self.format.max_len {
             return Candidate::Open;
         }
-        let has_digit = |end: usize| {
-            bytes[body_start..end.max(body_start)]
-                .iter()
-                .any(u8::is_ascii_digit)
-        };
-        let haystack = &text[at..];
-        let found = if compiled.grouped {
-            compiled.regex.captures(haystack).and_then(|captures| {
-                let whole = captures.get(0)?;
-                let secret = captures.get(1).unwrap_or(whole);
-                Some((whole.end(), secret.start(), secret.end()))
-            })
-        } else {
-            compiled
-                .regex
-                .find(haystack)
-                .map(|whole| (whole.end(), whole.start(), whole.end()))
-        };
-        if let Some((whole_end, start, end)) = found {
-            let whole_end = at + whole_end;
-            let alone = !self.standalone || !self.continues(bytes.get(whole_end).copied());
-            if alone && (!self.needs_digit || has_digit(whole_end)) && end > start {
-                return Candidate::Token {
-                    start: at + start,
-                    end: at + end,
-                    replacement: &self.replacement,
-                };
-            }
+        if let Some(found) = matcher.match_at(text, at, prefix_len, before) {
+            return Candidate::Token {
+                start: found.start,
+                end: found.end,
+                replacement: &self.replacement,
+            };
         }
-        let redrawn = !compiled.grouped
+        let redrawn = !matcher.grouped()
             && bytes.get(run_end) == Some(&b'\r')
             && run_end - body_start >= MIN_REDRAWN
-            && (!self.needs_digit || has_digit(run_end));
+            && (!self.format.needs_digit
+                || bytes[body_start..run_end].iter().any(u8::is_ascii_digit));
         if redrawn {
             return Candidate::Token {
                 start: at,
@@ -232,7 +153,7 @@ enum Candidate<'a> {
     Nothing,
     /// It may still become one: hold the text back from here.
     Open,
-    /// `start..end` is replaced (the whole token, or a URL's password).
+    /// `start..end` is replaced (the whole token, or its secret group).
     Token {
         start: usize,
         end: usize,
@@ -409,7 +330,7 @@ impl Redactions {
             .iter()
             .enumerate()
             .flat_map(|(pattern, spec)| {
-                (0..spec.prefixes.len()).map(move |prefix| (pattern, prefix))
+                (0..spec.format.prefixes.len()).map(move |prefix| (pattern, prefix))
             })
             .collect();
         let needles: Vec<&[u8]> = literals
@@ -418,7 +339,7 @@ impl Redactions {
             .chain(
                 prefixes
                     .iter()
-                    .map(|&(pattern, prefix)| patterns[pattern].prefixes[prefix].as_bytes()),
+                    .map(|&(pattern, prefix)| patterns[pattern].format.prefixes[prefix].as_bytes()),
             )
             .collect();
         let anchors = Anchors::new(&needles);
@@ -450,8 +371,8 @@ impl Redactions {
     /// The token (or the reason to wait) at `at`, where some prefix occurs.
     fn candidate(&self, text: &str, at: usize, before: Option<u8>, at_end: bool) -> Candidate<'_> {
         for pattern in &self.patterns {
-            for prefix in &pattern.prefixes {
-                if !text[at..].starts_with(prefix.as_str()) {
+            for prefix in pattern.format.prefixes {
+                if !text[at..].starts_with(prefix) {
                     continue;
                 }
                 match pattern.decide(text, at, prefix.len(), before, at_end) {
@@ -484,9 +405,9 @@ impl Redactions {
                 Some(text.as_bytes()[at - 1])
             };
             let token = self.patterns.iter().any(|pattern| {
-                // The prefix first: `continues` compiles the pattern.
-                pattern.prefixes.iter().any(|prefix| begins(prefix))
-                    && (!pattern.standalone || !pattern.continues(previous))
+                // The prefix first: `may_follow` compiles the pattern.
+                pattern.format.prefixes.iter().any(|prefix| begins(prefix))
+                    && pattern.may_follow(previous)
             });
             if token {
                 return at;
@@ -578,7 +499,7 @@ impl Redactions {
                 .prefixes
                 .get(index - self.literals.len())
                 .map_or(&[], |&(pattern, prefix)| {
-                    self.patterns[pattern].prefixes[prefix].as_bytes()
+                    self.patterns[pattern].format.prefixes[prefix].as_bytes()
                 }),
         }
     }
@@ -686,40 +607,42 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    static GITHUB_FORMAT: TokenFormat = TokenFormat {
+        id: "github-token",
+        prefixes: &["ghp_", "gho_"],
+        regex: "gh[po]_[A-Za-z0-9]{36,251}",
+        body: "[A-Za-z0-9]",
+        edge: "[A-Za-z0-9]",
+        ..TokenFormat::BASE
+    };
+
+    static OPENAI_FORMAT: TokenFormat = TokenFormat {
+        id: "openai-key",
+        prefixes: &["sk-"],
+        regex: "sk-[A-Za-z0-9_-]{20,}",
+        needs_digit: true,
+        ..TokenFormat::BASE
+    };
+
+    static URL_PASSWORD_FORMAT: TokenFormat = TokenFormat {
+        id: "url-password",
+        prefixes: &["://"],
+        regex: "://[^\\s/?#@:]*:([^\\s/?#@]+)@",
+        body: "[^\\s/?#@]",
+        edge: "",
+        ..TokenFormat::BASE
+    };
+
     fn github() -> TokenPattern {
-        TokenPattern::new(&TokenSpec {
-            label: "github-token",
-            prefixes: &["ghp_", "gho_"],
-            regex: "gh[po]_[A-Za-z0-9]{36,251}",
-            body: "[A-Za-z0-9]",
-            standalone: true,
-            needs_digit: false,
-        })
-        .expect("compiles")
+        TokenPattern::new(&GITHUB_FORMAT).expect("compiles")
     }
 
     fn openai() -> TokenPattern {
-        TokenPattern::new(&TokenSpec {
-            label: "openai-key",
-            prefixes: &["sk-"],
-            regex: "sk-[A-Za-z0-9_-]{20,}",
-            body: "[A-Za-z0-9_-]",
-            standalone: true,
-            needs_digit: true,
-        })
-        .expect("compiles")
+        TokenPattern::new(&OPENAI_FORMAT).expect("compiles")
     }
 
     fn url_password() -> TokenPattern {
-        TokenPattern::new(&TokenSpec {
-            label: "url-password",
-            prefixes: &["://"],
-            regex: "://[^\\s/?#@:]*:([^\\s/?#@]+)@",
-            body: "[^\\s/?#@]",
-            standalone: false,
-            needs_digit: false,
-        })
-        .expect("compiles")
+        TokenPattern::new(&URL_PASSWORD_FORMAT).expect("compiles")
     }
 
     fn secrets() -> Redactions {
@@ -848,7 +771,7 @@ mod tests {
             replacer.push("abcdefghij0123456789", &mut out);
         }
         assert!(!out.is_empty(), "the hold is bounded");
-        assert!(replacer.pending.len() < MAX_HELD + 64);
+        assert!(replacer.pending.len() < GITHUB_FORMAT.max_len + 64);
     }
 
     #[test]
@@ -885,28 +808,23 @@ mod tests {
 
     #[test]
     fn bad_formats_are_refused_naming_the_label() {
-        let error = TokenPattern::new(&TokenSpec {
-            label: "broken",
+        static BROKEN: TokenFormat = TokenFormat {
+            id: "broken",
             prefixes: &["x"],
             regex: "(unclosed",
-            body: "[a-z]",
-            standalone: true,
-            needs_digit: false,
-        })
-        .expect_err("refused");
+            ..TokenFormat::BASE
+        };
+        static EMPTY: TokenFormat = TokenFormat {
+            id: "empty",
+            regex: "x",
+            ..TokenFormat::BASE
+        };
+        let error = TokenPattern::new(&BROKEN).expect_err("refused");
         assert!(
             error.to_string().starts_with("token format `broken`"),
             "{error}"
         );
-        let error = TokenPattern::new(&TokenSpec {
-            label: "empty",
-            prefixes: &[],
-            regex: "x",
-            body: "[a-z]",
-            standalone: true,
-            needs_digit: false,
-        })
-        .expect_err("refused");
+        let error = TokenPattern::lazy(&EMPTY).expect_err("refused");
         assert!(error.to_string().contains("prefixes"), "{error}");
     }
 

@@ -152,6 +152,16 @@ pub struct SpawnSpec {
     /// one, the shell's output has a pool of its own, bounded only by
     /// `limits`.
     pub memory: Option<crate::MemoryPool>,
+    /// Descriptors the program inherits, each at the given number (3 and
+    /// up; made with `O_CLOEXEC` here, the child's copy without it), such
+    /// as a channel a shell's script writes to that no path names. No other
+    /// descriptor above 2 reaches the program, not even one this process
+    /// inherited without close-on-exec (Linux 5.11 and later). Linux only:
+    /// elsewhere the program gets none of them.
+    pub inherit: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, std::os::fd::RawFd)>,
+    /// The limits of the command's own cgroup, where one can be made
+    /// (processes: 1024 by default; memory: none by default).
+    pub cgroup_limits: crate::CommandLimits,
 }
 
 /// What a sandbox confines, as plain data (exec-tools builds it from the
@@ -205,6 +215,8 @@ impl SpawnSpec {
             confinement: None,
             tty: false,
             memory: None,
+            inherit: Vec::new(),
+            cgroup_limits: crate::CommandLimits::default(),
         }
     }
 
@@ -237,6 +249,18 @@ impl SpawnSpec {
     #[must_use]
     pub fn with_tty(mut self) -> Self {
         self.tty = true;
+        self
+    }
+
+    /// Hands `fd` to the program as descriptor `child_fd` (see
+    /// [`SpawnSpec::inherit`]).
+    #[must_use]
+    pub fn with_inherited(
+        mut self,
+        fd: std::sync::Arc<std::os::fd::OwnedFd>,
+        child_fd: std::os::fd::RawFd,
+    ) -> Self {
+        self.inherit.push((fd, child_fd));
         self
     }
 

@@ -91,6 +91,52 @@ impl ExitInfo {
     }
 }
 
+/// The OOM killer ended a process of the command (under the command's
+/// memory limit, or when memory ran out elsewhere and it picked the
+/// command, as it does: commands run with `oom_score_adj` 1000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfMemory {
+    /// The command's memory limit, in bytes, when it had one.
+    pub limit: Option<u64>,
+}
+
+impl fmt::Display for OutOfMemory {
+    /// `killed: out of memory (limit 4 GiB)`, or without a limit
+    /// `killed: out of memory`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("killed: out of memory")?;
+        if let Some(limit) = self.limit {
+            write!(f, " (limit {})", human_bytes(limit))?;
+        }
+        Ok(())
+    }
+}
+
+/// `4 GiB`, `1.5 GiB`, `64 MiB`, `512 KiB`, `100 bytes`: the largest
+/// binary unit the size reaches, with at most two decimals, none when
+/// whole.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    for (name, size) in UNITS {
+        if bytes >= size {
+            let whole = bytes / size;
+            // Hundredths, rounded down so the size never reads larger.
+            let hundredths = (bytes % size) * 100 / size;
+            return match hundredths {
+                0 => format!("{whole} {name}"),
+                n if n % 10 == 0 => format!("{whole}.{} {name}", n / 10),
+                n => format!("{whole}.{n:02} {name}"),
+            };
+        }
+    }
+    format!("{bytes} bytes")
+}
+
 /// `SIGKILL` for 9, `SIG42` for a number without a name.
 pub fn signal_name(signal: i32) -> String {
     const NAMES: [&str; 32] = [
@@ -187,5 +233,17 @@ mod tests {
         assert_eq!(ok.status(Some(EndRequest::Timeout)), ShellStatus::Timeout);
         assert_eq!(killed.signal_name().as_deref(), Some("SIGKILL"));
         assert_eq!(signal_name(64), "SIG64");
+    }
+
+    #[test]
+    fn out_of_memory_names_the_limit_in_binary_units() {
+        let line = |limit| OutOfMemory { limit }.to_string();
+        assert_eq!(line(Some(4 << 30)), "killed: out of memory (limit 4 GiB)");
+        assert_eq!(line(Some(64 << 20)), "killed: out of memory (limit 64 MiB)");
+        assert_eq!(line(Some(3 << 29)), "killed: out of memory (limit 1.5 GiB)");
+        assert_eq!(line(None), "killed: out of memory");
+        assert_eq!(human_bytes(512 << 10), "512 KiB");
+        assert_eq!(human_bytes(100), "100 bytes");
+        assert_eq!(human_bytes((1 << 30) + (1 << 30) / 4), "1.25 GiB");
     }
 }

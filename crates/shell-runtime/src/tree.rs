@@ -65,6 +65,15 @@ impl TreeId {
         }
     }
 
+    /// Whether the OOM killer ended a process of its cgroup, and the
+    /// memory limit the cgroup had.
+    pub(crate) fn out_of_memory(&self) -> Option<crate::status::OutOfMemory> {
+        let cgroup = self.cgroup.as_ref()?;
+        (cgroup.oom_kills() > 0).then(|| crate::status::OutOfMemory {
+            limit: cgroup.memory_limit(),
+        })
+    }
+
     /// Whether its cgroup still holds a live process.
     pub(crate) fn cgroup_populated(&self) -> bool {
         self.cgroup

@@ -9,9 +9,7 @@ mod common;
 use std::sync::Arc;
 
 use common::spec;
-use shell_runtime::{
-    Confinement, ConfinementSpec, Redactions, ShellProcess, Stream, TokenPattern, TokenSpec,
-};
+use shell_runtime::{Confinement, ConfinementSpec, Redactions, ShellProcess, Stream, TokenPattern};
 
 const CAP_SYS_PTRACE: u64 = 1 << 19;
 const CAP_SETPCAP: u64 = 1 << 8;
@@ -78,15 +76,11 @@ async fn commands_run_without_cap_sys_ptrace_sandboxed_or_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_are_redacted_from_a_stream_cut_anywhere() {
-    let github = TokenPattern::new(&TokenSpec {
-        label: "github-token",
-        prefixes: &["ghp_"],
-        regex: "ghp_[A-Za-z0-9]{36,251}",
-        body: "[A-Za-z0-9]",
-        standalone: true,
-        needs_digit: false,
-    })
-    .expect("compiles");
+    let format = secret_formats::FORMATS
+        .iter()
+        .find(|format| format.id == "github-token")
+        .expect("a GitHub format");
+    let github = TokenPattern::new(format).expect("compiles");
     let token = "ghp_R4nd0mL00k1ngT0k3nW1thTh1rtySixChr5x";
     let (first, second) = token.split_at(9);
     // Three writes, a pause between them: the reader sees the token cut.

@@ -2,7 +2,7 @@
 //! cancellation, progress reporting and state shared across calls.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -135,6 +135,115 @@ impl fmt::Debug for Session {
     }
 }
 
+/// The order calls came to the server in, and which of them may still ask
+/// the person a question: a question waits until every call that came
+/// before it and still holds its place has asked or passed (see
+/// [`Arrival`]). The transport takes the places, in the order it reads the
+/// calls: the tasks that run them may reach their question in any order.
+#[derive(Debug, Default)]
+pub struct ArrivalLine {
+    state: Mutex<LineState>,
+    /// Woken whenever a place is given up.
+    passed: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct LineState {
+    /// The number the next call gets.
+    next: u64,
+    /// The numbers of the calls still holding their place.
+    holding: BTreeSet<u64>,
+}
+
+impl ArrivalLine {
+    /// A new line: nobody in it.
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// The place of the call that came now. One that `holds` keeps later
+    /// calls' questions waiting until it has asked or passed (a call of a
+    /// tool that never asks holds nothing); it is given up at the latest
+    /// when the last clone of the [`Arrival`] is dropped.
+    pub fn arrive(self: &Arc<Self>, holds: bool) -> Arrival {
+        let mut state = self.lock();
+        state.next += 1;
+        let number = state.next;
+        if holds {
+            state.holding.insert(number);
+        }
+        drop(state);
+        Arrival(Arc::new(Place {
+            number,
+            line: Arc::clone(self),
+        }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LineState> {
+        // Each use is one insert, remove or look: nothing half-done to see
+        // after a panic.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn pass(&self, number: u64) {
+        if self.lock().holding.remove(&number) {
+            self.passed.notify_waiters();
+        }
+    }
+
+    fn is_first(&self, number: u64) -> bool {
+        self.lock()
+            .holding
+            .first()
+            .is_none_or(|&first| first >= number)
+    }
+}
+
+/// A call's place in its [`ArrivalLine`]; clones share it.
+#[derive(Debug, Clone)]
+pub struct Arrival(Arc<Place>);
+
+#[derive(Debug)]
+struct Place {
+    number: u64,
+    line: Arc<ArrivalLine>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.line.pass(self.number);
+    }
+}
+
+impl Arrival {
+    /// The call's number: 1 for the first call the line saw.
+    pub fn number(&self) -> u64 {
+        self.0.number
+    }
+
+    /// Waits until no call that came before this one still holds its
+    /// place. Cancellation safe.
+    pub async fn first(&self) {
+        let line = &self.0.line;
+        loop {
+            let passed = line.passed.notified();
+            tokio::pin!(passed);
+            // Registered before the look, so a pass in between still wakes.
+            passed.as_mut().enable();
+            if line.is_first(self.0.number) {
+                return;
+            }
+            passed.await;
+        }
+    }
+
+    /// Gives up the place: this call asks nothing more, so later calls'
+    /// questions need not wait for it. Idempotent.
+    pub fn pass(&self) {
+        self.0.line.pass(self.0.number);
+    }
+}
+
 /// Everything a tool call may use besides its own arguments.
 #[derive(Debug, Clone)]
 pub struct ExecutionContext {
@@ -144,6 +253,7 @@ pub struct ExecutionContext {
     progress: ProgressSink,
     session: Arc<Session>,
     approver: Option<Arc<dyn Approver>>,
+    arrival: Option<Arrival>,
 }
 
 impl fmt::Debug for dyn Approver {
@@ -163,6 +273,7 @@ impl ExecutionContext {
             progress: ProgressSink::none(),
             session: Arc::new(Session::new()),
             approver: None,
+            arrival: None,
         }
     }
 
@@ -171,6 +282,20 @@ impl ExecutionContext {
     pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
         self
+    }
+
+    /// Gives the call its place in the order calls came: its questions
+    /// wait for earlier calls' (see [`ArrivalLine`]).
+    #[must_use]
+    pub fn with_arrival(mut self, arrival: Arrival) -> Self {
+        self.arrival = Some(arrival);
+        self
+    }
+
+    /// The call's place in the order calls came, when the transport keeps
+    /// one.
+    pub fn arrival(&self) -> Option<&Arrival> {
+        self.arrival.as_ref()
     }
 
     /// Who can be asked to approve an action, if anyone.
@@ -319,5 +444,47 @@ mod tests {
         assert!(context.cancellation().is_cancelled());
         assert_eq!(context.working_dir(), Path::new("/work"));
         assert!(format!("{context:?}").contains("ProgressSink"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_question_waits_for_every_earlier_call_holding_its_place() {
+        use std::time::Duration;
+        let line = ArrivalLine::new();
+        let first = line.arrive(true);
+        let quiet = line.arrive(false);
+        let second = line.arrive(true);
+        let third = line.arrive(true);
+        assert_eq!(
+            [
+                first.number(),
+                quiet.number(),
+                second.number(),
+                third.number()
+            ],
+            [1, 2, 3, 4]
+        );
+        first.first().await;
+        let waits = |arrival: &Arrival| {
+            let arrival = arrival.clone();
+            tokio::spawn(async move { arrival.first().await })
+        };
+        let (waiting_second, waiting_third) = (waits(&second), waits(&third));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting_second.is_finished() && !waiting_third.is_finished());
+        first.pass();
+        tokio::time::timeout(Duration::from_secs(10), waiting_second)
+            .await
+            .expect("the second goes once the first passed")
+            .unwrap();
+        assert!(
+            !waiting_third.is_finished(),
+            "the second still holds its place"
+        );
+        // Dropped without passing (a call that ended): given up all the same.
+        drop(second);
+        tokio::time::timeout(Duration::from_secs(10), waiting_third)
+            .await
+            .expect("the third goes once the second is gone")
+            .unwrap();
     }
 }

@@ -16,7 +16,10 @@ mod schema;
 mod tool;
 mod tool_result;
 
-pub use context::{Approval, Approver, ExecutionContext, ProgressSink, ProgressUpdate, Session};
+pub use context::{
+    Approval, Approver, Arrival, ArrivalLine, ExecutionContext, ProgressSink, ProgressUpdate,
+    Session,
+};
 pub use definition::{DefinitionFormat, ToolAnnotations, ToolDefinition, UnknownFormat};
 pub use executor::{ExecutedCall, ExecutorError, MAX_ARGUMENT_BYTES, ToolExecutor};
 pub use registry::{RegistryError, ToolRegistry};

@@ -65,6 +65,7 @@ struct RunState {
     ended_at: Option<Instant>,
     ended_jobs: usize,
     kept: Vec<i32>,
+    out_of_memory: Option<crate::status::OutOfMemory>,
 }
 
 /// A shell and the tree it started. Shared (`Arc`) between the task that
@@ -122,7 +123,7 @@ impl ShellProcess {
     /// Starts `spec` and returns at once; a supervising task reads its output,
     /// enforces its timeout and sweeps what it leaves behind. Must be called
     /// inside a tokio runtime with I/O and time enabled.
-    pub async fn spawn(spec: SpawnSpec) -> Result<Arc<Self>, SpawnError> {
+    pub async fn spawn(mut spec: SpawnSpec) -> Result<Arc<Self>, SpawnError> {
         ensure_subreaper();
         tree::ensure_reaper();
         let tag = next_tag();
@@ -130,6 +131,8 @@ impl ShellProcess {
         let started_at = Instant::now();
         let started_wall = SystemTime::now();
         let spawned = crate::spawn::spawn(&spec, &tag).await?;
+        // The child has its copies: ours would be held as long as the shell is.
+        spec.inherit.clear();
         let pid = spawned.pid;
         let memory = spec
             .memory
@@ -160,6 +163,7 @@ impl ShellProcess {
                 ended_at: None,
                 ended_jobs: 0,
                 kept: Vec::new(),
+                out_of_memory: None,
             }),
             exited: watch::Sender::new(false),
             finished: watch::Sender::new(false),
@@ -329,6 +333,13 @@ impl ShellProcess {
     /// How the shell process ended, once it has.
     pub fn exit(&self) -> Option<ExitInfo> {
         self.run_state().exit
+    }
+
+    /// Set once the shell is finished when the OOM killer ended a process
+    /// of its cgroup (the status is then `failed`, unless something was
+    /// asked of the tree first).
+    pub fn out_of_memory(&self) -> Option<crate::status::OutOfMemory> {
+        self.run_state().out_of_memory
     }
 
     /// What ended the tree from here, if anything did.

@@ -62,6 +62,8 @@ pub(super) async fn supervise(
         let tree = shell.tree.clone();
         let _ = tokio::task::spawn_blocking(move || tree.empty_cgroup()).await;
     }
+    // Counted before the cgroup can serve another command.
+    let out_of_memory = shell.tree.out_of_memory();
     shell.tree.retire_cgroup(!swept);
     wait_readers(&mut readers, CLOSE_WAIT).await;
     for reader in readers.iter().flatten() {
@@ -73,7 +75,11 @@ pub(super) async fn supervise(
         let mut state = shell.run_state();
         state.ended_jobs = ended_jobs;
         state.ended_at = Some(Instant::now());
-        let status = exit.status(state.request);
+        state.out_of_memory = out_of_memory;
+        let status = match (out_of_memory, state.request) {
+            (Some(_), None) => ShellStatus::Failed,
+            _ => exit.status(state.request),
+        };
         if state.status.can_move_to(status) {
             state.status = status;
         }

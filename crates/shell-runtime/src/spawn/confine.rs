@@ -94,13 +94,35 @@ pub struct Confinement {
     deny_network: bool,
 }
 
-/// What a command's own PID and mount namespace needs, prepared once.
+/// What a command's own PID, mount and IPC namespaces need, prepared once.
 #[derive(Debug)]
 struct Namespace {
     /// `Some` when we are not root: the child makes a user namespace too
     /// and maps only our own ids (`uid_map`, `gid_map` lines).
     user: Option<(CString, CString)>,
+    /// `/sys/fs/cgroup` (or a mount below it) exists, to be made read-only
+    /// inside: a command cannot leave its cgroup, raise its limits or
+    /// write a v1 hierarchy's `release_agent`.
+    cgroup_fs: bool,
+    /// `/dev/pts` exists: a devpts instance of the command's own is
+    /// mounted there, so it sees no other terminal.
+    devpts: bool,
 }
+
+/// Where the cgroup hierarchies are mounted.
+const CGROUP_FS: &std::ffi::CStr = c"/sys/fs/cgroup";
+
+/// `struct mount_attr` (linux/mount.h), for `mount_setattr`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `MOUNT_ATTR_RDONLY`.
+const MOUNT_ATTR_RDONLY: u64 = 1;
 
 /// Capabilities a sandboxed command keeps (as root; a normal user's
 /// commands hold none): owning, changing and reading files whatever
@@ -120,6 +142,33 @@ pub(crate) const SANDBOX_CAPABILITIES: u64 = 1 << 0 // CAP_CHOWN
     | 1 << 10 // CAP_NET_BIND_SERVICE
     | 1 << 13 // CAP_NET_RAW
     | 1 << 29; // CAP_AUDIT_WRITE
+
+/// Capabilities a contained command keeps without write walls (`contain`):
+/// the sandbox's, and those a root user's ordinary work needs that reach
+/// nothing outside its namespaces or the files it may write anyway:
+/// `CAP_SYS_CHROOT` (sshd's privilege separation, build chroots),
+/// `CAP_MKNOD`, `CAP_LINUX_IMMUTABLE`, `CAP_NET_BROADCAST`,
+/// `CAP_IPC_LOCK`, `CAP_IPC_OWNER` (its own IPC namespace), `CAP_SYS_NICE`,
+/// `CAP_SYS_RESOURCE`, `CAP_LEASE`, `CAP_SETFCAP` and `CAP_AUDIT_READ`.
+/// Still gone: the contract's list (`CAP_SYS_ADMIN`, `CAP_SYS_MODULE`,
+/// `CAP_SYS_RAWIO`, `CAP_SYS_PTRACE`, `CAP_BPF`, `CAP_PERFMON`,
+/// `CAP_SYS_BOOT`, `CAP_SYSLOG`, `CAP_MAC_ADMIN`, `CAP_MAC_OVERRIDE`,
+/// `CAP_NET_ADMIN`, `CAP_DAC_READ_SEARCH`) and those that act on the
+/// machine or other processes: `CAP_SETPCAP`, `CAP_SYS_PACCT`,
+/// `CAP_SYS_TIME`, `CAP_SYS_TTY_CONFIG`, `CAP_AUDIT_CONTROL`,
+/// `CAP_WAKE_ALARM`, `CAP_BLOCK_SUSPEND`, `CAP_CHECKPOINT_RESTORE`.
+pub(crate) const CONTAIN_CAPABILITIES: u64 = SANDBOX_CAPABILITIES
+    | 1 << 9 // CAP_LINUX_IMMUTABLE
+    | 1 << 11 // CAP_NET_BROADCAST
+    | 1 << 14 // CAP_IPC_LOCK
+    | 1 << 15 // CAP_IPC_OWNER
+    | 1 << 18 // CAP_SYS_CHROOT
+    | 1 << 23 // CAP_SYS_NICE
+    | 1 << 24 // CAP_SYS_RESOURCE
+    | 1 << 27 // CAP_MKNOD
+    | 1 << 28 // CAP_LEASE
+    | 1 << 31 // CAP_SETFCAP
+    | 1 << 37; // CAP_AUDIT_READ
 
 #[derive(Debug)]
 struct Cgroup {
@@ -225,6 +274,23 @@ impl Confinement {
                 .as_ref()
                 .map_or(std::ptr::null(), |cgroup| cgroup.procs.as_ptr()),
             namespace: self.namespace.is_some(),
+            cgroup_fs: self
+                .namespace
+                .as_ref()
+                .is_some_and(|namespace| namespace.cgroup_fs),
+            // Not under write walls: their Landlock rule for `/dev/pts` names
+            // the host's instance, and a rule per command's instance would
+            // pin every one of them in the shared ruleset.
+            devpts: self.landlock.is_none()
+                && self
+                    .namespace
+                    .as_ref()
+                    .is_some_and(|namespace| namespace.devpts),
+            keep_capabilities: if self.landlock.is_some() {
+                SANDBOX_CAPABILITIES
+            } else {
+                CONTAIN_CAPABILITIES
+            },
             maps: self
                 .namespace
                 .as_ref()
@@ -261,7 +327,19 @@ impl Namespace {
             let line = |id: u32| CString::new(format!("{id} {id} 1")).unwrap_or_default();
             Some((line(uid), line(gid)))
         };
-        Ok(Self { user })
+        let cgroup_fs = std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|mounts| {
+            mounts.lines().any(|line| {
+                line.split_whitespace()
+                    .nth(4)
+                    .is_some_and(|point| point.starts_with("/sys/fs/cgroup"))
+            })
+        });
+        let devpts = Path::new("/dev/pts").is_dir();
+        Ok(Self {
+            user,
+            cgroup_fs,
+            devpts,
+        })
     }
 }
 
@@ -280,8 +358,8 @@ fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), Confine
     };
     let plan = confinement.plan();
     // An empty program: the init answers as PID 1 and exits.
-    let child =
-        super::vfork::spawn(c"", &[], &[], c"/", None, Some(&plan), None).map_err(|error| {
+    let child = super::vfork::spawn(c"", &[], &[], c"/", None, Some(&plan), None, false, &[])
+        .map_err(|error| {
             why_not(format!(
                 "starting a process in new namespaces failed: {error}"
             ))
@@ -305,8 +383,14 @@ pub(crate) struct ChildConfinement {
     rlimits: *const (libc::__rlimit_resource_t, u64),
     rlimit_count: usize,
     cgroup_procs: *const libc::c_char,
-    /// The command gets a PID and mount namespace of its own.
+    /// The command gets a PID, mount and IPC namespace of its own.
     namespace: bool,
+    /// `/sys/fs/cgroup` is made read-only inside.
+    cgroup_fs: bool,
+    /// A devpts instance of its own is mounted on `/dev/pts`.
+    devpts: bool,
+    /// The capabilities a command in namespaces of its own keeps.
+    keep_capabilities: u64,
     /// `uid_map` and `gid_map` lines when a user namespace is made too.
     maps: Option<(*const libc::c_char, *const libc::c_char)>,
 }
@@ -357,14 +441,30 @@ impl ChildConfinement {
         true
     }
 
-    /// The clone flags for the namespaces.
+    /// Whether a command's terminal comes from a devpts instance of its
+    /// own, opened inside its namespaces.
+    pub(crate) fn has_own_terminals(&self) -> bool {
+        self.namespace && self.devpts
+    }
+
+    /// The capabilities a command in namespaces of its own keeps: fewer
+    /// under write walls, where `CAP_MKNOD` (a block device in a writable
+    /// root) or `CAP_SYS_RESOURCE` would undo them.
+    pub(crate) fn keep_capabilities(&self) -> u64 {
+        self.keep_capabilities
+    }
+
+    /// The clone flags for the namespaces: PID, mount and IPC (System V shared
+    /// memory, semaphores and message queues of other processes out of
+    /// reach), and a user namespace when not root.
     pub(crate) fn clone_flags(&self) -> c_int {
+        let own = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
         if !self.namespace {
             0
         } else if self.maps.is_some() {
-            libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWUSER
+            own | libc::CLONE_NEWUSER
         } else {
-            libc::CLONE_NEWPID | libc::CLONE_NEWNS
+            own
         }
     }
 
@@ -407,8 +507,9 @@ impl ChildConfinement {
     }
 
     /// In the child, in the new mount namespace: make every mount private
-    /// (nothing propagates back to the host) and mount a `/proc` of the new
-    /// PID namespace over the old one.
+    /// (nothing propagates back to the host), mount a `/proc` of the new
+    /// PID namespace over the old one, and make `/sys/fs/cgroup` and every
+    /// hierarchy below it read-only (this namespace's copies only).
     ///
     /// # Safety
     /// Call only in the spawned child.
@@ -418,7 +519,7 @@ impl ChildConfinement {
         }
         let none = std::ptr::null::<libc::c_char>();
         // SAFETY: static C strings; a null data pointer is allowed.
-        unsafe {
+        let mounted = unsafe {
             libc::mount(
                 none,
                 c"/".as_ptr(),
@@ -433,6 +534,46 @@ impl ChildConfinement {
                     libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                     std::ptr::null(),
                 ) == 0
+        };
+        // A devpts of its own: `ls /dev/pts` shows only the command's
+        // terminals, another shell's `/dev/pts/N` has no name here, and
+        // `/dev/ptmx` (which opens the `pts` beside it, Linux 4.7 on)
+        // makes new ones in it.
+        // SAFETY: static C strings.
+        let mounted = mounted
+            && (!self.devpts
+                || unsafe {
+                    libc::mount(
+                        c"devpts".as_ptr(),
+                        c"/dev/pts".as_ptr(),
+                        c"devpts".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NOEXEC,
+                        c"newinstance,ptmxmode=0666,mode=0620"
+                            .as_ptr()
+                            .cast::<c_void>(),
+                    ) == 0
+                });
+        if !mounted || !self.cgroup_fs {
+            return mounted;
+        }
+        let attr = MountAttr {
+            attr_set: MOUNT_ATTR_RDONLY,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        // One call for the whole tree (each v1 hierarchy is a mount of its
+        // own below the tmpfs): Linux 5.12 or later, else the probe fails.
+        // SAFETY: a static path and a valid `mount_attr` of the size given.
+        unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                libc::AT_FDCWD,
+                CGROUP_FS.as_ptr(),
+                libc::AT_RECURSIVE,
+                &raw const attr,
+                size_of::<MountAttr>(),
+            ) == 0
         }
     }
 
@@ -732,13 +873,23 @@ impl Confinement {
             out.bytes(cgroup.dir.as_os_str().as_bytes());
             out.bytes(cgroup.procs.to_bytes());
         }
-        match namespace.as_ref().map(|namespace| &namespace.user) {
+        match namespace {
             None => out.u8(0),
-            Some(None) => out.u8(1),
-            Some(Some((uid_map, gid_map))) => {
-                out.u8(2);
-                out.bytes(uid_map.to_bytes());
-                out.bytes(gid_map.to_bytes());
+            Some(Namespace {
+                user,
+                cgroup_fs,
+                devpts,
+            }) => {
+                match user {
+                    None => out.u8(1),
+                    Some((uid_map, gid_map)) => {
+                        out.u8(2);
+                        out.bytes(uid_map.to_bytes());
+                        out.bytes(gid_map.to_bytes());
+                    }
+                }
+                out.u8(u8::from(*cgroup_fs));
+                out.u8(u8::from(*devpts));
             }
         }
         out.u8(u8::from(*deny_network));
@@ -790,10 +941,18 @@ impl Confinement {
         };
         let namespace = match input.u8()? {
             0 => None,
-            1 => Some(Namespace { user: None }),
-            2 => Some(Namespace {
-                user: Some((input.c_string()?, input.c_string()?)),
-            }),
+            kind @ (1 | 2) => {
+                let user = if kind == 2 {
+                    Some((input.c_string()?, input.c_string()?))
+                } else {
+                    None
+                };
+                Some(Namespace {
+                    user,
+                    cgroup_fs: input.u8()? != 0,
+                    devpts: input.u8()? != 0,
+                })
+            }
             _ => return Err(bad()),
         };
         Ok(Self {
@@ -835,6 +994,8 @@ mod wire_tests {
             }),
             namespace: Some(Namespace {
                 user: Some((c"1000 1000 1".to_owned(), c"100 100 1".to_owned())),
+                cgroup_fs: false,
+                devpts: true,
             }),
             missing_process_cap: None,
             deny_network: true,
@@ -876,6 +1037,9 @@ mod wire_tests {
             user.map(|(uid, gid)| (uid.as_c_str(), gid.as_c_str())),
             Some((c"1000 1000 1", c"100 100 1"))
         );
+        let namespace = decoded.namespace.as_ref().expect("namespace");
+        assert!(!namespace.cgroup_fs);
+        assert!(namespace.devpts);
         assert!(decoded.deny_network);
         // Neither removes a cgroup on drop: neither holds one now.
         let mut original = original;

@@ -6,8 +6,9 @@
 //! matches and the two parts answer with different errors:
 //!
 //! - always on: syscalls that act on the whole machine (reboot, kexec,
-//!   kernel modules) or on another process's memory (`ptrace`,
-//!   `process_vm_readv`/`writev`) fail with EPERM;
+//!   kernel modules), on another process's memory (`ptrace`,
+//!   `process_vm_readv`/`writev`) or on the kernel's keyrings (`add_key`,
+//!   `request_key`, `keyctl`) fail with EPERM;
 //! - `--network deny`: `socket` for any family but `AF_UNIX`, and the three
 //!   `io_uring` calls (which could open sockets behind the filter's back),
 //!   fail with EACCES.
@@ -28,8 +29,10 @@ use std::collections::BTreeMap;
 /// At most this many programs are installed (`programs` returns no more).
 pub(crate) const MAX_PROGRAMS: usize = 3;
 
-/// Refused with EPERM in every sandbox.
-const HOST_SYSCALLS: [libc::c_long; 9] = [
+/// Refused with EPERM in every sandbox: the whole machine, another
+/// process's memory, and the kernel's keyrings (the host's and other
+/// users' keys are not namespaced).
+const HOST_SYSCALLS: [libc::c_long; 12] = [
     libc::SYS_reboot,
     libc::SYS_kexec_load,
     libc::SYS_kexec_file_load,
@@ -39,6 +42,9 @@ const HOST_SYSCALLS: [libc::c_long; 9] = [
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_keyctl,
 ];
 
 /// Refused with EACCES under `--network deny`, whatever their arguments.

@@ -95,6 +95,6 @@ pub fn run_janitor(cgroups: Option<&Path>) {
         }
     }
     if let Some(cgroups) = cgroups {
-        crate::cgroup::end_tree(cgroups);
+        crate::cgroup::end_server_tree(cgroups);
     }
 }

@@ -168,6 +168,8 @@ struct Prepared {
     tty: bool,
     confinement: Option<std::sync::Arc<confine::Confinement>>,
     cgroup: Option<crate::cgroup::CommandCgroup>,
+    /// Held until the child has exec'd with its copies.
+    inherit: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, std::os::fd::RawFd)>,
 }
 
 #[cfg(target_os = "linux")]
@@ -228,17 +230,29 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
         cwd,
         tty: spec.tty,
         confinement: spec.confinement.clone(),
+        inherit: spec.inherit.clone(),
         cgroup: crate::cgroup::take(
             spec.confinement
                 .as_ref()
                 .and_then(|confinement| confinement.cgroup_dir()),
+            &spec.cgroup_limits,
         ),
     })
 }
 
 #[cfg(target_os = "linux")]
 fn start(prepared: Prepared) -> io::Result<Spawned> {
-    let terminal = match prepared.tty.then(pty::open_pair).transpose() {
+    // In namespaces with a devpts of their own, the init opens the
+    // terminal there (`vfork.rs`) and sends it back.
+    let own_terminal = prepared.tty
+        && prepared
+            .confinement
+            .as_ref()
+            .is_some_and(|confinement| confinement.plan().has_own_terminals());
+    let terminal = match (prepared.tty && !own_terminal)
+        .then(pty::open_pair)
+        .transpose()
+    {
         Ok(terminal) => terminal,
         Err(error) => {
             if let Some(cgroup) = &prepared.cgroup {
@@ -251,14 +265,14 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         .as_ref()
         .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave));
     let launched = match process::client() {
-        Some(client) => match launch_in_spawner(client, &prepared, slave) {
+        Some(client) => match launch_in_spawner(client, &prepared, slave, own_terminal) {
             // Killed from outside: the spawner thread takes over.
             Err(error)
                 if error.kind() == io::ErrorKind::BrokenPipe
                     && !client.alive()
                     && !isolates(&prepared) =>
             {
-                launch_here(&prepared, slave)
+                launch_here(&prepared, slave, own_terminal)
             }
             launched => launched,
         },
@@ -267,9 +281,9 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         None if process::died() && isolates(&prepared) => Err(io::Error::other(
             "the spawner process has died, and a command with a PID namespace of its own is not started from the server",
         )),
-        None => launch_here(&prepared, slave),
+        None => launch_here(&prepared, slave, own_terminal),
     };
-    let (pid, output, exit) = match launched {
+    let launched = match launched {
         Ok(launched) => launched,
         Err(error) => {
             if let Some(cgroup) = &prepared.cgroup {
@@ -279,7 +293,11 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         }
     };
     let cgroup = prepared.cgroup;
-    let (stdout, stderr, terminal): (Pipe, Pipe, _) = match (output, terminal) {
+    let terminal = match terminal {
+        Some(pair) => Some(pair),
+        None => launched.terminal.map(pty::adopt).transpose()?,
+    };
+    let (stdout, stderr, terminal): (Pipe, Pipe, _) = match (launched.output, terminal) {
         (Some((stdout, stderr)), _) => (
             Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(stdout)?),
             Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(stderr)?),
@@ -300,10 +318,10 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         (None, None) => return Err(io::Error::other("a child without output")),
     };
     Ok(Spawned {
-        pid,
+        pid: launched.pid,
         stdout,
         stderr,
-        exit,
+        exit: launched.exit,
         cgroup,
         terminal,
     })
@@ -318,14 +336,28 @@ fn isolates(prepared: &Prepared) -> bool {
         .is_some_and(|confinement| confinement.isolates_processes())
 }
 
-/// A started process: its pid, its stdout and stderr (none under a
-/// terminal), and what resolves when it has ended.
+/// A started process.
 #[cfg(target_os = "linux")]
-type Launched = (
-    i32,
-    Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
-    ExitFuture,
-);
+struct Launched {
+    pid: i32,
+    /// Stdout and stderr, or `None` under a terminal.
+    output: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    /// The terminal (master, slave) a namespace's init opened in its own
+    /// devpts, when one was asked for.
+    terminal: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    /// Resolves once it has ended.
+    exit: ExitFuture,
+}
+
+/// The `(descriptor, number in the program)` pairs the program inherits.
+#[cfg(target_os = "linux")]
+fn inherited(prepared: &Prepared) -> Vec<(std::os::fd::RawFd, std::os::fd::RawFd)> {
+    prepared
+        .inherit
+        .iter()
+        .map(|(fd, child_fd)| (std::os::fd::AsRawFd::as_raw_fd(&**fd), *child_fd))
+        .collect()
+}
 
 /// Started by the spawner process, which reaps it and writes its wait
 /// status on the exit pipe.
@@ -334,25 +366,29 @@ fn launch_in_spawner(
     client: &process::Client,
     prepared: &Prepared,
     terminal: Option<std::os::fd::RawFd>,
+    own_terminal: bool,
 ) -> io::Result<Launched> {
+    let inherit = inherited(prepared);
     let launched = client.launch(&process::Request {
         program: &prepared.program,
         argv: &prepared.argv,
         envp: &prepared.envp,
         cwd: &prepared.cwd,
-        cgroup: prepared
+        cgroups: prepared
             .cgroup
             .as_ref()
-            .and_then(crate::cgroup::CommandCgroup::procs_fd),
+            .map(crate::cgroup::CommandCgroup::join_fds),
         terminal,
+        own_terminal,
         confinement: prepared.confinement.as_ref(),
-        inherit: &[],
+        inherit: &inherit,
     })?;
     let mut exit = tokio::net::unix::pipe::Receiver::from_owned_fd(launched.exit)?;
-    Ok((
-        launched.pid,
-        launched.output,
-        Box::pin(async move {
+    Ok(Launched {
+        pid: launched.pid,
+        output: launched.output,
+        terminal: launched.terminal,
+        exit: Box::pin(async move {
             use tokio::io::AsyncReadExt;
             let mut status = [0u8; 4];
             match exit.read_exact(&mut status).await {
@@ -363,13 +399,17 @@ fn launch_in_spawner(
                 Err(error) => Err(error),
             }
         }),
-    ))
+    })
 }
 
 /// Started from this process (no spawner process): the calling thread is
 /// the parent, and the exit future reaps the child.
 #[cfg(target_os = "linux")]
-fn launch_here(prepared: &Prepared, terminal: Option<std::os::fd::RawFd>) -> io::Result<Launched> {
+fn launch_here(
+    prepared: &Prepared,
+    terminal: Option<std::os::fd::RawFd>,
+    own_terminal: bool,
+) -> io::Result<Launched> {
     let own_cgroup = prepared.cgroup.is_some();
     let confinement = prepared.confinement.as_ref().map(|confinement| {
         let plan = confinement.plan();
@@ -387,19 +427,22 @@ fn launch_here(prepared: &Prepared, terminal: Option<std::os::fd::RawFd>) -> io:
         prepared
             .cgroup
             .as_ref()
-            .and_then(crate::cgroup::CommandCgroup::procs_fd),
+            .map(crate::cgroup::CommandCgroup::join_fds),
         confinement.as_ref(),
         terminal,
+        own_terminal,
+        &inherited(prepared),
     )?;
     let pidfd = vfork::watch_pidfd(child.pidfd)?;
     let status = child.status;
     // Unmapped once the exit below has reaped the init (or, dropped
     // earlier, after ending it).
     let stack = child.stack;
-    Ok((
-        child.pid,
-        child.output,
-        Box::pin(async move {
+    Ok(Launched {
+        pid: child.pid,
+        output: child.output,
+        terminal: child.terminal,
+        exit: Box::pin(async move {
             let exit = wait_pidfd(pidfd).await?;
             drop(stack);
             // The namespace's init reports how the shell ended: the init
@@ -409,7 +452,7 @@ fn launch_here(prepared: &Prepared, terminal: Option<std::os::fd::RawFd>) -> io:
                 .and_then(vfork::reported_status)
                 .map_or(exit, exit_info_from_status))
         }),
-    ))
+    })
 }
 
 /// A raw wait status as an `ExitInfo`.

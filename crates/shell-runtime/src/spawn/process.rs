@@ -8,10 +8,13 @@
 //!
 //! The server sends a plain request over a `SOCK_SEQPACKET` socket pair
 //! (program, argv, envp, cwd, the confinement, descriptors by
-//! `SCM_RIGHTS`: the command's `cgroup.procs`, a terminal's slave, the
-//! Landlock ruleset, descriptors the program inherits at fixed numbers); the spawner answers with the shell's pid (the same
-//! PID namespace as the server's) and descriptors: stdout and stderr (none
-//! under a terminal, whose master the server holds) and an exit pipe, on
+//! `SCM_RIGHTS`: the command's cgroup files to join (`cgroup.procs` or
+//! v1 `tasks`, up to three), a terminal's slave, the Landlock ruleset,
+//! descriptors the program inherits at fixed numbers); the spawner
+//! answers with the shell's pid (the same PID namespace as the server's)
+//! and descriptors: stdout and stderr (none under a terminal), the
+//! terminal a namespace's init opened in its own devpts (master and
+//! slave, when the server asked for one) and an exit pipe, on
 //! which it writes the shell's raw wait status once it has reaped it (a
 //! namespace init's report of its shell's status where there is one).
 //!
@@ -44,9 +47,10 @@ pub(crate) const SPAWNER_NAME: &CStr = c"agent-spawner";
 
 /// A request: start one process.
 const REQUEST_SPAWN: u8 = 1;
-/// Request flags: a `cgroup.procs` descriptor follows, a terminal's slave follows.
-const WITH_CGROUP: u8 = 1;
-const WITH_TERMINAL: u8 = 2;
+/// Request flags: a terminal's slave follows; the init of a namespace
+/// with a devpts of its own opens the terminal there.
+const WITH_TERMINAL: u8 = 1;
+const OWN_TERMINAL: u8 = 2;
 /// How the confinement is named: none, one defined before, one defined here.
 const CONFINEMENT_NONE: u8 = 0;
 const CONFINEMENT_KNOWN: u8 = 1;
@@ -360,6 +364,8 @@ pub(crate) struct Launched {
     pub(crate) pid: i32,
     /// Stdout and stderr, or `None` under a terminal.
     pub(crate) output: Option<(OwnedFd, OwnedFd)>,
+    /// The terminal (master, slave) the init opened in its own devpts.
+    pub(crate) terminal: Option<(OwnedFd, OwnedFd)>,
     /// Gets the raw wait status (4 bytes) once the process has ended.
     pub(crate) exit: OwnedFd,
 }
@@ -370,8 +376,12 @@ pub(crate) struct Request<'a> {
     pub(crate) argv: &'a [CString],
     pub(crate) envp: &'a [CString],
     pub(crate) cwd: &'a CStr,
-    pub(crate) cgroup: Option<RawFd>,
+    /// The command cgroup's files the child joins through.
+    pub(crate) cgroups: Option<crate::cgroup::JoinFds>,
     pub(crate) terminal: Option<RawFd>,
+    /// In namespaces with a devpts of their own: the init opens the
+    /// terminal there and it comes back in [`Launched::terminal`].
+    pub(crate) own_terminal: bool,
     pub(crate) confinement: Option<&'a Arc<Confinement>>,
     /// `(descriptor, number in the program)` pairs the program inherits.
     pub(crate) inherit: &'a [(RawFd, RawFd)],
@@ -392,14 +402,23 @@ impl Client {
             }
         }
         out.bytes(request.cwd.to_bytes());
+        let joins: Vec<RawFd> = request
+            .cgroups
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|fd| *fd >= 0)
+            .collect();
+        out.u8(u8::from(request.cgroups.is_some()));
+        out.count(joins.len());
+        fds.extend(&joins);
         let mut flags = 0;
-        if let Some(fd) = request.cgroup {
-            flags |= WITH_CGROUP;
-            fds.push(fd);
-        }
         if let Some(fd) = request.terminal {
             flags |= WITH_TERMINAL;
             fds.push(fd);
+        }
+        if request.own_terminal {
+            flags |= OWN_TERMINAL;
         }
         out.u8(flags);
         let mut defined = self.defined.lock().unwrap_or_else(PoisonError::into_inner);
@@ -432,7 +451,7 @@ impl Client {
         }
         let exchanged = send_message(self.socket.as_raw_fd(), &out.0, &fds)
             .and_then(|()| receive_message(self.socket.as_raw_fd()));
-        let (answer, mut received) = match exchanged {
+        let (answer, received) = match exchanged {
             Ok(Some(answer)) => answer,
             Ok(None) | Err(_) if !self.alive() => {
                 return Err(io::Error::new(
@@ -458,19 +477,25 @@ impl Client {
         }
         let pid = input.i32()?;
         let with_output = input.u8()? != 0;
-        let expected = if with_output { 3 } else { 1 };
+        let with_terminal = input.u8()? != 0;
+        let expected = 1 + 2 * usize::from(with_output) + 2 * usize::from(with_terminal);
         if received.len() != expected {
             return Err(malformed());
         }
-        let exit = received.pop().ok_or_else(malformed)?;
-        let output = with_output.then(|| {
-            let stderr = received.pop();
-            let stdout = received.pop();
-            stdout.zip(stderr)
-        });
+        // In order: stdout, stderr, master, slave, exit.
+        let mut received = received.into_iter();
+        let mut pair = |present: bool| {
+            present
+                .then(|| received.next().zip(received.next()))
+                .flatten()
+        };
+        let output = pair(with_output);
+        let terminal = pair(with_terminal);
+        let exit = received.next().ok_or_else(malformed)?;
         Ok(Launched {
             pid,
-            output: output.flatten(),
+            output,
+            terminal,
             exit,
         })
     }
@@ -767,10 +792,14 @@ impl Spawner {
             Ok(launched) => {
                 out.u8(ANSWER_STARTED);
                 out.i32(launched.pid);
-                let mut fds = Vec::with_capacity(3);
+                let mut fds = Vec::with_capacity(5);
                 out.u8(u8::from(launched.output.is_some()));
+                out.u8(u8::from(launched.terminal.is_some()));
                 if let Some((stdout, stderr)) = launched.output {
                     fds.extend([stdout, stderr]);
+                }
+                if let Some((master, slave)) = launched.terminal {
+                    fds.extend([master, slave]);
                 }
                 fds.push(launched.exit);
                 (out.0, fds)
@@ -803,9 +832,21 @@ impl Spawner {
         }
         let [argv, envp] = lists;
         let cwd = input.c_string()?;
-        let flags = input.u8()?;
         let mut next_fd = || fds.next().ok_or_else(malformed);
-        let cgroup = (flags & WITH_CGROUP != 0).then(&mut next_fd).transpose()?;
+        let with_cgroups = input.u8()? != 0;
+        let mut cgroups = Vec::new();
+        for _ in 0..input.count()?.min(crate::cgroup::MAX_JOINS + 1) {
+            cgroups.push(next_fd()?);
+        }
+        if cgroups.len() > crate::cgroup::MAX_JOINS {
+            return Err(malformed());
+        }
+        let mut joins = [-1; crate::cgroup::MAX_JOINS];
+        for (slot, fd) in joins.iter_mut().zip(&cgroups) {
+            *slot = fd.as_raw_fd();
+        }
+        let flags = input.u8()?;
+        let own_terminal = flags & OWN_TERMINAL != 0;
         let terminal = (flags & WITH_TERMINAL != 0)
             .then(&mut next_fd)
             .transpose()?;
@@ -825,19 +866,16 @@ impl Spawner {
             let number = input.i32()?;
             inherit.push((next_fd()?, number));
         }
-        if !inherit.is_empty() {
-            // The child steps place none yet (`SpawnSpec` names none).
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "inherited descriptors are not placed in the program yet",
-            ));
-        }
+        let inherit_raw: Vec<(RawFd, RawFd)> = inherit
+            .iter()
+            .map(|(fd, number)| (fd.as_raw_fd(), *number))
+            .collect();
         let plan = match confinement {
             None => None,
             Some(id) => {
                 let plan = self.confinements.get(&id).ok_or_else(malformed)?.plan();
                 // A cgroup of its own, below the shared one, holds the same limit.
-                Some(if cgroup.is_some() {
+                Some(if with_cgroups {
                     plan.without_cgroup()
                 } else {
                     plan
@@ -849,12 +887,14 @@ impl Spawner {
             &argv,
             &envp,
             &cwd,
-            cgroup.as_ref().map(AsRawFd::as_raw_fd),
+            with_cgroups.then_some(joins),
             plan.as_ref(),
             terminal.as_ref().map(AsRawFd::as_raw_fd),
+            own_terminal,
+            &inherit_raw,
         )?;
         // The child has its copies (it has exec'd, or its init has).
-        drop((cgroup, terminal));
+        drop((cgroups, terminal, inherit));
         let (exit_read, exit_write) = pipe()?;
         self.children.insert(
             child.pid,
@@ -868,6 +908,7 @@ impl Spawner {
         Ok(Launched {
             pid: child.pid,
             output: child.output,
+            terminal: child.terminal,
             exit: exit_read,
         })
     }

@@ -57,6 +57,30 @@ pub(crate) fn open_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((master, slave))
 }
 
+/// A pair opened elsewhere (a command's own devpts, by its init): the
+/// master made non-blocking and the terminal sized as [`open_pair`]'s.
+pub(crate) fn adopt((master, slave): (OwnedFd, OwnedFd)) -> io::Result<(OwnedFd, OwnedFd)> {
+    // SAFETY: fcntl on a descriptor we own, with integer arguments.
+    let flags = unsafe { libc::fcntl(master.as_raw_fd(), libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0
+        || unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    let size = libc::winsize {
+        ws_row: TERMINAL_ROWS,
+        ws_col: TERMINAL_COLUMNS,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads a winsize from the pointer, valid for the call.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &raw const size) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((master, slave))
+}
+
 /// The slave of `master`: through `TIOCGPTPEER` where the kernel has it (no
 /// path lookup, so a mount namespace's view of `/dev/pts` does not matter),
 /// else by the name `ptsname_r` gives.

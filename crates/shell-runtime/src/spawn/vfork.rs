@@ -27,7 +27,7 @@ use std::ffi::{CStr, CString, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::confine::{ChildConfinement, SANDBOX_CAPABILITIES};
+use super::confine::ChildConfinement;
 use super::init::{self, INIT_SIGNALS};
 use super::raw;
 
@@ -43,6 +43,9 @@ pub(crate) struct RawChild {
     /// The stack the namespace's init runs on: unmapped only once the
     /// init has ended (see [`InitStack`]).
     pub(crate) stack: Option<InitStack>,
+    /// A terminal of the namespace's own devpts instance (master, slave),
+    /// opened inside by the init and sent back, when one was asked for.
+    pub(crate) terminal: Option<(OwnedFd, OwnedFd)>,
 }
 
 /// The memory the namespace's init runs on, for as long as it runs: an
@@ -198,7 +201,8 @@ struct CapData {
 /// How the child gives up capabilities before exec, prepared by the
 /// parent: every command runs without `CAP_SYS_PTRACE`, so none can attach
 /// to the server or read its memory, as root too; a sandboxed command with
-/// namespaces of its own keeps only [`SANDBOX_CAPABILITIES`].
+/// namespaces of its own keeps only what its confinement keeps
+/// (`ChildConfinement::keep_capabilities`).
 #[derive(Clone, Copy)]
 struct CapDrop {
     /// Dropped from the bounding set, so no exec gives them back (a root
@@ -326,15 +330,23 @@ struct ChildPlan {
     /// The init's status pipe (-1 without namespaces: the child is the
     /// shell and execs `program`).
     status: RawFd,
+    /// With namespaces and a terminal: the socket on which the init sends
+    /// back the terminal it opened in the namespace's devpts (-1 otherwise).
+    terminal_socket: RawFd,
     /// With namespaces, the start-up probe: the init starts no shell.
     probe: bool,
     /// With namespaces, the top of the stack the shell's clone runs on.
     shell_stack: usize,
     parent: libc::pid_t,
     capabilities: CapDrop,
-    /// The command's `cgroup.procs` (or `tasks`), opened by the parent, or -1.
-    cgroup: RawFd,
+    /// The command's `cgroup.procs` (or `tasks`) in each hierarchy,
+    /// opened by the parent; -1 for none.
+    cgroups: crate::cgroup::JoinFds,
     confinement: *const ChildConfinement,
+    /// `(descriptor, number in the program)` pairs, `inherit_len` of
+    /// them; every descriptor above every number (see [`lift`]).
+    inherit: *const (RawFd, RawFd),
+    inherit_len: usize,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -345,6 +357,18 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: pipe2 succeeded, so both descriptors are open and ours alone.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A close-on-exec copy of `fd` numbered `floor` or above.
+fn lift(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC only makes a new descriptor; `fd` is the
+    // caller's, open for the call.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fcntl succeeded: a new descriptor, ours alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
 }
 
 fn null_pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
@@ -360,27 +384,72 @@ fn null_pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 /// slave the shell makes its controlling terminal), in a new process session, with SIGKILL
 /// as its parent-death signal. The calling thread is the "parent" the kernel
 /// watches for that signal, so call this from a thread that lives as long
-/// as the process.
+/// as the process. Each `(fd, number)` of `inherit` reaches the program as
+/// `number` (3 or above, each once), and only there: a namespace's init
+/// holds none of them. With `own_terminal` (and namespaces whose devpts is
+/// their own) the terminal is opened inside instead, and handed back in
+/// [`RawChild::terminal`].
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the one internal entry of the spawn funnel; each is plain data"
+)]
 pub(crate) fn spawn(
     program: &CStr,
     argv: &[CString],
     envp: &[CString],
     cwd: &CStr,
-    cgroup: Option<RawFd>,
+    cgroups: Option<crate::cgroup::JoinFds>,
     confinement: Option<&ChildConfinement>,
     tty: Option<RawFd>,
+    own_terminal: bool,
+    inherit: &[(RawFd, RawFd)],
 ) -> io::Result<RawChild> {
-    let stdin = match tty {
-        Some(_) => None,
-        None => Some(std::fs::File::open("/dev/null")?),
-    };
-    let output = match tty {
-        Some(_) => None,
-        None => Some((pipe()?, pipe()?)),
-    };
-    let (report_read, report_write) = pipe()?;
+    let targets = || inherit.iter().map(|&(_, to)| to);
+    let distinct = targets()
+        .enumerate()
+        .all(|(at, to)| to > 2 && !targets().skip(at + 1).any(|other| other == to));
+    if !distinct {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "inherited descriptors need distinct numbers above 2",
+        ));
+    }
+    // Every source above every number, so no copy in the child
+    // overwrites a source not yet copied (nor, below, the report pipe).
+    let floor = targets().max().map_or(3, |top| top + 1);
+    let lifted = inherit
+        .iter()
+        .map(|&(from, _)| lift(from, floor))
+        .collect::<io::Result<Vec<_>>>()?;
+    let inherit: Vec<(RawFd, RawFd)> = lifted
+        .iter()
+        .zip(targets())
+        .map(|(from, to)| (from.as_raw_fd(), to))
+        .collect();
     let namespace_flags = confinement.map_or(0, ChildConfinement::clone_flags);
     let namespaces = namespace_flags != 0;
+    let own_terminal = own_terminal
+        && tty.is_none()
+        && confinement.is_some_and(ChildConfinement::has_own_terminals);
+    let terminal_socket = own_terminal.then(socket_pair).transpose()?;
+    let any_terminal = tty.is_some() || own_terminal;
+    let stdin = if any_terminal {
+        None
+    } else {
+        Some(std::fs::File::open("/dev/null")?)
+    };
+    let output = if any_terminal {
+        None
+    } else {
+        Some((pipe()?, pipe()?))
+    };
+    let (report_read, mut report_write) = pipe()?;
+    if inherit
+        .iter()
+        .any(|&(_, to)| to == report_write.as_raw_fd())
+    {
+        report_write = lift(report_write.as_raw_fd(), floor)?;
+    }
     let status_pipe = namespaces.then(pipe).transpose()?;
     let argv_ptrs = null_pointers(argv);
     let envp_ptrs = null_pointers(envp);
@@ -402,8 +471,8 @@ pub(crate) fn spawn(
         || (buffer.as_mut_ptr() as usize + buffer.len()) & !15,
         InitStack::init_top,
     );
-    let dropped = if namespaces {
-        !SANDBOX_CAPABILITIES
+    let dropped = if let Some(confinement) = confinement.filter(|_| namespaces) {
+        !confinement.keep_capabilities()
     } else {
         1 << CAP_SYS_PTRACE
     };
@@ -420,7 +489,10 @@ pub(crate) fn spawn(
             .as_ref()
             .map_or(-1, |(_, (_, write))| write.as_raw_fd()),
         report: report_write.as_raw_fd(),
-        tty: tty.is_some(),
+        tty: any_terminal,
+        terminal_socket: terminal_socket
+            .as_ref()
+            .map_or(-1, |(_, child)| child.as_raw_fd()),
         status: status_pipe
             .as_ref()
             .map_or(-1, |(_, write)| write.as_raw_fd()),
@@ -429,8 +501,10 @@ pub(crate) fn spawn(
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         capabilities: CapDrop::prepare(dropped, namespace_flags & libc::CLONE_NEWUSER != 0),
-        cgroup: cgroup.unwrap_or(-1),
+        cgroups: cgroups.unwrap_or([-1; crate::cgroup::MAX_JOINS]),
         confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
+        inherit: inherit.as_ptr(),
+        inherit_len: inherit.len(),
     };
     let mut pidfd: c_int = -1;
 
@@ -489,6 +563,10 @@ pub(crate) fn spawn(
         (stdout, stderr)
     });
     drop((stdin, report_write));
+    let terminal_socket = terminal_socket.map(|(ours, child)| {
+        drop(child);
+        ours
+    });
 
     // The child (or the shell) wrote its errno here if it could not exec.
     // From the clone to here nothing reads errno: the init may write it.
@@ -511,6 +589,19 @@ pub(crate) fn spawn(
     if failed {
         return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
     }
+    // The init sent its terminal before starting the shell, which has
+    // exec'd by now: it waits in the socket.
+    let terminal = match terminal_socket.as_ref().map(receive_terminal) {
+        None => None,
+        Some(Ok(pair)) => Some(pair),
+        Some(Err(error)) => {
+            // Dropping the stack ends the init first.
+            if let Some(stack) = &mut stack {
+                stack.pidfd = Some(pidfd);
+            }
+            return Err(error);
+        }
+    };
     let copy = stack.is_some().then(|| pidfd.try_clone());
     let pidfd = match (&mut stack, copy) {
         (Some(stack), Some(Ok(copy))) => {
@@ -530,7 +621,82 @@ pub(crate) fn spawn(
         output,
         status,
         stack,
+        terminal,
     })
+}
+
+/// A connected pair of Unix datagram sockets, close-on-exec.
+fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for socketpair to fill.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socketpair succeeded: both descriptors are open and ours alone.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Room for a control message carrying two descriptors, aligned for it.
+#[repr(C, align(8))]
+struct TwoFds([u8; 32]);
+
+/// The (master, slave) pair the init sent on `socket`, without waiting.
+fn receive_terminal(socket: &OwnedFd) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast::<c_void>(),
+        iov_len: 1,
+    };
+    let mut control = TwoFds([0; 32]);
+    // SAFETY: a zeroed msghdr is valid; the fields set point into our stack.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &raw mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.0.as_mut_ptr().cast::<c_void>();
+    message.msg_controllen = control.0.len();
+    // SAFETY: `message` describes buffers that live through the call.
+    let received = unsafe {
+        libc::recvmsg(
+            socket.as_raw_fd(),
+            &raw mut message,
+            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+        )
+    };
+    if received < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: recvmsg filled `message`; CMSG_FIRSTHDR reads within it.
+    let header = unsafe { libc::CMSG_FIRSTHDR(&raw const message) };
+    // SAFETY: a non-null header points into `control`.
+    let fds = (!header.is_null()
+        && unsafe { (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS }
+        // SAFETY: as above.
+        && unsafe { (*header).cmsg_len } >= unsafe { libc::CMSG_LEN(8) } as usize)
+        .then(|| {
+            let mut fds = [0 as c_int; 2];
+            // SAFETY: the message holds two descriptors after the header.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    libc::CMSG_DATA(header).cast::<c_int>(),
+                    fds.as_mut_ptr(),
+                    2,
+                );
+            }
+            fds
+        });
+    let Some([master, slave]) = fds else {
+        return Err(io::Error::other("the namespace's init sent no terminal"));
+    };
+    // SAFETY: SCM_RIGHTS gave us these two new descriptors.
+    Ok(unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) })
 }
 
 /// The wait status the namespace's init reported for the shell, read once
@@ -597,12 +763,25 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             unsafe { libc::signal(signal, libc::SIG_DFL) };
         }
     }
+    // The OOM killer's first choice: commands, never the server. Only in
+    // a process cloned with `CLONE_VFORK`: a namespace's init shares the
+    // server's memory without it, and the kernel copies a score written
+    // there to every process sharing that memory, the server included.
+    // Its shell writes the score instead (`shell_main`).
+    if plan.status < 0 {
+        // SAFETY: without namespaces (no status pipe) we are the
+        // `CLONE_VFORK` child that execs.
+        unsafe { raise_oom_score() };
+    }
     // Its own cgroup before anything else, so every process it starts is
     // in it whatever it does to its session or environment.
-    if plan.cgroup >= 0 {
+    for &cgroup in &plan.cgroups {
+        if cgroup < 0 {
+            continue;
+        }
         // SAFETY: a descriptor the parent keeps open until we exec; "0"
         // names the writing process.
-        if unsafe { libc::write(plan.cgroup, b"0".as_ptr().cast::<c_void>(), 1) } != 1 {
+        if unsafe { libc::write(cgroup, b"0".as_ptr().cast::<c_void>(), 1) } != 1 {
             // SAFETY: as below.
             unsafe { fail(plan) };
         }
@@ -652,9 +831,10 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     } else {
         (plan.stdin, plan.stdout, plan.stderr)
     };
+    // A terminal of the namespace's own devpts is opened once it is mounted.
     for (from, to) in [(stdin, 0), (stdout, 1), (stderr, 2)] {
         // SAFETY: `from` is a descriptor the parent keeps open until we exec.
-        if unsafe { libc::dup2(from, to) } < 0 {
+        if plan.terminal_socket < 0 && unsafe { libc::dup2(from, to) } < 0 {
             // SAFETY: as above.
             unsafe { fail(plan) };
         }
@@ -677,6 +857,11 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             // SAFETY: as above.
             unsafe { fail(plan) };
         }
+    }
+    // SAFETY: we are the spawned child, in our own devpts instance.
+    if plan.terminal_socket >= 0 && !unsafe { open_own_terminal(plan.terminal_socket) } {
+        // SAFETY: as above.
+        unsafe { fail(plan) };
     }
     // Every command, sandboxed or not, runs without CAP_SYS_PTRACE; with
     // namespaces of its own, with only the sandbox's few capabilities.
@@ -715,6 +900,11 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         }
     }
     if plan.status < 0 {
+        // SAFETY: we are the spawned child, about to exec.
+        if !unsafe { inherit_descriptors(plan) } {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
         // SAFETY: program, argv and envp are C strings and null-terminated
         // pointer arrays the parent keeps alive until we exec.
         unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
@@ -763,6 +953,26 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     init::run(status, shell)
 }
 
+/// Makes this process the OOM killer's first choice (`oom_score_adj`
+/// 1000; raising one's own score needs no privilege). A failure leaves the
+/// inherited score: no reason to fail the spawn. Raw calls only.
+///
+/// # Safety
+/// Call only in a spawned child cloned with `CLONE_VFORK`, before exec.
+unsafe fn raise_oom_score() {
+    // SAFETY: a static C string; the descriptor is closed at once.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, b"1000".as_ptr().cast::<c_void>(), 4);
+            libc::close(fd);
+        }
+    }
+}
+
 /// The shell of a namespace, started by its PID 1: a session of its own,
 /// no blocked signals, `execve`. On failure it reports errno as the child
 /// does, and the init reaps it.
@@ -793,10 +1003,113 @@ extern "C" fn shell_main(arg: *mut c_void) -> c_int {
             unsafe { fail(plan) };
         }
     }
+    // SAFETY: we are the spawned shell (a `CLONE_VFORK` child: the score
+    // stays its own), about to exec.
+    unsafe { raise_oom_score() };
+    // SAFETY: we are the spawned shell, about to exec.
+    if !unsafe { inherit_descriptors(plan) } {
+        // SAFETY: as in `child_main`.
+        unsafe { fail(plan) };
+    }
     // SAFETY: C strings and null-terminated arrays the parent keeps alive.
     unsafe { libc::execve(plan.program, plan.argv, plan.envp) };
     // SAFETY: as above.
     unsafe { fail(plan) }
+}
+
+/// Marks every descriptor above 2 close-on-exec (what the server itself
+/// inherited without the flag included: only 0, 1, 2 and the plan's reach
+/// the program; on kernels before 5.11, which lack the flag, those
+/// inherited ones still do), then copies the plan's inherited descriptors
+/// to their numbers (`dup2` leaves the copy without close-on-exec). Last
+/// before `execve`: nothing after needs a descriptor but the report pipe,
+/// which the parent moved off every number. No allocation, no panic.
+///
+/// # Safety
+/// Call only in the spawned process that is about to exec, with the
+/// parent's plan.
+unsafe fn inherit_descriptors(plan: &ChildPlan) -> bool {
+    // SAFETY: integer arguments only; a kernel without the flag refuses
+    // the call and changes nothing.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3_u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    // SAFETY: the parent's slice of `inherit_len` pairs (a non-null,
+    // aligned pointer even when empty), alive until we exec.
+    let pairs = unsafe { std::slice::from_raw_parts(plan.inherit, plan.inherit_len) };
+    pairs
+        .iter()
+        // SAFETY: `from` is open in our copy of the parent's table.
+        .all(|&(from, to)| unsafe { libc::dup2(from, to) } == to)
+}
+
+/// Opens a terminal pair in the namespace's own devpts instance (mounted
+/// on `/dev/pts`), makes its slave descriptors 0, 1 and 2, and sends
+/// (master, slave) to the parent on `socket`. Raw system calls on our
+/// stack only. False on a failure (errno says why).
+///
+/// # Safety
+/// Call only in the spawned child, after the devpts mount.
+unsafe fn open_own_terminal(socket: RawFd) -> bool {
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: a static path.
+    let master = unsafe { libc::open(c"/dev/pts/ptmx".as_ptr(), flags) };
+    if master < 0 {
+        return false;
+    }
+    let unlock: c_int = 0;
+    // SAFETY: TIOCSPTLCK reads an int; TIOCGPTPEER takes the flags and
+    // returns a new descriptor.
+    let slave = unsafe {
+        if libc::ioctl(master, libc::TIOCSPTLCK, &raw const unlock) != 0 {
+            return false;
+        }
+        libc::ioctl(master, libc::TIOCGPTPEER, flags)
+    };
+    if slave < 0 {
+        return false;
+    }
+    for to in 0..3 {
+        // SAFETY: `slave` is open.
+        if unsafe { libc::dup2(slave, to) } < 0 {
+            return false;
+        }
+    }
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast::<c_void>(),
+        iov_len: 1,
+    };
+    let mut control = TwoFds([0; 32]);
+    // SAFETY: a zeroed msghdr is valid; the fields set point into our stack.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &raw mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.0.as_mut_ptr().cast::<c_void>();
+    // SAFETY: CMSG_SPACE is arithmetic.
+    message.msg_controllen = unsafe { libc::CMSG_SPACE(8) } as usize;
+    // SAFETY: the header lies within `control`, sized for two descriptors.
+    let sent = unsafe {
+        let header = libc::CMSG_FIRSTHDR(&raw const message);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(8) as usize;
+        let data = libc::CMSG_DATA(header).cast::<c_int>();
+        data.write_unaligned(master);
+        data.add(1).write_unaligned(slave);
+        libc::sendmsg(socket, &raw const message, 0) == 1
+    };
+    // SAFETY: our copies; the parent has its own, and 0-2 stay.
+    unsafe {
+        libc::close(master);
+        libc::close(slave);
+    }
+    sent
 }
 
 /// Makes descriptor 0, a terminal's slave, the controlling terminal of the
