@@ -256,3 +256,36 @@ fn a_sandboxed_command_is_refused_once_the_spawner_was_killed() {
     }
     server.close();
 }
+
+/// Under the default `--sandbox contain` a command's namespace init is
+/// cloned by the spawner and shares its memory: the command's
+/// `oom_score_adj` of 1000 (written by the process that execs, never by
+/// the init) is not copied by the kernel to the spawner, nor the server.
+#[test]
+fn a_contained_commands_init_lives_in_the_spawner_whose_oom_score_stays() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cwd = dir.path().to_str().expect("utf-8");
+    let ours = std::fs::read_to_string("/proc/self/oom_score_adj").expect("our score");
+    assert_ne!(ours.trim(), "1000", "this test runs at the top score");
+    let mut server = Peer::start(&[], &["--cwd", cwd], &std::env::temp_dir());
+    let server_pid = server.child.id();
+    let spawner = spawner_of(server_pid).expect("the server has a spawner process");
+    let (text, failed) =
+        server.bash("echo init=$(cat /proc/1/comm); echo score=$(cat /proc/self/oom_score_adj)");
+    assert!(!failed, "{text}");
+    if !text.contains("init=agent-spawner") {
+        assert!(
+            std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none(),
+            "the sandbox self-test cannot skip a contained command: {text}"
+        );
+        eprintln!("skipped: commands get no PID namespace here: {text}");
+        server.close();
+        return;
+    }
+    assert!(text.contains("score=1000"), "{text}");
+    let score =
+        |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).expect("a score");
+    assert_eq!(score(spawner), ours, "the spawner's score changed");
+    assert_eq!(score(server_pid), ours, "the server's score changed");
+    server.close();
+}
