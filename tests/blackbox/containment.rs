@@ -272,8 +272,9 @@ fn no_command_reads_the_servers_memory_or_attaches_to_it_even_as_root() {
                 .map(|line| line.split('-').next().unwrap_or("").to_owned())
         })
         .unwrap_or_default();
+    // The shell's parent is the spawner process, a child of the server.
     let text = server.bash(&format!(
-        "test $PPID = {pid} && echo parent ok; grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status; {} {} {pid} {address}",
+        "grep -qxE 'PPid:[[:space:]]+{pid}' /proc/$PPID/status && echo parent ok; grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status; {} {} {pid} {address}",
         python(),
         probe.display()
     ));
@@ -282,6 +283,10 @@ fn no_command_reads_the_servers_memory_or_attaches_to_it_even_as_root() {
     // process's environ and maps (not its memory): a root command keeps
     // those, and the environ it sees holds no secret.
     check_refused(&text, is_root());
+    // The spawner (a fork of the server: the same address is mapped) is
+    // out of reach the same way.
+    let spawner = server.bash(&format!("{} {} $PPID {address}", python(), probe.display()));
+    check_refused(&spawner, is_root());
     for line in text.lines().filter(|line| line.starts_with("Cap")) {
         let (name, hex) = line.split_once(':').expect("Cap line");
         let set = u64::from_str_radix(hex.trim(), 16).expect("hex");

@@ -1,8 +1,8 @@
 //! The janitor (the process that ends a command's processes and cgroups
 //! once the server is gone, even killed with SIGKILL) is started again
 //! when it dies, whoever killed it: the test from outside, or a command
-//! (without the sandbox a command runs as the same user, and the janitor
-//! is a child of the server as the command's shell is).
+//! (without the sandbox a command runs as the same user, and sees the
+//! janitor, a child of the server as the command's spawner process is).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -141,9 +141,11 @@ fn a_command_that_kills_the_janitor_does_not_leave_the_server_without_one() {
     assert!(!failed, "{text}");
     let server_pid = server.child.id();
     let first = janitor_of(server_pid).expect("the server has a janitor");
-    // `[r]`: the pattern does not match the command's own shell.
-    let (text, _) =
-        server.bash("kill -9 $(pgrep -P $PPID -f '__agent-exec-janito[r]') && echo killed");
+    // `[r]`: the pattern does not match the command's own shell. The
+    // server is the parent of the shell's parent (the spawner process).
+    let (text, _) = server.bash(&format!(
+        "kill -9 $(pgrep -P {server_pid} -f '__agent-exec-janito[r]') && echo killed"
+    ));
     assert!(text.contains("killed"), "{text}");
     // SIGKILL is delivered after kill(2) returns: give the death a moment.
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -35,6 +35,7 @@ mod sandbox;
 mod schema;
 mod secrets;
 mod session;
+mod spawner;
 mod stale;
 mod tty;
 

@@ -82,18 +82,28 @@ fn main() -> ExitCode {
 }
 
 /// The real binary's start-up: secrets hidden (the process may re-execute
-/// itself), then the janitor started from the image that serves, then the
-/// arguments blanked: a sandbox's init shares this memory, and its
-/// `/proc/1/cmdline` must not show them (`run`'s command among them) to
-/// `pgrep -f`/`pkill -f` inside. After the re-execution, which reads them.
+/// itself), the spawner process forked from the image that serves before
+/// it reads any secret back, then the janitor started, then the arguments
+/// blanked: `/proc/PID/cmdline` must not show them (`run`'s command among
+/// them) to `pgrep -f`/`pkill -f`. After the re-execution, which reads them.
 fn hide_secrets_and_watch(rules: &EnvRules) -> Vec<(String, String)> {
-    let secrets = reexec::hide_secrets(rules);
+    let secrets = reexec::hide_secrets(rules, start_spawner);
     janitor::start();
     #[cfg(target_os = "linux")]
     if let Err(error) = shell_runtime::hide_arguments() {
         tracing::warn!(%error, "cannot blank the server's arguments; a sandboxed command's /proc/1/cmdline shows them");
     }
     secrets
+}
+
+/// Forks the spawner process (shell-runtime's `start_spawner_process`):
+/// still one thread, and no secret read yet. Without it commands are
+/// started from a thread of the server, as in-process embedders do.
+fn start_spawner() {
+    #[cfg(target_os = "linux")]
+    if let Err(error) = shell_runtime::start_spawner_process() {
+        tracing::warn!(%error, "cannot start the spawner process; commands are started from a thread of the server");
+    }
 }
 
 /// `tracing` to stderr, filtered by `RUST_LOG` (warnings by default).

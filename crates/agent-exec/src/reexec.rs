@@ -37,22 +37,27 @@ pub(crate) fn forbid_memory_access() -> Option<String> {
 /// Returns the scrubbed `(name, value)` pairs: read back from the memfd in
 /// a re-executed server, or, when there are any to hide, after re-executing
 /// (which does not return). Where re-execution is impossible the server goes
-/// on in-process and says so on stderr.
-pub(crate) fn hide_secrets(rules: &EnvRules) -> Vec<(String, String)> {
+/// on in-process and says so on stderr. `before_reading` runs in the image
+/// that serves, before it reads any secret back (the spawner process is
+/// forked there: it must hold none).
+pub(crate) fn hide_secrets(rules: &EnvRules, before_reading: fn()) -> Vec<(String, String)> {
     if let Ok(fd) = std::env::var(SECRETS_FD_VAR) {
+        before_reading();
         return read_handover(&fd);
     }
     let secrets: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
         .filter(|(name, value)| rules.is_scrubbed_var(name, value))
         .collect();
-    if secrets.is_empty() {
-        return secrets;
+    if !secrets.is_empty() {
+        #[cfg(target_os = "linux")]
+        if let Err(error) = linux::reexec(&secrets, rules) {
+            tracing::warn!(%error, "cannot re-execute with a scrubbed environment; secrets stay readable in /proc/PID/environ");
+        }
     }
-    #[cfg(target_os = "linux")]
-    if let Err(error) = linux::reexec(&secrets, rules) {
-        tracing::warn!(%error, "cannot re-execute with a scrubbed environment; secrets stay readable in /proc/PID/environ");
-    }
+    // Nothing hidden (or it could not be): the environment shows whatever
+    // there is anyway.
+    before_reading();
     secrets
 }
 

@@ -5,8 +5,12 @@
 //!
 //! `cargo bench -p shell-runtime --bench runtime` (`-- --quick` for a short
 //! run with a 64 MiB file instead of 1 GiB; `-- capture` and the like run
-//! only the groups named: spawn, capture, reads, concurrent, sandbox). Prints
-//! one JSON figure per line for `cargo xtask bench`.
+//! only the groups named: spawn, capture, reads, concurrent, sandbox,
+//! spawner). Prints one JSON figure per line for `cargo xtask bench`.
+//!
+//! `spawner` (only when named) starts the spawner process first, as the
+//! binary does, and compares spawn-and-wait of `true` through it with the
+//! spawner thread, alternating.
 
 #![allow(
     clippy::expect_used,
@@ -334,6 +338,59 @@ fn capture(runtime: &tokio::runtime::Runtime, bytes: u64, rounds: usize) {
     );
 }
 
+fn spawn_and_wait_once(runtime: &tokio::runtime::Runtime) -> Duration {
+    let t = Instant::now();
+    runtime.block_on(async {
+        ShellProcess::spawn(spec("true"))
+            .await
+            .unwrap()
+            .wait()
+            .await
+    });
+    t.elapsed()
+}
+
+/// The spawner process (docs/decisions/0016) against the spawner thread,
+/// alternating in one run.
+#[cfg(target_os = "linux")]
+fn spawner_process(runtime: &tokio::runtime::Runtime, rounds: usize) {
+    let mut thread = Vec::new();
+    let mut process = Vec::new();
+    for _ in 0..20 {
+        shell_runtime::bypass_spawner_process(true);
+        spawn_and_wait_once(runtime);
+        shell_runtime::bypass_spawner_process(false);
+        spawn_and_wait_once(runtime);
+    }
+    for _ in 0..rounds {
+        shell_runtime::bypass_spawner_process(true);
+        thread.push(spawn_and_wait_once(runtime));
+        shell_runtime::bypass_spawner_process(false);
+        process.push(spawn_and_wait_once(runtime));
+    }
+    let (thread50, thread99) = (percentile(&mut thread, 50), percentile(&mut thread, 99));
+    let (process50, process99) = (percentile(&mut process, 50), percentile(&mut process, 99));
+    emit(
+        &Figure::new(
+            "spawn-thread",
+            "spawn-and-wait of `true` from the spawner thread",
+        )
+        .timing(thread50, thread99),
+    );
+    emit(
+        &Figure::new(
+            "spawn-process",
+            "spawn-and-wait of `true` through the spawner process",
+        )
+        .timing(process50, process99)
+        .against(
+            "spawn-thread",
+            process50.as_secs_f64() / thread50.as_secs_f64(),
+        )
+        .target(Metric::Ratio, Op::AtMost, 1.25, Unit::Times),
+    );
+}
+
 fn background_reads(runtime: &tokio::runtime::Runtime, reads: usize) {
     let mut samples = Vec::with_capacity(reads);
     runtime.block_on(async {
@@ -374,6 +431,13 @@ fn main() {
         .filter(|arg| !arg.starts_with("--"))
         .collect();
     let wanted = |group: &str| only.is_empty() || only.iter().any(|name| name == group);
+    // Before the runtime's threads: the fork needs a single thread.
+    #[cfg(target_os = "linux")]
+    let spawner = only.iter().any(|name| name == "spawner");
+    #[cfg(target_os = "linux")]
+    if spawner {
+        shell_runtime::start_spawner_process().expect("the spawner process starts");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -397,6 +461,10 @@ fn main() {
     }
     if wanted("sandbox") {
         sandbox_cost(&runtime, if quick { 100 } else { 1000 });
+    }
+    #[cfg(target_os = "linux")]
+    if spawner {
+        spawner_process(&runtime, if quick { 200 } else { 1000 });
     }
     if wanted("contain") {
         contain_cost(&runtime, if quick { 100 } else { 1000 });

@@ -80,12 +80,15 @@ mod imp {
         found
     }
 
-    /// Children of this process's main thread: where the kernel puts the
-    /// orphans a subreaper adopts (it picks the first live thread, and the
-    /// main thread lives as long as the process). The shells themselves are
-    /// children of the spawner thread, so they are not listed here.
+    /// Children of the adopting process's main thread: where the kernel
+    /// puts the orphans a subreaper adopts (it picks the first live
+    /// thread, and the main thread lives as long as the process). The
+    /// adopting process is the spawner process where one runs (its one
+    /// thread is also the shells' parent, so they are listed too);
+    /// otherwise this one, whose shells are children of the spawner thread
+    /// and not listed here.
     pub(crate) fn main_thread_children() -> Vec<i32> {
-        let pid = std::process::id();
+        let pid = super::adopter();
         fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
             .map(|text| {
                 text.split_whitespace()
@@ -146,6 +149,16 @@ pub(crate) use imp::{
 /// Sends `signal` to one process; a process already gone is not an error.
 pub(crate) fn send(pid: i32, signal: Signal) {
     let _ = signal::kill(Pid::from_raw(pid), signal);
+}
+
+/// The process the commands' orphans are re-parented to: the spawner
+/// process where one runs (docs/decisions/0016), otherwise this one.
+pub(crate) fn adopter() -> i32 {
+    #[cfg(target_os = "linux")]
+    if let Some(pid) = crate::spawn::process::spawner_pid() {
+        return pid;
+    }
+    i32::try_from(std::process::id()).unwrap_or_default()
 }
 
 /// Sends `signal` to a process group; returns false when the group is empty.

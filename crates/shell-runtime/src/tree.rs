@@ -126,7 +126,7 @@ impl TreeId {
         }
         // The cgroup holds those the session and the tag miss.
         if let Some(cgroup) = &self.cgroup {
-            let own_pid = i32::try_from(std::process::id()).unwrap_or_default();
+            let own_pid = sys::adopter();
             for pid in cgroup.pids() {
                 if pid == self.shell_pid || shells.contains(&pid) {
                     continue;

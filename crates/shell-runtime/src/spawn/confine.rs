@@ -833,3 +833,216 @@ fn pids_hierarchy() -> Option<(PathBuf, String)> {
     }
     None
 }
+
+/// The confinement as plain data, for the spawner process (`process.rs`),
+/// which starts the commands and needs its own copy of what their child
+/// steps read.
+impl Confinement {
+    /// Writes every field the child steps read; returns the Landlock
+    /// ruleset's descriptor, which goes beside the data.
+    pub(crate) fn encode(&self, out: &mut super::process::Writer) -> Option<RawFd> {
+        // Every field by name: one added to `Confinement` must be carried
+        // here too, or this stops compiling.
+        let Self {
+            landlock,
+            seccomp,
+            rlimits,
+            cgroup,
+            namespace,
+            missing_process_cap: _,
+            deny_network,
+        } = self;
+        out.u8(u8::from(landlock.is_some()));
+        out.count(seccomp.len());
+        for program in seccomp {
+            out.count(program.len());
+            for instruction in program {
+                out.u16(instruction.code);
+                out.u8(instruction.jt);
+                out.u8(instruction.jf);
+                out.u32(instruction.k);
+            }
+        }
+        out.count(rlimits.len());
+        for (resource, value) in rlimits {
+            out.i64(i64::from(*resource));
+            out.u64(*value);
+        }
+        out.u8(u8::from(cgroup.is_some()));
+        if let Some(cgroup) = cgroup {
+            out.bytes(cgroup.dir.as_os_str().as_bytes());
+            out.bytes(cgroup.procs.to_bytes());
+        }
+        match namespace {
+            None => out.u8(0),
+            Some(Namespace {
+                user,
+                cgroup_fs,
+                devpts,
+            }) => {
+                match user {
+                    None => out.u8(1),
+                    Some((uid_map, gid_map)) => {
+                        out.u8(2);
+                        out.bytes(uid_map.to_bytes());
+                        out.bytes(gid_map.to_bytes());
+                    }
+                }
+                out.u8(u8::from(*cgroup_fs));
+                out.u8(u8::from(*devpts));
+            }
+        }
+        out.u8(u8::from(*deny_network));
+        landlock.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Reads what [`Confinement::encode`] wrote; `next_fd` gives the
+    /// descriptors that came with it, in order. Nothing is checked or
+    /// probed again: the server did so when it prepared the original.
+    pub(crate) fn decode(
+        input: &mut super::process::Reader<'_>,
+        next_fd: &mut dyn FnMut() -> io::Result<OwnedFd>,
+    ) -> io::Result<Self> {
+        let bad = || io::Error::new(io::ErrorKind::InvalidData, "a malformed confinement");
+        let landlock = if input.u8()? != 0 {
+            Some(next_fd()?)
+        } else {
+            None
+        };
+        let mut seccomp = Vec::new();
+        for _ in 0..input.count()?.min(MAX_PROGRAMS + 1) {
+            let mut program = Vec::new();
+            for _ in 0..input.count()? {
+                program.push(libc::sock_filter {
+                    code: input.u16()?,
+                    jt: input.u8()?,
+                    jf: input.u8()?,
+                    k: input.u32()?,
+                });
+            }
+            seccomp.push(program);
+        }
+        if seccomp.len() > MAX_PROGRAMS {
+            return Err(bad());
+        }
+        let mut rlimits = Vec::new();
+        for _ in 0..input.count()? {
+            let resource = libc::__rlimit_resource_t::try_from(input.i64()?).map_err(|_| bad())?;
+            rlimits.push((resource, input.u64()?));
+        }
+        let cgroup = if input.u8()? != 0 {
+            let dir = PathBuf::from(std::ffi::OsStr::from_bytes(input.bytes()?));
+            Some(Cgroup {
+                dir,
+                procs: input.c_string()?,
+            })
+        } else {
+            None
+        };
+        let namespace = match input.u8()? {
+            0 => None,
+            kind @ (1 | 2) => {
+                let user = if kind == 2 {
+                    Some((input.c_string()?, input.c_string()?))
+                } else {
+                    None
+                };
+                Some(Namespace {
+                    user,
+                    cgroup_fs: input.u8()? != 0,
+                    devpts: input.u8()? != 0,
+                })
+            }
+            _ => return Err(bad()),
+        };
+        Ok(Self {
+            landlock,
+            seccomp,
+            rlimits,
+            cgroup,
+            namespace,
+            missing_process_cap: None,
+            deny_network: input.u8()? != 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+    use crate::spawn::process::{Reader, Writer};
+
+    /// What the spawner process decodes is what the server prepared.
+    #[test]
+    fn a_confinement_crosses_to_the_spawner_whole() {
+        let (landlock, _) = std::os::unix::net::UnixStream::pair().expect("a descriptor");
+        let original = Confinement {
+            landlock: Some(OwnedFd::from(landlock)),
+            seccomp: vec![
+                vec![libc::sock_filter {
+                    code: 6,
+                    jt: 1,
+                    jf: 2,
+                    k: 0x7fff_0000,
+                }],
+                Vec::new(),
+            ],
+            rlimits: vec![(libc::RLIMIT_CORE, 0), (libc::RLIMIT_NOFILE, 512)],
+            cgroup: Some(Cgroup {
+                dir: PathBuf::from("/sys/fs/cgroup/pids/x"),
+                procs: c"/sys/fs/cgroup/pids/x/cgroup.procs".to_owned(),
+            }),
+            namespace: Some(Namespace {
+                user: Some((c"1000 1000 1".to_owned(), c"100 100 1".to_owned())),
+                cgroup_fs: false,
+                devpts: true,
+            }),
+            missing_process_cap: None,
+            deny_network: true,
+        };
+        let mut out = Writer::default();
+        let fd = original.encode(&mut out).expect("the ruleset's descriptor");
+        let bytes = out.into_bytes();
+        let mut fds = vec![OwnedFd::from(
+            std::fs::File::open("/dev/null").expect("a stand-in descriptor"),
+        )];
+        let mut decoded = Confinement::decode(&mut Reader::new(&bytes), &mut || {
+            fds.pop().ok_or_else(|| io::Error::other("none"))
+        })
+        .expect("decodes");
+        assert!(decoded.landlock.is_some());
+        assert_ne!(fd, -1);
+        assert_eq!(decoded.seccomp.len(), 2);
+        assert_eq!(
+            (
+                decoded.seccomp[0][0].code,
+                decoded.seccomp[0][0].jt,
+                decoded.seccomp[0][0].jf,
+                decoded.seccomp[0][0].k
+            ),
+            (6, 1, 2, 0x7fff_0000)
+        );
+        assert_eq!(decoded.rlimits, original.rlimits);
+        let cgroup = decoded.cgroup.take().expect("cgroup");
+        assert_eq!(cgroup.dir, PathBuf::from("/sys/fs/cgroup/pids/x"));
+        assert_eq!(
+            cgroup.procs.as_c_str(),
+            c"/sys/fs/cgroup/pids/x/cgroup.procs"
+        );
+        let user = decoded
+            .namespace
+            .as_ref()
+            .and_then(|namespace| namespace.user.as_ref());
+        assert_eq!(
+            user.map(|(uid, gid)| (uid.as_c_str(), gid.as_c_str())),
+            Some((c"1000 1000 1", c"100 100 1"))
+        );
+        let namespace = decoded.namespace.as_ref().expect("namespace");
+        assert!(!namespace.cgroup_fs);
+        assert!(namespace.devpts);
+        assert!(decoded.deny_network);
+        // Neither removes a cgroup on drop: neither holds one now.
+        let mut original = original;
+        original.cgroup = None;
+    }
+}

@@ -53,6 +53,8 @@ mod init;
 #[cfg(unix)]
 pub(crate) mod janitor;
 #[cfg(target_os = "linux")]
+pub(crate) mod process;
+#[cfg(target_os = "linux")]
 pub(crate) mod pty;
 #[cfg(target_os = "linux")]
 mod raw;
@@ -240,21 +242,13 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
 
 #[cfg(target_os = "linux")]
 fn start(prepared: Prepared) -> io::Result<Spawned> {
-    let own_cgroup = prepared.cgroup.is_some();
-    let confinement = prepared.confinement.as_ref().map(|confinement| {
-        let plan = confinement.plan();
-        if own_cgroup {
-            plan.without_cgroup()
-        } else {
-            plan
-        }
-    });
     // In namespaces with a devpts of their own, the init opens the
     // terminal there (`vfork.rs`) and sends it back.
     let own_terminal = prepared.tty
-        && confinement
+        && prepared
+            .confinement
             .as_ref()
-            .is_some_and(confine::ChildConfinement::has_own_terminals);
+            .is_some_and(|confinement| confinement.plan().has_own_terminals());
     let terminal = match (prepared.tty && !own_terminal)
         .then(pty::open_pair)
         .transpose()
@@ -267,29 +261,30 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
             return Err(error);
         }
     };
-    let inherit: Vec<_> = prepared
-        .inherit
-        .iter()
-        .map(|(fd, child_fd)| (std::os::fd::AsRawFd::as_raw_fd(&**fd), *child_fd))
-        .collect();
-    let child = vfork::spawn(
-        &prepared.program,
-        &prepared.argv,
-        &prepared.envp,
-        &prepared.cwd,
-        prepared
-            .cgroup
-            .as_ref()
-            .map(crate::cgroup::CommandCgroup::join_fds),
-        confinement.as_ref(),
-        terminal
-            .as_ref()
-            .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave)),
-        own_terminal,
-        &inherit,
-    );
-    let mut child = match child {
-        Ok(child) => child,
+    let slave = terminal
+        .as_ref()
+        .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave));
+    let launched = match process::client() {
+        Some(client) => match launch_in_spawner(client, &prepared, slave, own_terminal) {
+            // Killed from outside: the spawner thread takes over.
+            Err(error)
+                if error.kind() == io::ErrorKind::BrokenPipe
+                    && !client.alive()
+                    && !isolates(&prepared) =>
+            {
+                launch_here(&prepared, slave, own_terminal)
+            }
+            launched => launched,
+        },
+        // A namespace's init would run in this process's memory: only
+        // where the spawner process never ran (in-process embedders).
+        None if process::died() && isolates(&prepared) => Err(io::Error::other(
+            "the spawner process has died, and a command with a PID namespace of its own is not started from the server",
+        )),
+        None => launch_here(&prepared, slave, own_terminal),
+    };
+    let launched = match launched {
+        Ok(launched) => launched,
         Err(error) => {
             if let Some(cgroup) = &prepared.cgroup {
                 cgroup.retire(false);
@@ -300,9 +295,9 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
     let cgroup = prepared.cgroup;
     let terminal = match terminal {
         Some(pair) => Some(pair),
-        None => child.terminal.take().map(pty::adopt).transpose()?,
+        None => launched.terminal.map(pty::adopt).transpose()?,
     };
-    let (stdout, stderr, terminal): (Pipe, Pipe, _) = match (child.output, terminal) {
+    let (stdout, stderr, terminal): (Pipe, Pipe, _) = match (launched.output, terminal) {
         (Some((stdout, stderr)), _) => (
             Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(stdout)?),
             Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(stderr)?),
@@ -322,15 +317,131 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         }
         (None, None) => return Err(io::Error::other("a child without output")),
     };
+    Ok(Spawned {
+        pid: launched.pid,
+        stdout,
+        stderr,
+        exit: launched.exit,
+        cgroup,
+        terminal,
+    })
+}
+
+/// Whether the command gets a PID namespace, with an init of its own.
+#[cfg(target_os = "linux")]
+fn isolates(prepared: &Prepared) -> bool {
+    prepared
+        .confinement
+        .as_ref()
+        .is_some_and(|confinement| confinement.isolates_processes())
+}
+
+/// A started process.
+#[cfg(target_os = "linux")]
+struct Launched {
+    pid: i32,
+    /// Stdout and stderr, or `None` under a terminal.
+    output: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    /// The terminal (master, slave) a namespace's init opened in its own
+    /// devpts, when one was asked for.
+    terminal: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    /// Resolves once it has ended.
+    exit: ExitFuture,
+}
+
+/// The `(descriptor, number in the program)` pairs the program inherits.
+#[cfg(target_os = "linux")]
+fn inherited(prepared: &Prepared) -> Vec<(std::os::fd::RawFd, std::os::fd::RawFd)> {
+    prepared
+        .inherit
+        .iter()
+        .map(|(fd, child_fd)| (std::os::fd::AsRawFd::as_raw_fd(&**fd), *child_fd))
+        .collect()
+}
+
+/// Started by the spawner process, which reaps it and writes its wait
+/// status on the exit pipe.
+#[cfg(target_os = "linux")]
+fn launch_in_spawner(
+    client: &process::Client,
+    prepared: &Prepared,
+    terminal: Option<std::os::fd::RawFd>,
+    own_terminal: bool,
+) -> io::Result<Launched> {
+    let inherit = inherited(prepared);
+    let launched = client.launch(&process::Request {
+        program: &prepared.program,
+        argv: &prepared.argv,
+        envp: &prepared.envp,
+        cwd: &prepared.cwd,
+        cgroups: prepared
+            .cgroup
+            .as_ref()
+            .map(crate::cgroup::CommandCgroup::join_fds),
+        terminal,
+        own_terminal,
+        confinement: prepared.confinement.as_ref(),
+        inherit: &inherit,
+    })?;
+    let mut exit = tokio::net::unix::pipe::Receiver::from_owned_fd(launched.exit)?;
+    Ok(Launched {
+        pid: launched.pid,
+        output: launched.output,
+        terminal: launched.terminal,
+        exit: Box::pin(async move {
+            use tokio::io::AsyncReadExt;
+            let mut status = [0u8; 4];
+            match exit.read_exact(&mut status).await {
+                Ok(_) => Ok(exit_info_from_status(i32::from_ne_bytes(status))),
+                Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Err(
+                    io::Error::other("the spawner process ended before the command"),
+                ),
+                Err(error) => Err(error),
+            }
+        }),
+    })
+}
+
+/// Started from this process (no spawner process): the calling thread is
+/// the parent, and the exit future reaps the child.
+#[cfg(target_os = "linux")]
+fn launch_here(
+    prepared: &Prepared,
+    terminal: Option<std::os::fd::RawFd>,
+    own_terminal: bool,
+) -> io::Result<Launched> {
+    let own_cgroup = prepared.cgroup.is_some();
+    let confinement = prepared.confinement.as_ref().map(|confinement| {
+        let plan = confinement.plan();
+        if own_cgroup {
+            plan.without_cgroup()
+        } else {
+            plan
+        }
+    });
+    let child = vfork::spawn(
+        &prepared.program,
+        &prepared.argv,
+        &prepared.envp,
+        &prepared.cwd,
+        prepared
+            .cgroup
+            .as_ref()
+            .map(crate::cgroup::CommandCgroup::join_fds),
+        confinement.as_ref(),
+        terminal,
+        own_terminal,
+        &inherited(prepared),
+    )?;
     let pidfd = vfork::watch_pidfd(child.pidfd)?;
     let status = child.status;
     // Unmapped once the exit below has reaped the init (or, dropped
     // earlier, after ending it).
     let stack = child.stack;
-    Ok(Spawned {
+    Ok(Launched {
         pid: child.pid,
-        stdout,
-        stderr,
+        output: child.output,
+        terminal: child.terminal,
         exit: Box::pin(async move {
             let exit = wait_pidfd(pidfd).await?;
             drop(stack);
@@ -341,8 +452,6 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
                 .and_then(vfork::reported_status)
                 .map_or(exit, exit_info_from_status))
         }),
-        cgroup,
-        terminal,
     })
 }
 
