@@ -233,7 +233,8 @@ fn ordinary_work_is_unchanged_by_containment() {
     let command = format!(
         "echo in-cwd > here.txt && cat here.txt; echo in-tmp > {tmp} && cat {tmp} && rm {tmp}; \
          python3 -c 'import socket; s = socket.create_connection((\"127.0.0.1\", {port})); print(s.recv(100).decode().strip())'; \
-         sleep 30 & ps -e -o comm= | grep -cx sleep; kill %1; wait %1; echo job-status $?; \
+         sleep 30 & for _ in $(seq 50); do [ \"$(ps -e -o comm= | grep -cx sleep)\" = 1 ] && break; sleep 0.1; done; \
+         ps -e -o comm= | grep -cx sleep; kill %1; wait %1; echo job-status $?; \
          id -u -n >/dev/null && echo id-ok; (exit 3); echo status $?; \
          bash -c 'kill -TERM $$'; echo signalled $?"
     );
