@@ -34,17 +34,36 @@ async def wait_gone(pid: int) -> None:
         await anyio.sleep(0.02)
 
 
-async def read_pid(path: str) -> int:
+def marker_pid(marker: str) -> int | None:
+    """The host pid of `sleep MARKER`: a contained command's `$!` is a pid
+    of its own PID namespace, not one the host's /proc knows."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                words = file.read().split(b"\0")
+        except OSError:
+            continue
+        if len(words) >= 2 and words[0].endswith(b"sleep") and words[1] == marker.encode():
+            return int(entry)
+    return None
+
+
+async def read_pid(path: str, marker: str) -> int:
+    """Waits until the command wrote `path` (its sleep has started), then
+    finds that sleep's host pid by its marker."""
     deadline = time.monotonic() + 10
     while True:
         try:
             with open(path) as file:
-                text = file.read().strip()
-            if text:
-                return int(text)
+                if file.read().strip():
+                    pid = marker_pid(marker)
+                    if pid is not None:
+                        return pid
         except FileNotFoundError:
             pass
-        assert time.monotonic() < deadline, f"no pid in {path}"
+        assert time.monotonic() < deadline, f"no sleep {marker} after {path}"
         await anyio.sleep(0.01)
 
 
@@ -125,26 +144,28 @@ async def main(binary: str) -> None:
             # Cancellation: the SDK sends notifications/cancelled when the
             # caller's scope is cancelled.
             pid_file = os.path.join(workdir, "pid")
+            marker = f"300.{os.getpid()}1"
             with anyio.move_on_after(30) as scope:
                 async with anyio.create_task_group() as group:
 
                     async def slow_call():
                         await session.call_tool(
-                            "Bash", {"command": f"sleep 300 & echo $! > {pid_file}; wait"}
+                            "Bash", {"command": f"sleep {marker} & echo $! > {pid_file}; wait"}
                         )
 
                     group.start_soon(slow_call)
-                    pid = await read_pid(pid_file)
+                    pid = await read_pid(pid_file, marker)
                     group.cancel_scope.cancel()
             assert not scope.cancelled_caught, "the cancellation did not finish"
             await wait_gone(pid)
 
             bg_pid_file = os.path.join(workdir, "bg-pid")
+            bg_marker = f"300.{os.getpid()}2"
             await session.call_tool(
                 "Bash",
-                {"command": f"sleep 300 & echo $! > {bg_pid_file}; wait", "run_in_background": True},
+                {"command": f"sleep {bg_marker} & echo $! > {bg_pid_file}; wait", "run_in_background": True},
             )
-            left_running.append(await read_pid(bg_pid_file))
+            left_running.append(await read_pid(bg_pid_file, bg_marker))
     # The client closed the server's stdin: everything it started is gone.
     for pid in left_running:
         await wait_gone(pid)
