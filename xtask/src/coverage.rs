@@ -232,7 +232,7 @@ impl Table {
             match self.crates.get(name) {
                 Some(&(covered, total)) if percent(covered, total) >= floor => {}
                 Some(&(covered, total)) => {
-                    failures.push(format!("{name} {:.1}% < {floor}%", percent(covered, total)))
+                    failures.push(format!("{name} {:.1}% < {floor}%", percent(covered, total)));
                 }
                 None => failures.push(format!("{name} is missing from the report")),
             }
