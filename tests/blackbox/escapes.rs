@@ -163,22 +163,15 @@ fn escapes_command(dir: &Path) -> String {
 /// every process with an argument that is one of its markers.
 fn markers_alive(dir: &Path) -> Vec<(&'static str, u32)> {
     let prefix = marker_prefix(dir);
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let index = cmdline.split(|byte| *byte == 0).skip(1).find_map(|word| {
-                let rest = std::str::from_utf8(word).ok()?.strip_prefix(&prefix)?;
-                (rest.len() == 3 && rest.bytes().all(|b| b.is_ascii_digit()))
-                    .then(|| rest.get(..2)?.parse::<usize>().ok())?
-            })?;
-            let name = ESCAPES.get(index)?.0;
-            alive(pid).then_some((name, pid))
-        })
-        .collect()
+    test_support::scan_processes(|pid, words| {
+        let index = words.iter().skip(1).find_map(|word| {
+            let rest = std::str::from_utf8(word).ok()?.strip_prefix(&prefix)?;
+            (rest.len() == 3 && rest.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| rest.get(..2)?.parse::<usize>().ok())?
+        })?;
+        let name = ESCAPES.get(index)?.0;
+        alive(pid).then_some((name, pid))
+    })
 }
 
 /// The escapes of the test in `dir`; SIGKILL, by pid, to every marker

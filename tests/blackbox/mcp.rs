@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::alive;
-use test_support::{read_pid_blocking as read_pid, wait_gone};
+use test_support::{processes_naming, read_pid_blocking as read_pid, wait_gone};
 
 /// A running server and the lines it writes.
 pub(crate) struct Server {
@@ -62,11 +62,7 @@ impl Server {
         };
         let init = server.request(
             "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "blackbox", "version": "0" }
-            }),
+            test_support::mcp::initialize_params("blackbox", &json!({})),
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "agent-exec");
         server.notify("notifications/initialized", json!({}));
@@ -770,22 +766,6 @@ fn kill_shell_and_cancellation_under_the_sandbox_behave_as_without_it() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(server.close().success());
-}
-
-/// Host pids of live processes whose command line contains `marker`.
-fn processes_naming(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| {
-            alive(pid)
-                && std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|line| String::from_utf8_lossy(&line).contains(marker))
-        })
-        .collect()
 }
 
 #[test]

@@ -16,8 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::alive;
-use test_support::{status_kib, wait_gone};
+use test_support::{processes_naming, status_kib, wait_gone};
 
 /// A running server and the messages it writes.
 struct Server {
@@ -84,11 +83,7 @@ impl Server {
         };
         let init = server.request(
             "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "blackbox", "version": "0" }
-            }),
+            test_support::mcp::initialize_params("blackbox", &json!({})),
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "agent-exec", "{init}");
         server.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
@@ -180,22 +175,6 @@ fn text(result: &Value) -> String {
         .to_owned()
 }
 
-/// Host pids of live processes whose command line contains `marker`.
-fn processes_naming(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| {
-            alive(pid)
-                && std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|line| String::from_utf8_lossy(&line).contains(marker))
-        })
-        .collect()
-}
-
 /// A `sleep` no other test runs: `sleep 1000.NNNN`, NNNN from this
 /// process's pid and `salt`, so the processes can be found by name.
 fn marked_sleep(salt: u32) -> String {
@@ -256,9 +235,8 @@ fn background_shells_are_refused_before_descriptors_run_out_and_foreground_calls
 fn start_up_at_tiny_open_file_limits_is_clean_or_the_error_line() {
     let dir = tempfile::tempdir().expect("temp dir");
     let input = [
-        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": { "name": "blackbox", "version": "0" } } }),
+        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params":
+            test_support::mcp::initialize_params("blackbox", &json!({})) }),
         json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
         json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "Bash", "arguments": { "command": "echo ok" } } }),

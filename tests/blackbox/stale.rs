@@ -73,8 +73,7 @@ impl Peer {
         };
         let answer = peer.request(
             "initialize",
-            &json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "blackbox", "version": "0"}}),
+            &test_support::mcp::initialize_params("blackbox", &json!({})),
         );
         assert_eq!(answer["result"]["serverInfo"]["name"], "agent-exec");
         peer
