@@ -7,9 +7,11 @@
 //! [`agent_exec_binary!`](crate::agent_exec_binary) expands it at the call
 //! site (uv's `test_context!` does the same with its binaries).
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
@@ -69,8 +71,8 @@ pub struct Reply {
 pub struct Launch {
     binary: String,
     wrapper: Vec<String>,
-    args: Vec<String>,
-    env: Vec<(String, String)>,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
     collect_stderr: bool,
     client_name: String,
     capabilities: Value,
@@ -95,10 +97,8 @@ impl Launch {
     /// Flags after `mcp`.
     #[must_use]
     pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
-        self.args.extend(
-            args.into_iter()
-                .map(|arg| arg.as_ref().to_string_lossy().into_owned()),
-        );
+        self.args
+            .extend(args.into_iter().map(|arg| arg.as_ref().to_owned()));
         self
     }
 
@@ -107,8 +107,16 @@ impl Launch {
     pub fn envs<'a>(mut self, env: impl IntoIterator<Item = &'a (&'a str, &'a str)>) -> Self {
         self.env.extend(
             env.into_iter()
-                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned())),
+                .map(|(name, value)| (OsString::from(name), OsString::from(value))),
         );
+        self
+    }
+
+    /// One variable added to the server's environment (any bytes).
+    #[must_use]
+    pub fn env(mut self, name: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env
+            .push((name.as_ref().to_owned(), value.as_ref().to_owned()));
         self
     }
 
@@ -156,13 +164,11 @@ impl Launch {
         client
     }
 
-    /// Starts the server; nothing is sent.
-    ///
-    /// # Panics
-    /// When the server cannot start.
+    /// The command that starts the server, for a test that drives the
+    /// process itself (stdio is left as `Command` sets it).
     #[must_use]
     #[expect(clippy::disallowed_methods, reason = "tests start the built server")]
-    pub fn start_without_handshake(self) -> RawClient {
+    pub fn command(&self) -> Command {
         let mut command = match self.wrapper.split_first() {
             Some((program, rest)) => {
                 let mut command = Command::new(program);
@@ -174,7 +180,18 @@ impl Launch {
         command
             .arg("mcp")
             .args(&self.args)
-            .envs(self.env.iter().map(|(name, value)| (name, value)))
+            .envs(self.env.iter().map(|(name, value)| (name, value)));
+        command
+    }
+
+    /// Starts the server; nothing is sent.
+    ///
+    /// # Panics
+    /// When the server cannot start.
+    #[must_use]
+    pub fn start_without_handshake(self) -> RawClient {
+        let mut command = self.command();
+        command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(if self.collect_stderr {
@@ -185,12 +202,16 @@ impl Launch {
         let mut child = command.spawn().expect("the server starts");
         let (line_sender, lines) = channel();
         let stdout = child.stdout.take().expect("stdout is piped");
+        let drop_stdout = Arc::new(AtomicBool::new(false));
+        let dropping = Arc::clone(&drop_stdout);
         std::thread::spawn(move || {
             for raw in BufReader::new(stdout).lines().map_while(Result::ok) {
                 let at = Instant::now();
                 let value = serde_json::from_str(&raw)
                     .unwrap_or_else(|error| panic!("non-JSON line on stdout {raw:?}: {error}"));
-                if line_sender.send(Line { at, raw, value }).is_err() {
+                if line_sender.send(Line { at, raw, value }).is_err()
+                    || dropping.load(Ordering::SeqCst)
+                {
                     break;
                 }
             }
@@ -209,6 +230,7 @@ impl Launch {
             stdin: child.stdin.take(),
             child,
             lines,
+            drop_stdout,
             errors,
             next_id: 1,
             name: self.client_name,
@@ -223,6 +245,8 @@ pub struct RawClient {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Line>,
+    /// Set to make the reader close the server's stdout after the next line.
+    drop_stdout: Arc<AtomicBool>,
     errors: Receiver<String>,
     next_id: u64,
     name: String,
@@ -246,9 +270,66 @@ impl RawClient {
         stdin.flush().expect("flush to the server");
     }
 
+    /// Writes `bytes` as they are: no newline added, no JSON checked.
+    ///
+    /// # Panics
+    /// When stdin was closed or the write fails.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to the server");
+        stdin.flush().expect("flush to the server");
+    }
+
     /// Sends the notification `method` without parameters.
     pub fn notify(&mut self, method: &str) {
         self.send(&json!({ "jsonrpc": "2.0", "method": method }));
+    }
+
+    /// Sends the notification `method` with `params`.
+    pub fn notify_with(&mut self, method: &str, params: &Value) {
+        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    /// Waits for the next message that `wanted` accepts, dropping others.
+    ///
+    /// # Panics
+    /// When none comes within a minute (the panic names `what`).
+    pub fn next_where(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + RESPONSE_WAIT;
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) if wanted(&line.value) => return line.value,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => panic!("no {what}"),
+                Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
+            }
+        }
+    }
+
+    /// Makes the reader close the server's stdout once it has read one
+    /// more line, so the server's next write meets a broken pipe.
+    pub fn drop_stdout_after_next_line(&self) {
+        self.drop_stdout.store(true, Ordering::SeqCst);
+    }
+
+    /// The exit status, or `None` if the server still runs after `limit`.
+    ///
+    /// # Panics
+    /// When the status cannot be read.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Sends a request with the next id, without waiting; the id.
@@ -356,14 +437,8 @@ impl RawClient {
     /// When it does not exit in time.
     pub fn close(mut self) -> ExitStatus {
         drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.wait_exit(Duration::from_secs(20))
+            .expect("the server exits within 20 s of stdin closing")
     }
 
     /// Kills the server with SIGKILL and collects it.
