@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use test_support::is_root;
 use test_support::mcp::{Launch, RawClient};
 
 use crate::{stderr, stdout};
@@ -50,18 +51,7 @@ impl Server {
     }
 }
 
-impl std::ops::Deref for Server {
-    type Target = RawClient;
-    fn deref(&self) -> &RawClient {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Server {
-    fn deref_mut(&mut self) -> &mut RawClient {
-        &mut self.0
-    }
-}
+test_support::deref_to_raw_client!(Server);
 
 /// A Python script that tries to read a process's environment and memory
 /// and to attach to it, printing `NAME: refused ERRNO` or `NAME: done`
@@ -110,23 +100,6 @@ fn write_probe(dir: &Path) -> PathBuf {
     let probe = dir.join("probe.py");
     std::fs::write(&probe, PROBE).expect("write the probe");
     probe
-}
-
-fn is_root() -> bool {
-    nix_uid() == 0
-}
-
-fn nix_uid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("Uid:"))
-                .and_then(|line| line.split_whitespace().nth(2))
-                .and_then(|uid| uid.parse().ok())
-        })
-        .unwrap_or(u32::MAX)
 }
 
 /// Every probe was refused; with `environ_may_open`, `environ` may have
@@ -195,23 +168,9 @@ fn no_command_reads_the_servers_memory_or_attaches_to_it_even_as_root() {
 
 #[test]
 fn an_unprivileged_servers_memory_is_out_of_reach_too() {
-    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
-        assert!(
-            std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none(),
-            "the sandbox self-test cannot skip this: needs root and setpriv"
-        );
-        eprintln!("skipped: needs root and setpriv to start the server as another user");
+    let Some((dir, binary)) = crate::unprivileged_server_dir() else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("temp dir");
-    // World-readable: the unprivileged server runs a copy of the binary here.
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .expect("chmod");
-    let binary = dir.path().join("agent-exec");
-    std::fs::copy(env!("CARGO_BIN_EXE_agent-exec"), &binary).expect("copy the binary");
+    };
     let probe = write_probe(dir.path());
     let output = Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])

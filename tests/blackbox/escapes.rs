@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use test_support::{alive, read_pid_blocking};
+use test_support::{alive, is_root, read_pid_blocking};
 
 use crate::containment::Server;
 
@@ -289,14 +289,6 @@ impl Drop for Kept {
                 .status();
         }
     }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    })
 }
 
 /// Whether the escapes of `dir` run in a PID namespace other than ours.
@@ -575,22 +567,9 @@ fn a_kept_process_outlives_its_command_and_ends_with_the_server() {
 /// every orphan it adopted.
 #[test]
 fn escapes_end_at_exit_where_no_cgroup_can_be_made() {
-    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
-        assert!(
-            std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none(),
-            "the sandbox self-test cannot skip this: needs root and setpriv"
-        );
-        eprintln!("skipped: needs root and setpriv to start the server as another user");
+    let Some((dir, binary)) = crate::unprivileged_server_dir() else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .expect("chmod");
-    let binary = dir.path().join("agent-exec");
-    std::fs::copy(env!("CARGO_BIN_EXE_agent-exec"), &binary).expect("copy the binary");
+    };
     let output = Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&binary)

@@ -77,7 +77,7 @@ fn kill_the_server_and_check_its_commands_end(mut server: Peer, dir: &Path) {
 /// Ending what a command left needs its cgroup: root here.
 #[expect(clippy::print_stderr, reason = "a skipped test says why")]
 fn needs_root() -> bool {
-    if crate::stale::is_root() {
+    if test_support::is_root() {
         return true;
     }
     assert!(

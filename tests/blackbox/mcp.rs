@@ -68,18 +68,7 @@ impl Server {
     }
 }
 
-impl std::ops::Deref for Server {
-    type Target = RawClient;
-    fn deref(&self) -> &RawClient {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Server {
-    fn deref_mut(&mut self) -> &mut RawClient {
-        &mut self.0
-    }
-}
+test_support::deref_to_raw_client!(Server);
 
 pub(crate) fn text(result: &Value) -> String {
     result["content"][0]["text"]

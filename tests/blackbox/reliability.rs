@@ -65,18 +65,7 @@ impl Server {
     }
 }
 
-impl std::ops::Deref for Server {
-    type Target = RawClient;
-    fn deref(&self) -> &RawClient {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Server {
-    fn deref_mut(&mut self) -> &mut RawClient {
-        &mut self.0
-    }
-}
+test_support::deref_to_raw_client!(Server);
 
 /// Waits until `path` exists.
 fn wait_for_file(path: &std::path::Path) {

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use test_support::read_pid_blocking as read_pid;
 
 use crate::alive;
-use crate::stale::{Peer, is_root};
+use crate::stale::Peer;
+use test_support::is_root;
 
 /// A value the scrubbing recognises by name; it must reach neither the
 /// spawner's environment nor its memory.

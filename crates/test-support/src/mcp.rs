@@ -32,6 +32,25 @@ macro_rules! agent_exec_binary {
     };
 }
 
+/// Derefs a test's own `struct Wrapper(RawClient)` to the client, so the
+/// wrapper adds only what its test file needs.
+#[macro_export]
+macro_rules! deref_to_raw_client {
+    ($wrapper:ty) => {
+        impl ::std::ops::Deref for $wrapper {
+            type Target = $crate::mcp::RawClient;
+            fn deref(&self) -> &$crate::mcp::RawClient {
+                &self.0
+            }
+        }
+        impl ::std::ops::DerefMut for $wrapper {
+            fn deref_mut(&mut self) -> &mut $crate::mcp::RawClient {
+                &mut self.0
+            }
+        }
+    };
+}
+
 /// The `initialize` parameters of a client named `name` with
 /// `capabilities`.
 #[must_use]

@@ -108,6 +108,17 @@ pub fn status_kib(process: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// True when this process runs with effective uid 0.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find(|line| line.starts_with("Uid:"))
+            .and_then(|line| line.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
 /// `found(pid, words)` for every process, where `words` is its argument
 /// vector (`/proc/PID/cmdline` split at NUL), keeping the `Some`s;
 /// processes that end while the scan runs are skipped.
