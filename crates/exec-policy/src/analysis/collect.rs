@@ -58,6 +58,10 @@ pub(crate) struct Collected {
     /// starting a background job each time round, or `xargs -P0` fed by
     /// a producer that never ends; as text for the denial.
     pub(crate) spawner: Option<String>,
+    /// What the analysis could not follow (a limit reached, a value or a
+    /// directory known only at run time where it decides what runs): each
+    /// makes the command an `ask`, never an allow.
+    pub(crate) limits: Vec<String>,
 }
 
 /// Collects the simple commands of one command line (see [`Collector::collect`]).
@@ -355,11 +359,22 @@ impl<'a> Collector<'a> {
                     .vars
                     .insert("FUNCNAME".to_owned(), function.fname.value.clone());
                 self.compound(&function.body.0, &mut inner, Place::default(), offsets);
+                // Expanded at each call; analysed once here.
+                if let Some(list) = &function.body.1 {
+                    let redirects = self.redirects(&list.0, &mut inner);
+                    self.push(Vec::new(), redirects, &inner, Place::default(), Vec::new());
+                }
                 scope
                     .functions
                     .insert(function.fname.value.clone(), Rc::new(function.body.clone()));
             }
-            Command::ExtendedTest(..) => {}
+            Command::ExtendedTest(test, redirects) => {
+                self.extended_test(&test.expr, scope);
+                if let Some(list) = redirects {
+                    let redirects = self.redirects(&list.0, scope);
+                    self.push(Vec::new(), redirects, scope, place, Vec::new());
+                }
+            }
         }
     }
 
@@ -417,6 +432,12 @@ impl<'a> Collector<'a> {
                 }
             }
             CompoundCommand::ArithmeticForClause(clause) => {
+                for expr in [&clause.initializer, &clause.condition, &clause.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.arithmetic(&expr.value, scope);
+                }
                 let start = self.out.cmds.len();
                 self.list(&clause.body.list, scope, place, offsets);
                 let endless = clause
@@ -430,6 +451,11 @@ impl<'a> Collector<'a> {
             CompoundCommand::CaseClause(clause) => {
                 self.expand(&clause.value.value, scope);
                 for case in &clause.cases {
+                    // A pattern is expanded when the branches before it
+                    // do not match: its substitutions may run.
+                    for pattern in &case.patterns {
+                        self.expand(&pattern.value, scope);
+                    }
                     if let Some(list) = &case.cmd {
                         self.list(list, scope, place, offsets);
                     }
@@ -478,6 +504,7 @@ impl<'a> Collector<'a> {
             CompoundCommand::Arithmetic(arithmetic) => {
                 // `( (cmd))` can read as `((...))`: what would run if it is
                 // commands is analysed too (an expression's words are inert).
+                self.arithmetic(&arithmetic.expr.value, scope);
                 let text = arithmetic.expr.value.trim();
                 let text = text
                     .strip_prefix('(')
@@ -492,11 +519,44 @@ impl<'a> Collector<'a> {
         }
     }
 
+    /// Every word of a `[[ ]]` test: both sides of a binary test (`==`,
+    /// `=~`...) are expanded, so their substitutions run.
+    fn extended_test(&mut self, expr: &ast::ExtendedTestExpr, scope: &mut Scope) {
+        match expr {
+            ast::ExtendedTestExpr::And(left, right) | ast::ExtendedTestExpr::Or(left, right) => {
+                self.extended_test(left, scope);
+                self.extended_test(right, scope);
+            }
+            ast::ExtendedTestExpr::Not(inner) | ast::ExtendedTestExpr::Parenthesized(inner) => {
+                self.extended_test(inner, scope);
+            }
+            ast::ExtendedTestExpr::UnaryTest(_, word) => {
+                self.expand(&word.value, scope);
+            }
+            ast::ExtendedTestExpr::BinaryTest(_, left, right) => {
+                self.expand(&left.value, scope);
+                self.expand(&right.value, scope);
+            }
+        }
+    }
+
+    /// The command substitutions of an arithmetic expression (`(( ))`, a
+    /// `for ((...))` header, a subscript), each analysed as a script.
+    fn arithmetic(&mut self, text: &str, scope: &Scope) {
+        for script in code_substitutions(text) {
+            let mut inner = scope.clone();
+            inner.depth += 1;
+            self.script(&script, &mut inner, false);
+        }
+    }
+
     fn expand(&mut self, raw: &str, scope: &mut Scope) -> Word {
         let mut expansion = ScopeExpansion::new(self.home, scope);
         let word = expand(raw, &self.options, self.deadline, &mut expansion);
         let assignments = std::mem::take(&mut expansion.assignments);
+        let unknowns = std::mem::take(&mut expansion.unknowns);
         let substitutions = expansion.substitutions;
+        self.out.limits.extend(unknowns);
         scope.vars.extend(assignments);
         for script in substitutions {
             let mut inner = scope.clone();
@@ -511,7 +571,9 @@ impl<'a> Collector<'a> {
         let mut expansion = ScopeExpansion::new(self.home, scope);
         let words = expand_fields(raw, &self.options, self.deadline, &mut expansion);
         let assignments = std::mem::take(&mut expansion.assignments);
+        let unknowns = std::mem::take(&mut expansion.unknowns);
         let substitutions = expansion.substitutions;
+        self.out.limits.extend(unknowns);
         scope.vars.extend(assignments);
         for script in substitutions {
             let mut inner = scope.clone();
@@ -735,7 +797,11 @@ impl<'a> Collector<'a> {
         let name = match &assignment.name {
             ast::AssignmentName::VariableName(name) => name.clone(),
             // `a[3]=x`: the element, by its index.
-            ast::AssignmentName::ArrayElementName(name, index) => format!("{name}[{index}]"),
+            ast::AssignmentName::ArrayElementName(name, index) => {
+                // The subscript is arithmetic: its substitutions run.
+                self.arithmetic(index, scope);
+                format!("{name}[{index}]")
+            }
         };
         let value = match &assignment.value {
             ast::AssignmentValue::Scalar(word) => {

@@ -507,6 +507,14 @@ impl Analyzer {
                 return Decision::Ask(denial(rule.id, rule.reason, cmd.text()));
             }
         }
+        if let Some(what) = collected.limits.first() {
+            let limit = ASK_RULES
+                .iter()
+                .find(|rule| rule.id == rules::ANALYSIS_LIMIT_ID);
+            if let Some(rule) = limit {
+                return Decision::Ask(denial(rule.id, rule.reason, what.clone()));
+            }
+        }
         Decision::Allow { fallback }
     }
 }

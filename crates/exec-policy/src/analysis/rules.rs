@@ -26,7 +26,12 @@ pub struct Rule {
 /// Built-in rules whose finding is `ask`, not `deny`: danger that cannot be
 /// settled before the command runs. They apply only where no deny rule
 /// (of [`RULES`], [`FORK_BOMB`], the seed or policy patterns) does.
-pub static ASK_RULES: &[Rule] = &[UNVERIFIED_SCRIPT, UNBOUNDED_DELETE, UNCERTAIN_TARGET];
+pub static ASK_RULES: &[Rule] = &[
+    UNVERIFIED_SCRIPT,
+    UNBOUNDED_DELETE,
+    UNCERTAIN_TARGET,
+    ANALYSIS_LIMIT,
+];
 
 /// Text that is not a literal, downloaded or decoded, run by a shell or
 /// an interpreter: what runs is known only when it arrives.
@@ -114,6 +119,21 @@ const UNCERTAIN_TARGET: Rule = Rule {
     ],
     check: uncertain_target,
 };
+
+/// The analysis met something it cannot follow where it decides what
+/// runs or where: it fails closed, asking rather than allowing. The
+/// collector records these (see `Collected::limits`); the check itself
+/// never matches a single command.
+const ANALYSIS_LIMIT: Rule = Rule {
+    id: "analysis-limit",
+    reason: "the analysis cannot tell what part of this command runs or where, so a person must decide",
+    blocks: &["echo ${x@P}", "PS1=$(cat f); echo ${PS1@P}"],
+    allows: &["x='hi'; echo ${x@P}", "echo ${x@Q}"],
+    check: |_, _| false,
+};
+
+/// The id of the rule the collector's limits decide by.
+pub(crate) const ANALYSIS_LIMIT_ID: &str = ANALYSIS_LIMIT.id;
 
 /// Every built-in rule except the fork-bomb rule, which looks at functions
 /// rather than single commands (see [`FORK_BOMB`]).

@@ -188,6 +188,8 @@ pub(crate) struct ScopeExpansion<'a> {
     pub(crate) substitutions: Vec<String>,
     /// Variables `${V:=X}` assigned while expanding.
     pub(crate) assignments: Vec<(String, String)>,
+    /// What the expansion could not follow (see [`Expansion::unknown`]).
+    pub(crate) unknowns: Vec<String>,
 }
 
 impl<'a> ScopeExpansion<'a> {
@@ -197,6 +199,7 @@ impl<'a> ScopeExpansion<'a> {
             scope,
             substitutions: Vec::new(),
             assignments: Vec::new(),
+            unknowns: Vec::new(),
         }
     }
 }
@@ -226,6 +229,10 @@ impl Expansion for ScopeExpansion<'_> {
 
     fn assign(&mut self, name: &str, value: &str) {
         self.assignments.push((name.to_owned(), value.to_owned()));
+    }
+
+    fn unknown(&mut self, what: &str) {
+        self.unknowns.push(what.to_owned());
     }
 
     fn substitution(&mut self, script: &str) -> Option<String> {

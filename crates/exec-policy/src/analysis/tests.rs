@@ -1802,3 +1802,95 @@ fn commands_that_feed_themselves_are_analysed_to_an_end() {
     // What such a feed carries is still seen.
     assert!(!check("source /dev/stdin <<< 'rm -rf /'").is_allowed());
 }
+
+/// Every bash position a command substitution can sit in is visited: the
+/// same `$(rm -rf ~)` placed in each is refused.
+#[test]
+fn a_substitution_is_refused_in_every_bash_position() {
+    const S: &str = "$(rm -rf ~)";
+    let positions = [
+        "[[ S ]]",
+        "[[ x == S ]]",
+        "[[ S != x ]]",
+        "[[ x =~ S ]]",
+        "[[ -n S ]]",
+        "[[ ! S ]]",
+        "[[ -e x && ( S ) ]]",
+        "[[ -e x || S ]]",
+        "if [[ S ]]; then :; fi",
+        "while [[ S ]]; do :; done",
+        "case S in x) ;; esac",
+        "case x in S) ;; esac",
+        "case x in y|S) :;; esac",
+        "for ((i=S; i<1; i++)); do :; done",
+        "for ((i=0; i<S; i++)); do :; done",
+        "for ((i=0; i<1; i+=S)); do :; done",
+        "(( S ))",
+        "(( x = S ))",
+        "echo $(( S ))",
+        "echo $[ S ]",
+        "a[S]=1",
+        "declare a[S]=1",
+        "echo ${a[S]}",
+        "echo ${#a[S]}",
+        "echo ${x:-S}",
+        "echo ${x:=S}",
+        "echo ${x:+S}",
+        "echo ${x:?S}",
+        "echo ${x-S}",
+        "echo ${x+S}",
+        "echo ${x#S}",
+        "echo ${x##S}",
+        "echo ${x%S}",
+        "echo ${x%%S}",
+        "echo ${x/S/y}",
+        "echo ${x//y/S}",
+        "echo ${x:S}",
+        "echo ${x:0:S}",
+        "echo ${x^^S}",
+        "echo ${x,,S}",
+        "x='S'; echo ${x@P}",
+        "cat <<< S",
+        "cat <<< \"S\"",
+        "echo > S",
+        "echo < S",
+        "echo 2>> S",
+        "echo &> S",
+        "cat <(S)",
+        "echo x > >(S)",
+        "coproc S",
+        "coproc { S; }",
+        "f() { S; }",
+        "f() { :; } > S",
+        "{ :; } > S",
+        "( : ) > S",
+        "[[ x ]] > S",
+        "select x in S; do :; done",
+        "select x in a; do S; done",
+        "echo \"`rm -rf ~`\"",
+        "x=S",
+        "export x=S",
+        "local x=S",
+        "let x=S",
+        "echo {a,S}",
+        "time S",
+        "! S",
+        "S",
+        "\"S\"",
+        "echo \"a S b\"",
+        "cat <<EOF\nS\nEOF",
+        "until S; do :; done",
+        "if :; then :; elif S; then :; fi",
+        "x=1 S",
+        "env S",
+    ];
+    assert!(positions.len() >= 30);
+    let mut allowed = Vec::new();
+    for position in positions {
+        let command = position.replace('S', S);
+        if check(&command).is_allowed() {
+            allowed.push(command);
+        }
+    }
+    assert!(allowed.is_empty(), "allowed: {allowed:#?}");
+}
