@@ -11,7 +11,7 @@ use brush_parser::ast::{
 };
 
 use super::command::{Cmd, Redirect, RedirectKind};
-use super::fallback::{has_deep_nesting, has_runaway_here_doc, simple_commands};
+use super::fallback::{has_deep_nesting, has_runaway_here_doc, simple_commands, top_level_lines};
 use std::rc::Rc;
 
 use super::lexical::{brace_expand, code_substitutions, substitutions_in};
@@ -118,18 +118,61 @@ impl<'a> Collector<'a> {
             self.fallback(script, scope);
             return;
         }
-        if has_runaway_here_doc(script) || has_deep_nesting(script) {
+        if has_runaway_here_doc(script) {
             self.fallback(script, scope);
             return;
         }
-        match watchdog::parse(script, &self.options, self.deadline) {
-            Some(program) => {
-                let offsets = top_level.then(|| char_offsets(script));
-                for list in &program.complete_commands {
-                    self.list(list, scope, Place::default(), offsets.as_deref());
+        if !has_deep_nesting(script)
+            && let Some(program) = watchdog::parse(script, &self.options, self.deadline)
+        {
+            let offsets = top_level.then(|| char_offsets(script));
+            for list in &program.complete_commands {
+                self.list(list, scope, Place::default(), offsets.as_deref());
+            }
+            return;
+        }
+        self.line_by_line(script, scope);
+    }
+
+    /// Text that does not parse as a whole: each run of top-level lines
+    /// that parses on its own is walked as the parser sees it, and only
+    /// what never parses takes the token fallback. One bad line (`echo
+    /// "(((("`) thus no longer sends the commands around it to the
+    /// weaker check. A run grows by at most [`MAX_LINE_RUN`] lines, so
+    /// the parses stay linear in the text.
+    fn line_by_line(&mut self, script: &str, scope: &mut Scope) {
+        let lines = top_level_lines(script);
+        if lines.len() < 2 {
+            self.fallback(script, scope);
+            return;
+        }
+        let mut start = 0;
+        while start < lines.len() {
+            let mut parsed: Option<usize> = None;
+            for end in start..lines.len().min(start + MAX_LINE_RUN) {
+                let chunk = &script[lines[start].0..lines[end].1];
+                if chunk.trim().is_empty() {
+                    parsed = Some(end);
+                    break;
+                }
+                if has_deep_nesting(chunk) {
+                    break;
+                }
+                if let Some(program) = watchdog::parse(chunk, &self.options, self.deadline) {
+                    for list in &program.complete_commands {
+                        self.list(list, scope, Place::default(), None);
+                    }
+                    parsed = Some(end);
+                    break;
                 }
             }
-            None => self.fallback(script, scope),
+            match parsed {
+                Some(end) => start = end + 1,
+                None => {
+                    self.fallback(&script[lines[start].0..lines[start].1], scope);
+                    start += 1;
+                }
+            }
         }
     }
 
@@ -1257,6 +1300,10 @@ fn feeds_stdin(redirects: &[IoRedirect]) -> bool {
         IoRedirect::OutputAndError(..) => false,
     })
 }
+
+/// Most top-level lines joined while looking for a run that parses (a
+/// compound command spread over lines: `if ...; then`, body, `fi`).
+const MAX_LINE_RUN: usize = 16;
 
 /// Byte offset of each character index, plus one past the end.
 fn char_offsets(text: &str) -> Vec<usize> {

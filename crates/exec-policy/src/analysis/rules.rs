@@ -105,17 +105,30 @@ pub(crate) const UNBOUNDED_DELETE_ID: &str = UNBOUNDED_DELETE.id;
 /// When the token fallback cannot tell a destructive program's target.
 const UNCERTAIN_TARGET: Rule = Rule {
     id: "uncertain-target",
-    reason: "the command could not be parsed and a destructive program's target is unknown",
+    reason: "a destructive program's target is known only at run time",
     blocks: &[
         "shred -u $KEY; echo 'unterminated",
         "chmod -R 000 \"$(cat dirs)\"; echo \"unterminated",
         "mkfs.ext4 $DEV; echo 'unterminated",
         "dd if=/dev/zero of=$DISK; (((((((((((((((",
+        "chmod -R 000 \"$TARGET\"",
+        "chown -R nobody $(cat dirs)",
+        "shred -u \"$KEY\"",
+        "truncate -s 0 \"$F\"",
+        "find \"$D\" -delete",
+        "rsync -a --delete src/ \"$DEST\"",
+        "dd if=/dev/zero of=\"$DISK\"",
     ],
     allows: &[
         "rm -rf ./build; echo 'unterminated",
         "rm -f $T; echo 'unterminated",
         "ls $T; echo 'unterminated",
+        "chmod -R 755 \"$D/build\"",
+        "chmod 644 \"$F\"",
+        "find \"$D\" -name '*.log'",
+        "mv \"$f\" \"${f%.txt}.md\"",
+        "rsync -a src/ \"$DEST\"",
+        "truncate -s 0 app.log",
     ],
     check: uncertain_target,
 };
@@ -526,9 +539,6 @@ pub static FORK_BOMB: Rule = Rule {
 /// program whose target is known only at run time: it may be protected,
 /// and nothing more can be told, so a person decides.
 fn uncertain_target(cmd: &Cmd, _: &Protected) -> bool {
-    if !cmd.fallback {
-        return false;
-    }
     let Some(program) = cmd.program() else {
         return false;
     };
@@ -536,24 +546,52 @@ fn uncertain_target(cmd: &Cmd, _: &Protected) -> bool {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
-    let unknown = |w: &&Word| w.value().is_none();
+    // Split token by token, any unknown operand counts; parsed, only one
+    // that is wholly a run-time value (`"$D"`, `$(cat f)`), since
+    // `"$D/build"` names something under it.
+    let unknown = |w: &&Word| w.value().is_none() && (cmd.fallback || wholly_unknown(w));
     match program {
+        // Parsed, `rm` is the unbounded-delete rule's.
         "rm" => {
-            (has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3))
+            cmd.fallback
+                && (has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3))
                 && operands.iter().any(unknown)
         }
         "chmod" | "chown" | "chgrp" => {
             (has_short(&flags, &['R']) || has_recursive(&flags, 5))
                 && operands.iter().skip(1).any(unknown)
         }
-        "mv" | "shred" | "wipefs" | "blkdiscard" | "find" => operands.iter().any(unknown),
-        "dd" => cmd
-            .words
-            .iter()
-            .any(|w| w.value().is_none() && w.raw.starts_with("of=")),
+        // Parsed, `mv "$f" "${f%.txt}.md"` in a loop is everyday work.
+        "mv" => cmd.fallback && operands.iter().any(unknown),
+        "shred" | "wipefs" | "blkdiscard" | "truncate" => operands.iter().any(unknown),
+        "find" => {
+            operands.iter().any(unknown)
+                && (cmd.fallback
+                    || flags
+                        .iter()
+                        .any(|f| matches!(*f, "-delete" | "-exec" | "-execdir" | "-ok")))
+        }
+        "rsync" => {
+            flags
+                .iter()
+                .any(|f| f.starts_with("--del") || f.starts_with("--remove"))
+                && operands.last().is_some_and(unknown)
+        }
+        "dd" => cmd.words.iter().any(|w| {
+            w.value().is_none()
+                && w.raw.starts_with("of=")
+                && (cmd.fallback || w.raw[3..].trim_matches('"').starts_with('$'))
+        }),
         p if is_mkfs(p) => operands.iter().any(unknown),
         _ => false,
     }
+}
+
+/// A word that is nothing but expansions known at run time (and `/`, `*`,
+/// `.`): `"$D"`, `${X}/`, `$(cat f)`.
+fn wholly_unknown(word: &Word) -> bool {
+    let (names, rest) = split_expansions(&word.raw);
+    !names.is_empty() && rest.chars().all(|c| matches!(c, '/' | '*' | '.'))
 }
 
 /// Splits arguments into flags and operands (everything after `--` is an operand).

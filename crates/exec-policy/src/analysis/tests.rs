@@ -1894,3 +1894,27 @@ fn a_substitution_is_refused_in_every_bash_position() {
     }
     assert!(allowed.is_empty(), "allowed: {allowed:#?}");
 }
+
+/// Parentheses in quotes and here-document bodies are text: they send
+/// nothing to the token fallback; a line that does not parse sends only
+/// itself there, and the lines around it are still parsed.
+#[test]
+fn only_the_line_that_does_not_parse_takes_the_fallback() {
+    let analyzer = Analyzer::default();
+    let quoted = analyzer.check("ls\necho \"((((((((((((((((((((\"");
+    assert_eq!(quoted, Decision::Allow { fallback: false });
+    let here_doc = analyzer.check("cat <<EOF\n((((((((((((((((((((\nEOF\nls");
+    assert_eq!(here_doc, Decision::Allow { fallback: false });
+    assert!(super::fallback::has_deep_nesting(&format!(
+        "echo \"$({})\"",
+        "(".repeat(20)
+    )));
+    // `rm -rf "$d"` over literal loop values is bounded (allowed) only
+    // when the loop is parsed: the bad line after it must not undo that,
+    // and the `rm -rf ~` after it is still refused.
+    let script = "for d in a b; do\n  rm -rf \"$d\"\ndone\necho 'unterminated\n";
+    assert!(analyzer.check(script).is_allowed(), "{script}");
+    let script = "if true; then\n  echo ok\nfi\nfoo ( bar\nrm -rf ~\n";
+    let decision = analyzer.check(script);
+    assert!(matches!(decision, Decision::Deny(_)), "{decision:?}");
+}
