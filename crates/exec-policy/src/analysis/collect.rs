@@ -14,7 +14,7 @@ use super::command::{Cmd, Redirect, RedirectKind};
 use super::fallback::{has_deep_nesting, has_runaway_here_doc, simple_commands, top_level_lines};
 use std::rc::Rc;
 
-use super::lexical::{brace_expand, code_substitutions, substitutions_in};
+use super::lexical::{brace_expand_within, code_substitutions, substitutions_in};
 use super::paths::basename;
 use super::scope::{
     Scope, ScopeExpansion, track_assignments, track_cd, track_exports, track_links,
@@ -62,6 +62,9 @@ pub(crate) struct Collected {
     /// directory known only at run time where it decides what runs): each
     /// makes the command an `ask`, never an allow.
     pub(crate) limits: Vec<String>,
+    /// Loop variables whose values were not walked one by one: a value
+    /// list the script spells out does not bound them.
+    pub(crate) unbounded: Vec<String>,
 }
 
 /// Collects the simple commands of one command line (see [`Collector::collect`]).
@@ -440,7 +443,11 @@ impl<'a> Collector<'a> {
                 match &clause.values {
                     Some(values) => {
                         for value in values {
-                            for raw in brace_expand(&value.value) {
+                            let Some(alternatives) = brace_expand_within(&value.value) else {
+                                known = None;
+                                continue;
+                            };
+                            for raw in alternatives {
                                 for word in self.expand_all(&raw, scope) {
                                     match (&mut known, word.text) {
                                         (Some(list), Some(text)) if !word.glob => list.push(text),
@@ -469,6 +476,10 @@ impl<'a> Collector<'a> {
                         }
                     }
                     _ => {
+                        // Not every value is checked: the loop variable
+                        // bounds nothing (`for d in <17 words>; do rm -rf
+                        // "$d"` is asked about, not taken as literal).
+                        self.out.unbounded.push(name.clone());
                         scope.vars.remove(&name);
                         self.list(&clause.body.list, scope, place, offsets);
                     }
@@ -637,7 +648,13 @@ impl<'a> Collector<'a> {
         if !word.value.contains(['{', '$', '`']) {
             return vec![self.expand_located(word, scope, offsets)];
         }
-        let alternatives = brace_expand(&word.value);
+        let alternatives = brace_expand_within(&word.value).unwrap_or_else(|| {
+            self.out.limits.push(format!(
+                "a brace expansion too large to list: {}",
+                word.value
+            ));
+            vec![word.value.clone()]
+        });
         let mut out = Vec::new();
         for raw in alternatives {
             out.extend(self.expand_all(&raw, scope));
@@ -1276,6 +1293,7 @@ impl<'a> Collector<'a> {
             stdin_text: scope.stdin_text.clone(),
             fallback: false,
             upstream: Vec::new(),
+            cwd_lost: scope.cwd_lost && scope.cwd.is_none(),
         });
     }
 }

@@ -134,16 +134,87 @@ const UNCERTAIN_TARGET: Rule = Rule {
 };
 
 /// The analysis met something it cannot follow where it decides what
-/// runs or where: it fails closed, asking rather than allowing. The
-/// collector records these (see `Collected::limits`); the check itself
-/// never matches a single command.
+/// runs or where: it fails closed, asking rather than allowing. Limits of
+/// the walk itself (a prompt expansion of an unknown value, a brace
+/// expansion too large to list) are recorded by the collector (see
+/// `Collected::limits`); the check covers the rest.
 const ANALYSIS_LIMIT: Rule = Rule {
     id: "analysis-limit",
     reason: "the analysis cannot tell what part of this command runs or where, so a person must decide",
-    blocks: &["echo ${x@P}", "PS1=$(cat f); echo ${PS1@P}"],
-    allows: &["x='hi'; echo ${x@P}", "echo ${x@Q}"],
-    check: |_, _| false,
+    blocks: &[
+        "echo ${x@P}",
+        "PS1=$(cat f); echo ${PS1@P}",
+        "cd -; rm -rf *",
+        "cd \"$DIR\" && rm -rf *",
+        "popd; rm -rf lib",
+        "pushd; chmod -R 777 .",
+        "cd -; find . -delete",
+        "$X -rf /",
+        "\"$RM\" -rf ~",
+    ],
+    allows: &[
+        "x='hi'; echo ${x@P}",
+        "echo ${x@Q}",
+        "cd /tmp; cd -",
+        "cd /tmp/work && cd - && ls",
+        "cd \"$DIR\" && ls -la",
+        "pushd /tmp/work && rm -rf * && popd",
+        "cd \"$DIR\" && rm -f notes.txt",
+        "\"$EDITOR\" notes.txt",
+        "$CC -o app main.c",
+    ],
+    check: analysis_limit,
 };
+
+/// A destructive program with a relative target, run where a `cd -`,
+/// `popd` or `cd "$UNKNOWN"` left the directory unknown; or a program
+/// known only at run time given a protected path (`$X -rf /`).
+fn analysis_limit(cmd: &Cmd, protected: &Protected) -> bool {
+    match cmd.words.first() {
+        Some(first) if first.value().is_none() => {
+            return cmd.words[1..].iter().any(|w| reaches(w, cmd, protected));
+        }
+        None => return false,
+        Some(_) => {}
+    }
+    if !cmd.cwd_lost || asks_help(cmd) {
+        return false;
+    }
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    let (flags, operands) = split_args(&cmd.words);
+    let relative = |w: &&Word| w.value().is_none_or(|v| !v.starts_with('/'));
+    match program {
+        "rm" => {
+            (has_short(&flags, &['r', 'R'])
+                || has_recursive(&flags, 3)
+                || cmd.words.iter().any(|w| w.glob))
+                && operands.iter().any(relative)
+        }
+        "chmod" | "chown" | "chgrp" => {
+            (has_short(&flags, &['R']) || has_recursive(&flags, 5))
+                && operands.iter().skip(1).any(relative)
+        }
+        "find" => {
+            flags
+                .iter()
+                .any(|f| matches!(*f, "-delete" | "-exec" | "-execdir" | "-ok"))
+                && (operands.is_empty() || operands.iter().take(1).any(relative))
+        }
+        "shred" | "truncate" | "mv" | "rmdir" => operands.iter().any(relative),
+        "rsync" => {
+            flags.iter().any(|f| f.starts_with("--del")) && operands.last().is_some_and(relative)
+        }
+        "git" => operands.first().and_then(|w| w.value()) == Some("clean"),
+        "dd" => cmd.words.iter().any(|w| {
+            w.value()
+                .and_then(|v| v.strip_prefix("of="))
+                .is_some_and(|v| !v.starts_with('/'))
+        }),
+        _ => false,
+    }
+}
 
 /// The id of the rule the collector's limits decide by.
 pub(crate) const ANALYSIS_LIMIT_ID: &str = ANALYSIS_LIMIT.id;

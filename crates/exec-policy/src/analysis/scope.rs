@@ -40,6 +40,11 @@ pub(crate) struct Scope {
     /// Functions whose call is being walked (a call to one of them is not
     /// walked again).
     pub(crate) calling: Vec<String>,
+    /// The directories `pushd` saved, most recent last (`None`: unknown).
+    pub(crate) dirs: Vec<Option<String>>,
+    /// A `cd -`, `popd` or `cd "$UNKNOWN"` left the working directory
+    /// unknown: relative targets of destructive programs are asked about.
+    pub(crate) cwd_lost: bool,
 }
 
 impl Scope {
@@ -99,12 +104,38 @@ pub(crate) fn track_cd(words: &[Word], scope: &mut Scope, home: &str) {
     let Some(program) = words.first().and_then(Word::value) else {
         return;
     };
-    if program != "cd" && program != "pushd" {
+    if !matches!(program, "cd" | "pushd" | "popd") {
         return;
     }
+    let before = scope.cwd.clone();
     let target = words[1..]
         .iter()
         .find(|w| w.value().is_none_or(|v| !v.starts_with('-') || v == "-"));
+    if program == "popd" {
+        // `popd +N`/`-N` drop another entry: the directory is unknown.
+        let plain = words.len() == 1 || words[1..].iter().all(|w| w.value() == Some("-n"));
+        let popped = if plain { scope.dirs.pop() } else { None };
+        if words[1..].iter().any(|w| w.value() == Some("-n")) {
+            return;
+        }
+        let cwd = popped.flatten();
+        scope.cwd_lost |= cwd.is_none();
+        scope.cwd = cwd;
+        set_oldpwd(scope, before);
+        return;
+    }
+    if program == "pushd" && target.is_none() {
+        // `pushd` alone swaps the two top directories.
+        let top = scope.dirs.pop().flatten();
+        scope.cwd_lost |= top.is_none();
+        scope.dirs.push(before.clone());
+        scope.cwd = top;
+        set_oldpwd(scope, before);
+        return;
+    }
+    if program == "pushd" {
+        scope.dirs.push(before.clone());
+    }
     // With CDPATH set, a name not starting with `/`, `.` or `..` is looked
     // up there first (`CDPATH=/; cd etc` is /etc).
     let cdpath = scope
@@ -115,7 +146,9 @@ pub(crate) fn track_cd(words: &[Word], scope: &mut Scope, home: &str) {
     let cwd = match target {
         None => Some(home.to_owned()),
         Some(word) => match word.value() {
-            Some("-") | None => None,
+            // `cd -` goes back to `$OLDPWD`.
+            Some("-") => scope.vars.get("OLDPWD").cloned(),
+            None => None,
             Some(path) if path.starts_with('/') => Some(path.to_owned()),
             Some(path) if !path.starts_with('.') && cdpath.is_some() => {
                 cdpath.map(|dir| join_path(&dir, path))
@@ -123,10 +156,24 @@ pub(crate) fn track_cd(words: &[Word], scope: &mut Scope, home: &str) {
             Some(path) => scope.cwd.as_deref().map(|cwd| join_path(cwd, path)),
         },
     };
+    // Unknown because of the command itself (not a relative step from an
+    // unknown start): from here the directory is someone else's choice.
+    if cwd.is_none() && target.is_some_and(|w| matches!(w.value(), None | Some("-"))) {
+        scope.cwd_lost = true;
+    }
     scope.cwd = cwd.map(|cwd| {
         let cwd = scope.through_links(&cwd).unwrap_or(cwd);
         without_magic_links(&cwd, scope.cwd.as_deref())
     });
+    set_oldpwd(scope, before);
+}
+
+/// `cd` leaves the directory it left in `$OLDPWD`.
+fn set_oldpwd(scope: &mut Scope, before: Option<String>) {
+    match before {
+        Some(dir) => scope.vars.insert("OLDPWD".to_owned(), dir),
+        None => scope.vars.remove("OLDPWD"),
+    };
 }
 
 /// A bare assignment (`NAME=VALUE` with no command) sets a variable the

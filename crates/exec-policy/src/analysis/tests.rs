@@ -1918,3 +1918,47 @@ fn only_the_line_that_does_not_parse_takes_the_fallback() {
     let decision = analyzer.check(script);
     assert!(matches!(decision, Decision::Deny(_)), "{decision:?}");
 }
+
+/// `cd -`, `pushd` and `popd` are followed where the directory they go
+/// back to is known, and asked about where it is not.
+#[test]
+fn directory_stacks_and_cd_back_are_followed_or_asked_about() {
+    for command in [
+        "cd /tmp; cd /; cd -; cd -; rm -rf *",
+        "pushd /etc; pushd /tmp; popd; rm -rf *",
+        "cd /etc; pushd /tmp; pushd; rm -rf *",
+    ] {
+        assert!(matches!(check(command), Decision::Deny(_)), "{command}");
+    }
+    for command in [
+        "cd -; rm -rf *",
+        "popd; rm -rf *",
+        "cd \"$(cat dir)\" && rm -rf *",
+        "pushd /tmp; popd; popd; rm -rf node_modules",
+    ] {
+        assert_eq!(
+            denied_by(command).as_deref(),
+            Some("analysis-limit"),
+            "{command}"
+        );
+    }
+    assert!(check("pushd /tmp/work; rm -rf *; popd; ls").is_allowed());
+}
+
+/// Past the analysis's limits (loop values, brace members) the command is
+/// asked about or refused, never allowed because the rest went unseen.
+#[test]
+fn analysis_limits_ask_instead_of_allowing() {
+    let many: Vec<String> = (0..20).map(|i| format!("d{i}")).collect();
+    let loop_over = format!("for d in {} /etc; do rm -rf \"$d\"; done", many.join(" "));
+    assert!(!check(&loop_over).is_allowed(), "{loop_over}");
+    let few = "for d in build dist; do rm -rf \"$d\"; done";
+    assert!(check(few).is_allowed());
+    let members: Vec<String> = (0..1100).map(|i| format!("m{i}")).collect();
+    let braces = format!("rm -rf {{{},/etc}}", members.join(","));
+    assert!(!check(&braces).is_allowed());
+    let members: Vec<String> = (0..80).map(|i| format!("m{i}")).collect();
+    let braces = format!("rm -rf {{{},/etc}}", members.join(","));
+    assert!(matches!(check(&braces), Decision::Deny(_)), "80 members");
+    assert!(check("echo {1..200}").is_allowed());
+}
