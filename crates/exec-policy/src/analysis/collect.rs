@@ -17,7 +17,7 @@ use std::rc::Rc;
 use super::lexical::{brace_expand_within, code_substitutions, substitutions_in};
 use super::paths::basename;
 use super::scope::{
-    Scope, ScopeExpansion, track_assignments, track_cd, track_exports, track_links,
+    Scope, ScopeExpansion, track_assignments, track_cd, track_exports, track_links, track_programs,
 };
 use super::unwrap::{
     ShellInput, Step, embedded_commands, find_filters, find_named_paths, find_start_paths,
@@ -976,6 +976,15 @@ impl<'a> Collector<'a> {
     ) {
         let mut restore = vars;
         let mut restore_cwd: Option<Option<String>> = None;
+        // A name an earlier `hash -p`, `BASH_CMDS`, copy or link gave a
+        // program is that program (`cp /bin/rm x; ./x -rf /`).
+        if let Some(real) = words
+            .first()
+            .and_then(Word::value)
+            .and_then(|word| scope.program_for(word))
+        {
+            words[0] = Word::literal(real);
+        }
         for _ in 0..32 {
             let Some(program) = words
                 .first()
@@ -1224,6 +1233,11 @@ impl<'a> Collector<'a> {
         }
         self.track_outputs(&words, &redirects, scope);
         track_links(&words, scope);
+        let written = redirects
+            .iter()
+            .find(|r| r.kind == RedirectKind::Write)
+            .and_then(|r| r.target.value());
+        track_programs(&words, written, scope);
         track_cd(&words, scope, self.home);
         track_exports(&words, scope, self.home);
         track_builtins(&words, scope);

@@ -45,6 +45,11 @@ pub(crate) struct Scope {
     /// A `cd -`, `popd` or `cd "$UNKNOWN"` left the working directory
     /// unknown: relative targets of destructive programs are asked about.
     pub(crate) cwd_lost: bool,
+    /// Programs known by another name: `hash -p PATH NAME` and
+    /// `BASH_CMDS[NAME]=PATH` (by NAME), copies and links of a program
+    /// made earlier (`cp /bin/rm ./x`, `ln -s /bin/rm x`, by path: absolute
+    /// when the directory is known, else as written with `./`).
+    pub(crate) programs: HashMap<String, String>,
 }
 
 impl Scope {
@@ -181,6 +186,7 @@ fn set_oldpwd(scope: &mut Scope, before: Option<String>) {
 /// at run time, or appended to with `+=`) forgets it.
 pub(crate) fn track_assignments(assignments: Vec<(String, Option<String>)>, scope: &mut Scope) {
     for (name, value) in assignments {
+        track_hashed_assignment(&name, value.as_deref(), scope);
         match value {
             Some(value) => scope.vars.insert(name, value),
             None => scope.vars.remove(&name),
@@ -385,6 +391,74 @@ pub(crate) fn track_links(words: &[Word], scope: &mut Scope) {
         if let (Some(target), Some(name)) = (target, scope.absolute(name)) {
             let target = scope.through_links(&target).unwrap_or(target);
             scope.links.insert(name, target);
+        }
+    }
+}
+
+/// The key [`Scope::programs`] holds a path under: absolute when the
+/// directory is known, else the relative path as `./PATH`.
+fn program_key(path: &str, scope: &Scope) -> String {
+    scope.absolute(path).unwrap_or_else(|| {
+        let relative = path.trim_start_matches("./");
+        format!("./{relative}")
+    })
+}
+
+/// Records the names a program gets: `hash -p PATH NAME`, and copies or
+/// links of a program file (`cp`, `install`, `ln`, `cat SRC > DEST`), so a
+/// later call by that name is judged as the program it is.
+pub(crate) fn track_programs(words: &[Word], written: Option<&str>, scope: &mut Scope) {
+    let Some(program) = words.first().and_then(Word::value) else {
+        return;
+    };
+    let operands: Vec<&str> = words[1..]
+        .iter()
+        .filter_map(Word::value)
+        .filter(|v| !v.starts_with('-'))
+        .collect();
+    let (source, name) = match (program, operands.as_slice(), written) {
+        ("hash", [path, name], _)
+            if words.iter().any(|w| w.value() == Some("-p")) && !name.contains('/') =>
+        {
+            scope
+                .programs
+                .insert((*name).to_owned(), (*path).to_owned());
+            return;
+        }
+        ("cp" | "install" | "ln", [source, dest], _) => (*source, program_key(dest, scope)),
+        ("cat", [source], Some(dest)) => (*source, program_key(dest, scope)),
+        _ => return,
+    };
+    // A copy of a copy is the first program.
+    let real = scope
+        .programs
+        .get(&program_key(source, scope))
+        .cloned()
+        .unwrap_or_else(|| source.to_owned());
+    scope.programs.insert(name, real);
+}
+
+/// `BASH_CMDS[NAME]=PATH`: bash's hash table, set directly.
+pub(crate) fn track_hashed_assignment(name: &str, value: Option<&str>, scope: &mut Scope) {
+    if let Some(key) = name
+        .strip_prefix("BASH_CMDS[")
+        .and_then(|rest| rest.strip_suffix(']'))
+    {
+        match value {
+            Some(path) => scope.programs.insert(key.to_owned(), path.to_owned()),
+            None => scope.programs.remove(key),
+        };
+    }
+}
+
+impl Scope {
+    /// The program a command word names when an earlier `hash -p`,
+    /// `BASH_CMDS` entry, copy or link gave it another name.
+    pub(crate) fn program_for(&self, word: &str) -> Option<&String> {
+        if word.contains('/') {
+            self.programs.get(&program_key(word, self))
+        } else {
+            self.programs.get(word)
         }
     }
 }

@@ -1962,3 +1962,44 @@ fn analysis_limits_ask_instead_of_allowing() {
     assert!(matches!(check(&braces), Decision::Deny(_)), "80 members");
     assert!(check("echo {1..200}").is_allowed());
 }
+
+/// A program given another name earlier in the command (bash's hash table,
+/// a copy, a link) is judged as the program it is.
+#[test]
+fn a_program_renamed_earlier_is_judged_as_itself() {
+    let in_project = |command: &str| {
+        Analyzer::new(AnalyzerConfig {
+            home: Some("/home/agent".into()),
+            ..AnalyzerConfig::default()
+        })
+        .analyze_in(
+            command,
+            &AnalysisContext {
+                cwd: Some("/home/agent/project".into()),
+                ..AnalysisContext::default()
+            },
+        )
+        .decision
+    };
+    for command in [
+        "hash -p /bin/rm x; x -rf /",
+        "hash -p /bin/rm ls; ls -rf ~",
+        "BASH_CMDS[x]=/bin/rm; x -rf ~",
+        "cp /bin/rm ./x; ./x -rf ~",
+        "cp /bin/rm x && cp x y && ./y -rf ~",
+        "install /usr/bin/rm /tmp/x; /tmp/x -rf ~",
+        "ln -s /bin/rm x; ./x -rf ~",
+        "ln /bin/rm x; ./x -rf ~",
+        "cat /bin/rm > x; chmod +x x; ./x -rf ~",
+    ] {
+        assert!(matches!(check(command), Decision::Deny(_)), "{command}");
+        assert!(matches!(in_project(command), Decision::Deny(_)), "{command}");
+    }
+    for command in [
+        "cp build/app ./app; ./app --help",
+        "ln -sf /usr/bin/python3 py; ./py x.py",
+        "hash -p /usr/bin/python3 py; py -c 'print(1)'",
+    ] {
+        assert!(in_project(command).is_allowed(), "{command}");
+    }
+}
