@@ -17,6 +17,7 @@ mod approvals;
 mod ask_queue;
 mod audit;
 mod audit_integrity;
+mod carried_exports;
 mod carried_state;
 mod contain;
 mod containment;

@@ -19,6 +19,7 @@
 
 mod analysis;
 mod env;
+mod exports;
 mod glob;
 mod policy_file;
 mod sandbox;
@@ -31,6 +32,7 @@ pub use analysis::{
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
+pub use exports::{NotCarried, export_carries};
 pub use policy_file::{
     MIN_MEMORY_LIMIT, Policy, PolicyError, PolicyRule, RedactRules, RuleDecision, RuleMatcher,
     parse_memory_limit, parse_size,

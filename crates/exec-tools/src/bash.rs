@@ -1241,7 +1241,7 @@ fn absorb_state(
     let refused = state.absorb_exports(vars, &ended.exports);
     if !refused.is_empty() {
         notes.push(format!(
-            "[not carried over to later calls: {} (start-up variables would run before every later command)]",
+            "[not carried over to later calls: {} (each would change what later commands run, unseen by the checks: see docs/policy.md)]",
             refused.join(", ")
         ));
     }

@@ -502,9 +502,18 @@ impl Analyzer {
                 continue;
             }
             if let Some(rule) = ASK_RULES.iter().find(|rule| {
-                (rule.check)(cmd, &self.protected) && !bounded_by_script(rule, cmd, script)
+                (rule.check)(cmd, &self.protected)
+                    && !bounded_by_script(rule, cmd, script, &collected.unbounded)
             }) {
                 return Decision::Ask(denial(rule.id, rule.reason, cmd.text()));
+            }
+        }
+        if let Some(what) = collected.limits.first() {
+            let limit = ASK_RULES
+                .iter()
+                .find(|rule| rule.id == rules::ANALYSIS_LIMIT_ID);
+            if let Some(rule) = limit {
+                return Decision::Ask(denial(rule.id, rule.reason, what.clone()));
             }
         }
         Decision::Allow { fallback }
@@ -513,10 +522,13 @@ impl Analyzer {
 
 /// Whether the command as a whole bounds what an ask rule found uncertain
 /// in one of its simple commands (`D=$(mktemp -d) ... rm -rf "$D"`).
-fn bounded_by_script(rule: &Rule, cmd: &Cmd, script: &str) -> bool {
+/// Loop variables in `unbounded` (their values were not all walked) are
+/// bounded by nothing.
+fn bounded_by_script(rule: &Rule, cmd: &Cmd, script: &str, unbounded: &[String]) -> bool {
     rule.id == rules::UNBOUNDED_DELETE_ID
-        && rules::unbounded_delete_variables(cmd)
-            .is_some_and(|names| rules::bounded_in(script, &names))
+        && rules::unbounded_delete_variables(cmd).is_some_and(|names| {
+            !names.iter().any(|name| unbounded.contains(name)) && rules::bounded_in(script, &names)
+        })
 }
 
 /// The policy-file rules that match one simple command, one per decision.
