@@ -27,6 +27,7 @@ mod log;
 mod mcp;
 mod output_files;
 mod policy_check;
+mod question_display;
 mod reliability;
 mod rmcp_client;
 mod rmcp_support;

@@ -249,7 +249,7 @@ impl BashTool {
                     // A dry run never asks: it answers as the fallback would.
                     Some(approver) if !context.dry_run() => {
                         let message = exec.redact(&approval_message(
-                            &params.command,
+                            &shown_command,
                             &cwd,
                             denial,
                             &session.vars,

@@ -36,6 +36,7 @@ mod environment;
 mod kill_shell;
 mod metadata;
 mod network;
+mod question;
 mod quote;
 mod render;
 mod text;

@@ -646,7 +646,8 @@ impl WriteStdinTool {
                 }
                 let answer = match context.approver() {
                     Some(approver) if !context.dry_run() => {
-                        let message = env.redact(&approval_message(line, &cwd, denial, &vars));
+                        let message =
+                            env.redact(&approval_message(&env.redact(line), &cwd, denial, &vars));
                         wait_for_approval(env, context, approver.as_ref(), message).await
                     }
                     _ => Waiting::Answer(Approval::Unavailable),
