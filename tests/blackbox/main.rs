@@ -13,6 +13,7 @@
 )]
 
 mod answer_shape;
+mod approval_binding;
 mod approvals;
 mod ask_queue;
 mod audit;

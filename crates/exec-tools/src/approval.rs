@@ -147,17 +147,32 @@ fn used_variables(command: &str) -> Vec<&str> {
 }
 
 /// What a remembered approval is keyed by: the command text, the working
-/// directory and the values of the session variables the command uses.
+/// directory, the values of the session variables the command uses, and
+/// the effect of every program it runs ([`crate::binding::command_keys`]:
+/// resolved executable, argv, directory, the environment that matters,
+/// content digests of the executable and its script).
 pub(crate) fn approval_key(
+    exec: &ExecEnvironment,
     command: &str,
     cwd: &std::path::Path,
     vars: &std::collections::HashMap<String, String>,
+) -> String {
+    let effects = crate::binding::command_keys(&exec.analyzer, command, cwd, vars);
+    text_key(command, cwd, vars, &effects)
+}
+
+/// [`approval_key`] from the effects already found.
+fn text_key(
+    command: &str,
+    cwd: &std::path::Path,
+    vars: &std::collections::HashMap<String, String>,
+    effects: &[exec_policy::ApprovalKey],
 ) -> String {
     let used: Vec<(&str, Option<&String>)> = used_variables(command)
         .into_iter()
         .map(|name| (name, vars.get(name)))
         .collect();
-    serde_json::json!([command, cwd.to_string_lossy(), used]).to_string()
+    serde_json::json!([command, cwd.to_string_lossy(), used, format!("{effects:?}")]).to_string()
 }
 
 /// The question put to the person: the command, the working directory and
@@ -321,6 +336,8 @@ mod tests {
                 ("UNUSED".to_owned(), value.to_owned()),
             ])
         };
+        let approval_key =
+            |command: &str, cwd: &std::path::Path, vars: &_| text_key(command, cwd, vars, &[]);
         let key = approval_key("rm -rf \"$X\"", cwd, &vars("a"));
         assert_eq!(key, approval_key("rm -rf \"$X\"", cwd, &vars("a")));
         assert_ne!(key, approval_key("rm -rf \"$X\"", cwd, &vars("b")));

@@ -243,7 +243,7 @@ impl BashTool {
                 return meta(with_audit_failure(answer, record("blocked", None)));
             }
             (Decision::Ask(_), Some(denial)) => {
-                let key = approval_key(&params.command, &cwd, &session.vars);
+                let key = approval_key(exec, &params.command, &cwd, &session.vars);
                 let asked = match context.approver() {
                     _ if exec.is_remembered(&key) => Asked::Approved("remembered"),
                     // A dry run never asks: it answers as the fallback would.

@@ -31,6 +31,7 @@ mod approval;
 mod audit;
 mod bash;
 mod bash_output;
+mod binding;
 mod carried_state;
 mod environment;
 mod kill_shell;

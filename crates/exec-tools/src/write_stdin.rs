@@ -625,7 +625,7 @@ impl WriteStdinTool {
                 None => Ok(name),
                 Some(_)
                     if matches!(analysis.decision, Decision::Ask(_))
-                        && env.is_remembered(&approval_key(line, &cwd, &vars)) =>
+                        && env.is_remembered(&approval_key(env, line, &cwd, &vars)) =>
                 {
                     Ok(name)
                 }
@@ -640,7 +640,7 @@ impl WriteStdinTool {
             Decision::Allow { .. } => Ok(name),
             Decision::Deny(denial) => refused(env.redact(&denial.message())),
             Decision::Ask(denial) => {
-                let key = approval_key(line, &cwd, &vars);
+                let key = approval_key(env, line, &cwd, &vars);
                 if env.is_remembered(&key) {
                     return Ok(name);
                 }

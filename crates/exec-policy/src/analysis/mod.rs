@@ -306,6 +306,31 @@ impl Analyzer {
             .collect()
     }
 
+    /// The simple commands the analysis sees in `command` run from
+    /// `context`, after unwrapping, as argument vectors with the directory
+    /// each runs in when known: what an approval binds to
+    /// ([`crate::ApprovalKey`]). A word known only at run time is kept as
+    /// written.
+    pub fn planned_commands(
+        &self,
+        command: &str,
+        context: &AnalysisContext,
+    ) -> Vec<crate::PlannedCommand> {
+        self.collect(command, context)
+            .cmds
+            .iter()
+            .filter(|cmd| !cmd.words.is_empty())
+            .map(|cmd| crate::PlannedCommand {
+                argv: cmd
+                    .words
+                    .iter()
+                    .map(|word| word.display().to_owned())
+                    .collect(),
+                cwd: cmd.cwd.clone(),
+            })
+            .collect()
+    }
+
     /// Whether the policy file's rule number `index` matches any simple
     /// command of `command` (for checking the rule's examples).
     pub(crate) fn policy_rule_matches(&self, index: usize, command: &str) -> bool {
