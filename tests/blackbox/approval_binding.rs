@@ -320,3 +320,69 @@ async fn a_remembered_approval_holds_only_for_the_same_effect() {
     .await;
     service.cancel().await.expect("closed");
 }
+
+/// `save` appends an `allow` rule to the policy file: it holds after a
+/// restart with the same file, the file still loads, and a command with
+/// other arguments still asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_approval_is_a_rule_that_survives_a_restart() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(temp.path()).expect("canonical");
+    let policy = root.join("policy.toml");
+    std::fs::write(&policy, "# the person's own policy\n").expect("policy");
+    // Deletes only the fresh temp file it makes; its target is known only
+    // at run time, so the built-in rule asks.
+    let command = "X=$(mktemp) && rm -rf \"$X\" && touch ran";
+    let other = "X=$(mktemp) && rm -rf \"$X\" \"$X\" && touch ran";
+
+    let client = Asker::new(Some(json!({ "save": true })));
+    let service = connect_with_policy(&root, &policy, &client, &[]).await;
+    let answer = call(
+        &service,
+        "Bash",
+        json!({ "command": command, "workdir": root.to_str().expect("utf-8") }),
+    )
+    .await;
+    assert_eq!(client.count(), 1, "{}", text(&answer));
+    let body = text(&answer);
+    assert!(
+        body.contains("[approval saved as rule saved-1 in "),
+        "{body}"
+    );
+    assert_eq!(answer.is_error, Some(false), "{body}");
+    let written = std::fs::read_to_string(&policy).expect("read");
+    assert!(
+        written.starts_with("# the person's own policy\n"),
+        "{written}"
+    );
+    assert!(written.contains("decision = \"allow\""), "{written}");
+    service.cancel().await.expect("closed");
+
+    // Restarted with the same file: it runs unasked; other arguments ask.
+    let client = Asker::new(None);
+    let service = connect_with_policy(&root, &policy, &client, &[]).await;
+    std::fs::remove_file(root.join("ran")).expect("ran before");
+    let (asked, again) = run(&service, &client, command, &root, None).await;
+    assert!(!asked, "{}", text(&again));
+    assert_eq!(again.is_error, Some(false), "{}", text(&again));
+    assert!(root.join("ran").exists());
+    let (asked, differs) = run(&service, &client, other, &root, None).await;
+    assert!(asked, "{}", text(&differs));
+    service.cancel().await.expect("closed");
+
+    // The file loads and its examples hold, as `policy check` reads it.
+    let check = |command: &str| {
+        crate::agent_exec(&[
+            "policy",
+            "check",
+            "--policy",
+            policy.to_str().expect("utf-8"),
+            "--",
+            command,
+        ])
+        .status
+        .code()
+    };
+    assert_eq!(check(command), Some(0));
+    assert_eq!(check(other), Some(3));
+}

@@ -215,7 +215,7 @@ pub(crate) fn approval_message(
     warnings.extend(question::warnings("working directory", &shown_cwd));
     let warnings: String = warnings.iter().map(|line| format!("{line}\n")).collect();
     format!(
-        "Run this command?\n\nCommand: {}\nWorking directory: {}\nRule: {} ({})\n{warnings}Why: {why}\n\nAccept runs it once; with \"remember\" the same command runs unasked here for the rest of the session, as long as what it runs is unchanged (the program, its arguments, the directory, the environment it sees and the scripts it runs).",
+        "Run this command?\n\nCommand: {}\nWorking directory: {}\nRule: {} ({})\n{warnings}Why: {why}\n\nAccept runs it once; with \"remember\" the same command runs unasked here for the rest of the session, as long as what it runs is unchanged (the program, its arguments, the directory, the environment it sees and the scripts it runs); with \"save\" it is also written to the policy file as an allow rule, so it runs unasked after restarts too.",
         shown_command.text, shown_cwd.text, rule.text, reason.text,
     )
 }

@@ -40,6 +40,7 @@ mod network;
 mod question;
 mod quote;
 mod render;
+mod save;
 mod text;
 mod write_stdin;
 

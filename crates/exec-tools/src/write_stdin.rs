@@ -659,6 +659,12 @@ impl WriteStdinTool {
                         }
                         Ok(name)
                     }
+                    // A typed line is remembered, not saved: a rule would
+                    // also allow it as a `Bash` command.
+                    Waiting::Answer(Approval::Save) => {
+                        env.remember(key);
+                        Ok(name)
+                    }
                     Waiting::Answer(Approval::Unavailable)
                         if env.config.ask_fallback == AskFallback::Allow =>
                     {
