@@ -13,6 +13,7 @@
 )]
 
 mod answer_shape;
+mod approval_binding;
 mod approvals;
 mod ask_queue;
 mod audit;
@@ -28,6 +29,7 @@ mod log;
 mod mcp;
 mod output_files;
 mod policy_check;
+mod question_display;
 mod reliability;
 mod rmcp_client;
 mod rmcp_support;

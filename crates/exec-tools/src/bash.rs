@@ -237,19 +237,21 @@ impl BashTool {
                 })
             })
         };
+        // What became of a `save` answer, said at the end of the answer.
+        let mut saved_note = None;
         let approved_by = match (&analysis.decision, denial) {
             (Decision::Deny(_), Some(denial)) => {
                 let answer = refusal(exec, &analysis.decision, denial);
                 return meta(with_audit_failure(answer, record("blocked", None)));
             }
             (Decision::Ask(_), Some(denial)) => {
-                let key = approval_key(&params.command, &cwd, &session.vars);
+                let key = approval_key(exec, &params.command, &cwd, &session.vars);
                 let asked = match context.approver() {
                     _ if exec.is_remembered(&key) => Asked::Approved("remembered"),
                     // A dry run never asks: it answers as the fallback would.
                     Some(approver) if !context.dry_run() => {
                         let message = exec.redact(&approval_message(
-                            &params.command,
+                            &shown_command,
                             &cwd,
                             denial,
                             &session.vars,
@@ -259,6 +261,11 @@ impl BashTool {
                                 if remember {
                                     exec.remember(key);
                                 }
+                                Asked::Approved("user")
+                            }
+                            Waiting::Answer(Approval::Save) => {
+                                exec.remember(key);
+                                saved_note = Some(save_note(exec, &params.command));
                                 Asked::Approved("user")
                             }
                             Waiting::Answer(Approval::Decline | Approval::Cancel) => {
@@ -306,7 +313,7 @@ impl BashTool {
         // need not wait for it.
         crate::approval::done_deciding(context);
         let meta = |result: BashAnswer| {
-            let result = meta(result);
+            let result = with_note(meta(result), saved_note.as_deref());
             match approved_by {
                 Some(by) => result.meta(|m| {
                     m.decision = Some("ask");
@@ -398,6 +405,33 @@ impl BashTool {
         meta(result).meta(|m| {
             m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
         })
+    }
+}
+
+/// Saves an approval of `command` as an `allow` rule in the policy file
+/// ([`crate::save`]); the line the answer ends with says which rule, or
+/// why nothing was saved (the approval is remembered either way).
+fn save_note(exec: &ExecEnvironment, command: &str) -> String {
+    let saved = if exec.redact(command) == command {
+        crate::save::save_rule(&exec.analyzer, exec.config.policy_file.as_deref(), command)
+    } else {
+        Err(
+            "the command holds a secret value, which is never written to the policy file"
+                .to_owned(),
+        )
+    };
+    match saved {
+        Ok(id) => format!(
+            "[approval saved as rule {id} in {}]",
+            exec.config
+                .policy_file
+                .as_deref()
+                .map_or_else(String::new, |path| exec.redact(&path.to_string_lossy()))
+        ),
+        Err(why) => format!(
+            "[approval not saved as a rule: {}; remembered until the server stops]",
+            exec.redact(&why)
+        ),
     }
 }
 

@@ -90,6 +90,9 @@ pub struct ExecConfig {
     /// its process cap (`[processes] max`, 1024 unless changed) and
     /// memory (`[limits] memory` or `--memory-limit`; none unless set).
     pub command_limits: shell_runtime::CommandLimits,
+    /// The policy file the server loaded, where a `save` answer appends
+    /// its `allow` rule; `None` when it runs without one.
+    pub policy_file: Option<PathBuf>,
 }
 
 /// How long a question waits for the person by default.
@@ -176,6 +179,7 @@ impl ExecConfig {
                 memory: policy.memory_limit,
             },
             output_dir,
+            policy_file: None,
             coauthor: None,
             strip_ansi: true,
             collapse_progress: true,

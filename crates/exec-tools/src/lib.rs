@@ -31,13 +31,16 @@ mod approval;
 mod audit;
 mod bash;
 mod bash_output;
+mod binding;
 mod carried_state;
 mod environment;
 mod kill_shell;
 mod metadata;
 mod network;
+mod question;
 mod quote;
 mod render;
+mod save;
 mod text;
 mod write_stdin;
 
