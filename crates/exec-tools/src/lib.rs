@@ -33,6 +33,7 @@ mod bash;
 mod bash_output;
 mod carried_state;
 mod environment;
+mod exec_judge;
 mod kill_shell;
 mod metadata;
 mod network;
