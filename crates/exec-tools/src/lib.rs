@@ -34,6 +34,7 @@ mod bash_output;
 mod binding;
 mod carried_state;
 mod environment;
+mod exec_judge;
 mod kill_shell;
 mod metadata;
 mod network;
