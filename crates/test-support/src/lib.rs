@@ -16,6 +16,7 @@
 
 pub mod bench;
 pub mod escapes;
+pub mod jail;
 mod process;
 mod stub;
 
