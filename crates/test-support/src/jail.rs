@@ -80,7 +80,19 @@ pub struct Jail {
     tmpfs_bytes: u64,
     timeout: Duration,
     weakness: Option<Weakness>,
+    fake_disks: Vec<String>,
+    canary_process: bool,
 }
+
+/// What each fake disk holds at first: this pattern, then zeros (sparse)
+/// up to [`FAKE_DISK_BYTES`].
+const FAKE_DISK_HEAD: &[u8] = b"agent-exec jail: a fake disk, a canary\n";
+/// The size of each fake disk (big enough for `mkfs.ext4`).
+const FAKE_DISK_BYTES: u64 = 4 << 20;
+/// How many times the pattern is repeated at the start of a fake disk.
+const FAKE_DISK_REPEATS: usize = 1024;
+/// The canary process's argument: a `sleep` nobody else starts.
+const CANARY_SLEEP: &str = "86399.5";
 
 static JAILS: AtomicU64 = AtomicU64::new(0);
 
@@ -116,6 +128,8 @@ impl Jail {
             tmpfs_bytes: 256 << 20,
             timeout: Duration::from_secs(30),
             weakness: None,
+            fake_disks: Vec::new(),
+            canary_process: false,
         })
     }
 
@@ -157,6 +171,24 @@ impl Jail {
         self
     }
 
+    /// Regular files of the scratch tmpfs bound at `/dev/NAME` for each
+    /// name (`sda`, `mapper/root`...), so that writes meant for a disk
+    /// land somewhere they can be seen: one changed is damage.
+    #[must_use]
+    pub fn with_fake_disks(mut self, names: &[&str]) -> Self {
+        self.fake_disks = names.iter().map(|&name| name.to_owned()).collect();
+        self
+    }
+
+    /// A canary process (`sleep`, detached, a child of the jail's init)
+    /// started before the jail's program: one killed is damage (a kill of
+    /// every process, a reboot or a shutdown reached it).
+    #[must_use]
+    pub fn with_canary_process(mut self) -> Self {
+        self.canary_process = true;
+        self
+    }
+
     /// The same jail with one hole opened (tests of the self-check only).
     #[must_use]
     pub fn weakened(mut self, weakness: Weakness) -> Self {
@@ -181,6 +213,11 @@ impl Jail {
             bwrap.extend(["--proc", "/proc"].map(str::to_owned));
         }
         bwrap.extend(["--dev", "/dev"].map(str::to_owned));
+        for name in &self.fake_disks {
+            bwrap.push("--bind".to_owned());
+            bwrap.push(scratch.dir.join("disks").join(name).display().to_string());
+            bwrap.push(format!("/dev/{name}"));
+        }
         for dir in &self.masked {
             bwrap.push("--tmpfs".to_owned());
             bwrap.push(dir.display().to_string());
@@ -219,6 +256,21 @@ impl Jail {
             bwrap.extend(["--setenv".to_owned(), name.clone(), value.clone()]);
         }
         bwrap.extend(["--chdir".to_owned(), self.cwd.clone(), "--".to_owned()]);
+        if self.canary_process {
+            // Detached twice: the canary is the jail init's child, not the
+            // program's, so only a kill that reaches the whole jail ends it.
+            bwrap.extend(
+                [
+                    "bash",
+                    "-c",
+                    &format!(
+                        "(setsid sleep {CANARY_SLEEP} </dev/null >/dev/null 2>&1 &); exec \"$@\""
+                    ),
+                    "bash",
+                ]
+                .map(str::to_owned),
+            );
+        }
         bwrap.extend(argv.iter().map(|&word| word.to_owned()));
         // Joins the cgroups, then mounts the overlay in a mount namespace of
         // its own (gone with its last process) and becomes bwrap.
@@ -366,6 +418,15 @@ impl Confined {
         self.deadline
     }
 
+    /// Whether the canary process (see [`Jail::with_canary_process`]) is
+    /// alive, found by its arguments among the jail's cgroup's processes.
+    pub fn canary_alive(&self) -> bool {
+        self.scratch.pids().iter().any(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline == format!("sleep\0{CANARY_SLEEP}\0").as_bytes())
+        })
+    }
+
     /// Waits up to `grace` (never past the deadline) for the jail to end,
     /// kills it if it has not, and hands back what it left.
     pub fn finish(mut self, grace: Duration) -> Finished {
@@ -378,6 +439,7 @@ impl Confined {
             }
         }
         let killed = status.is_none();
+        let process_cap_reached = self.scratch.process_cap_reached();
         if killed {
             // bwrap's death takes the PID namespace (--die-with-parent on its
             // init); the cgroup sweep below catches anything else.
@@ -393,6 +455,7 @@ impl Confined {
         Finished {
             status,
             killed,
+            process_cap_reached,
             stderr,
             scratch: self.scratch,
         }
@@ -409,6 +472,8 @@ pub struct Finished {
     pub killed: bool,
     /// Everything the jail wrote on stderr.
     pub stderr: String,
+    /// How many forks the jail's process cap refused (a fork bomb's mark).
+    pub process_cap_reached: u64,
     scratch: Scratch,
 }
 
@@ -441,6 +506,17 @@ impl Finished {
             &self.scratch.masked,
             &mut found,
         );
+        for name in &self.scratch.fake_disks {
+            if !fake_disk_intact(&self.scratch.dir.join("disks").join(name)) {
+                found.push(format!("wrote the fake disk /dev/{name}"));
+            }
+        }
+        if self.process_cap_reached > 0 {
+            found.push(format!(
+                "reached the jail's process cap ({} forks refused)",
+                self.process_cap_reached
+            ));
+        }
         found
     }
 }
@@ -580,6 +656,40 @@ struct Scratch {
     dir: PathBuf,
     cgroups: Vec<PathBuf>,
     masked: Vec<PathBuf>,
+    fake_disks: Vec<String>,
+}
+
+/// A fresh fake disk at `path`.
+fn make_fake_disk(path: &Path) {
+    std::fs::create_dir_all(path.parent().expect("a disk has a parent")).expect("the disks dir");
+    let file = std::fs::File::create(path).expect("a fake disk");
+    let mut writer = std::io::BufWriter::new(&file);
+    for _ in 0..FAKE_DISK_REPEATS {
+        writer
+            .write_all(FAKE_DISK_HEAD)
+            .expect("a fake disk's pattern");
+    }
+    writer.flush().expect("a fake disk's pattern");
+    drop(writer);
+    file.set_len(FAKE_DISK_BYTES).expect("a fake disk's size");
+}
+
+/// Whether the fake disk at `path` is as made: same size, same pattern,
+/// and no block written past it (a sparse tail that gained blocks was
+/// written, even with zeros).
+fn fake_disk_intact(path: &Path) -> bool {
+    let fresh = path.with_extension("fresh");
+    make_fake_disk(&fresh);
+    let same = match (std::fs::metadata(path), std::fs::metadata(&fresh)) {
+        (Ok(now), Ok(made)) => {
+            now.len() == made.len()
+                && now.blocks() == made.blocks()
+                && std::fs::read(path).ok() == std::fs::read(&fresh).ok()
+        }
+        _ => false,
+    };
+    let _ = std::fs::remove_file(&fresh);
+    same
 }
 
 impl Scratch {
@@ -609,7 +719,11 @@ impl Scratch {
             dir,
             cgroups: Vec::new(),
             masked: jail.masked.clone(),
+            fake_disks: jail.fake_disks.clone(),
         };
+        for name in &jail.fake_disks {
+            make_fake_disk(&scratch.dir.join("disks").join(name));
+        }
         for sub in ["upper", "work", "merged", "layer"] {
             std::fs::create_dir(scratch.dir.join(sub)).expect("a scratch directory");
         }
@@ -623,7 +737,13 @@ impl Scratch {
             assert!(copied, "the canary layer is copied");
         }
         let (pids, memory) = cgroup_dirs(&name).expect("the jail's cgroups can be made");
-        for dir in [&pids, &memory] {
+        // Under cgroup v2 both are one directory.
+        let distinct = if pids == memory {
+            vec![&pids]
+        } else {
+            vec![&pids, &memory]
+        };
+        for dir in distinct {
             std::fs::create_dir(dir).expect("a jail cgroup");
             scratch.cgroups.push(dir.clone());
         }
@@ -637,20 +757,38 @@ impl Scratch {
         scratch
     }
 
+    /// The pids the jail's cgroups hold.
+    fn pids(&self) -> Vec<String> {
+        self.cgroups
+            .iter()
+            .filter_map(|dir| std::fs::read_to_string(dir.join("cgroup.procs")).ok())
+            .flat_map(|text| {
+                text.split_whitespace()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// How many forks the pids cgroup refused (`max` in `pids.events`).
+    fn process_cap_reached(&self) -> u64 {
+        self.cgroups
+            .iter()
+            .filter_map(|dir| std::fs::read_to_string(dir.join("pids.events")).ok())
+            .flat_map(|text| {
+                text.lines()
+                    .filter_map(|line| line.strip_prefix("max "))
+                    .filter_map(|count| count.trim().parse::<u64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    }
+
     /// Kills whatever the cgroups still hold, by pid, until they are empty.
     #[expect(clippy::disallowed_methods, reason = "kill(1) ends what the jail left")]
     fn sweep_cgroups(&self) {
         for _ in 0..100 {
-            let pids: Vec<String> = self
-                .cgroups
-                .iter()
-                .filter_map(|dir| std::fs::read_to_string(dir.join("cgroup.procs")).ok())
-                .flat_map(|text| {
-                    text.split_whitespace()
-                        .map(str::to_owned)
-                        .collect::<Vec<_>>()
-                })
-                .collect();
+            let pids = self.pids();
             if pids.is_empty() {
                 return;
             }
@@ -840,6 +978,84 @@ mod tests {
         );
         drop(finished);
         std::fs::remove_dir_all(layer).unwrap();
+    }
+
+    #[test]
+    fn a_write_to_a_fake_disk_is_damage_and_a_read_is_not() {
+        let Some(jail) = jail() else { return };
+        let jail = jail.with_fake_disks(&["sda", "mapper/root"]);
+        let script = "dd if=/dev/zero of=/dev/sda bs=4k count=1 conv=notrunc status=none; \
+                      cat /dev/mapper/root > /dev/null";
+        let mut running = jail.spawn(&["bash", "-c", script]);
+        drop(running.stdin());
+        let finished = running.finish(Duration::from_secs(10));
+        assert_eq!(
+            finished.damage(),
+            ["wrote the fake disk /dev/sda"],
+            "{}",
+            finished.stderr
+        );
+    }
+
+    /// Polls `check` for up to 10 s.
+    fn eventually(check: impl Fn() -> bool) -> bool {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if check() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    #[test]
+    fn the_canary_process_lives_until_a_kill_of_every_process_reaches_it() {
+        let Some(jail) = jail() else { return };
+        let jail = jail.with_canary_process();
+        let quiet = jail.spawn(&["sleep", "5"]);
+        assert!(eventually(|| quiet.canary_alive()), "the canary starts");
+        let finished = quiet.finish(Duration::ZERO);
+        assert!(finished.killed);
+        let storm = jail.spawn(&[
+            "bash",
+            "-c",
+            "until pgrep -x sleep >/dev/null; do sleep 0.05; done; sleep 1; kill -9 -1; sleep 5",
+        ]);
+        assert!(eventually(|| storm.canary_alive()), "the canary starts");
+        assert!(
+            eventually(|| !storm.canary_alive()),
+            "the canary was killed"
+        );
+        drop(storm.finish(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_fork_storm_reaches_the_process_cap_and_that_is_damage() {
+        let Some(jail) = jail() else { return };
+        let mut running = jail.spawn(&[
+            "bash",
+            "-c",
+            "for i in $(seq 300); do sleep 5 & done 2>/dev/null; true",
+        ]);
+        drop(running.stdin());
+        let finished = running.finish(Duration::from_secs(15));
+        assert!(finished.process_cap_reached > 0, "{finished:?}");
+        assert!(
+            finished
+                .damage()
+                .iter()
+                .any(|line| line.starts_with("reached the jail's process cap")),
+            "{:?}",
+            finished.damage()
+        );
+        let mut calm = jail.spawn(&[
+            "bash",
+            "-c",
+            "for i in $(seq 20); do sleep 0.1 & done; wait",
+        ]);
+        drop(calm.stdin());
+        assert!(calm.finish(Duration::from_secs(15)).damage().is_empty());
     }
 
     #[test]
