@@ -506,8 +506,8 @@ impl Finished {
             &self.scratch.masked,
             &mut found,
         );
-        for name in &self.scratch.fake_disks {
-            if !fake_disk_intact(&self.scratch.dir.join("disks").join(name)) {
+        for (name, blocks) in &self.scratch.fake_disks {
+            if !fake_disk_intact(&self.scratch.dir.join("disks").join(name), *blocks) {
                 found.push(format!("wrote the fake disk /dev/{name}"));
             }
         }
@@ -656,7 +656,8 @@ struct Scratch {
     dir: PathBuf,
     cgroups: Vec<PathBuf>,
     masked: Vec<PathBuf>,
-    fake_disks: Vec<String>,
+    /// Each fake disk's name and the blocks it had when made.
+    fake_disks: Vec<(String, u64)>,
 }
 
 /// A fresh fake disk at `path`.
@@ -674,22 +675,22 @@ fn make_fake_disk(path: &Path) {
     file.set_len(FAKE_DISK_BYTES).expect("a fake disk's size");
 }
 
-/// Whether the fake disk at `path` is as made: same size, same pattern,
-/// and no block written past it (a sparse tail that gained blocks was
-/// written, even with zeros).
-fn fake_disk_intact(path: &Path) -> bool {
-    let fresh = path.with_extension("fresh");
-    make_fake_disk(&fresh);
-    let same = match (std::fs::metadata(path), std::fs::metadata(&fresh)) {
-        (Ok(now), Ok(made)) => {
-            now.len() == made.len()
-                && now.blocks() == made.blocks()
-                && std::fs::read(path).ok() == std::fs::read(&fresh).ok()
-        }
-        _ => false,
+/// Whether the fake disk at `path` is as made: same size, the same
+/// blocks allocated (`blocks`, read when it was made: a write to its sparse
+/// tail allocates some, even of zeros), and the same pattern at its start.
+/// Nothing is written to check it: the tmpfs may be full.
+fn fake_disk_intact(path: &Path, blocks: u64) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
     };
-    let _ = std::fs::remove_file(&fresh);
-    same
+    let mut head = vec![0; FAKE_DISK_HEAD.len() * FAKE_DISK_REPEATS];
+    let read = std::fs::File::open(path).and_then(|mut file| file.read_exact(&mut head));
+    meta.len() == FAKE_DISK_BYTES
+        && meta.blocks() == blocks
+        && read.is_ok()
+        && head
+            .chunks(FAKE_DISK_HEAD.len())
+            .all(|chunk| chunk == FAKE_DISK_HEAD)
 }
 
 impl Scratch {
@@ -719,10 +720,13 @@ impl Scratch {
             dir,
             cgroups: Vec::new(),
             masked: jail.masked.clone(),
-            fake_disks: jail.fake_disks.clone(),
+            fake_disks: Vec::new(),
         };
         for name in &jail.fake_disks {
-            make_fake_disk(&scratch.dir.join("disks").join(name));
+            let path = scratch.dir.join("disks").join(name);
+            make_fake_disk(&path);
+            let blocks = std::fs::metadata(&path).expect("a fake disk").blocks();
+            scratch.fake_disks.push((name.clone(), blocks));
         }
         for sub in ["upper", "work", "merged", "layer"] {
             std::fs::create_dir(scratch.dir.join(sub)).expect("a scratch directory");
@@ -981,17 +985,21 @@ mod tests {
     }
 
     #[test]
-    fn a_write_to_a_fake_disk_is_damage_and_a_read_is_not() {
+    fn a_write_to_a_fake_disk_is_damage_even_of_zeros_past_its_pattern_and_a_read_is_not() {
         let Some(jail) = jail() else { return };
-        let jail = jail.with_fake_disks(&["sda", "mapper/root"]);
+        let jail = jail.with_fake_disks(&["sda", "sdb", "mapper/root"]);
         let script = "dd if=/dev/zero of=/dev/sda bs=4k count=1 conv=notrunc status=none; \
+                      dd if=/dev/zero of=/dev/sdb bs=4k count=1 seek=500 conv=notrunc status=none; \
                       cat /dev/mapper/root > /dev/null";
         let mut running = jail.spawn(&["bash", "-c", script]);
         drop(running.stdin());
         let finished = running.finish(Duration::from_secs(10));
         assert_eq!(
             finished.damage(),
-            ["wrote the fake disk /dev/sda"],
+            [
+                "wrote the fake disk /dev/sda",
+                "wrote the fake disk /dev/sdb"
+            ],
             "{}",
             finished.stderr
         );
