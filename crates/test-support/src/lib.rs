@@ -16,6 +16,7 @@
 
 pub mod bench;
 pub mod escapes;
+pub mod jail;
 pub mod mcp;
 mod process;
 mod stub;
