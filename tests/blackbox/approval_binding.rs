@@ -268,20 +268,12 @@ async fn a_remembered_approval_holds_only_for_the_same_effect() {
     assert!(!dir.join("swapped").exists());
     service.cancel().await.expect("closed");
 
-    // (c) HOME changes (a session of its own: the export is carried).
+    // (c) HOME changes. An exported HOME does not carry over to later
+    // calls (docs/decisions/0019), so the change is made in the call
+    // itself (a session of its own).
     let (service, client) = start(&root).await;
     let dir = case(&root, "c");
-    let change = async || {
-        let (asked, _) = run(
-            &service,
-            &client,
-            "export HOME=/nonexistent-home",
-            &dir,
-            None,
-        )
-        .await;
-        assert!(!asked);
-    };
+    let change = async || {};
     remembered_then_changed(
         &service,
         &client,
@@ -289,7 +281,10 @@ async fn a_remembered_approval_holds_only_for_the_same_effect() {
         "./deploy.sh",
         &dir,
         change,
-        Then::default(),
+        Then {
+            command: Some("export HOME=/nonexistent-home; ./deploy.sh"),
+            ..Then::default()
+        },
     )
     .await;
     service.cancel().await.expect("closed");
@@ -301,12 +296,16 @@ async fn a_remembered_approval_holds_only_for_the_same_effect() {
         std::fs::create_dir_all(dir.join(bin)).expect("mkdir");
         script(&dir.join(bin).join("deploy"), "touch ran");
     }
-    let export = |bin: &str| format!("export PATH={}:\"$PATH\"", dir.join(bin).display());
-    let (asked, _) = run(&service, &client, &export("bin1"), &dir, None).await;
+    // Appended, as a PATH that puts a directory first does not carry over
+    // (docs/decisions/0019): the change appends bin2 and takes `deploy`
+    // out of bin1, so the same word finds bin2's copy.
+    let append = |bin: &str| format!("export PATH=\"$PATH:{}\"", dir.join(bin).display());
+    let (asked, _) = run(&service, &client, &append("bin1"), &dir, None).await;
     assert!(!asked);
     let change = async || {
-        let (asked, _) = run(&service, &client, &export("bin2"), &dir, None).await;
+        let (asked, _) = run(&service, &client, &append("bin2"), &dir, None).await;
         assert!(!asked);
+        std::fs::remove_file(dir.join("bin1").join("deploy")).expect("rm");
     };
     remembered_then_changed(
         &service,

@@ -1993,7 +1993,10 @@ fn a_program_renamed_earlier_is_judged_as_itself() {
         "cat /bin/rm > x; chmod +x x; ./x -rf ~",
     ] {
         assert!(matches!(check(command), Decision::Deny(_)), "{command}");
-        assert!(matches!(in_project(command), Decision::Deny(_)), "{command}");
+        assert!(
+            matches!(in_project(command), Decision::Deny(_)),
+            "{command}"
+        );
     }
     for command in [
         "cp build/app ./app; ./app --help",
