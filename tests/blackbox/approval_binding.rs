@@ -385,3 +385,32 @@ async fn a_saved_approval_is_a_rule_that_survives_a_restart() {
     assert_eq!(check(command), Some(0));
     assert_eq!(check(other), Some(3));
 }
+
+/// A script edited while the person reads the question: the approval is
+/// for what they were shown, so nothing runs and nothing is remembered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_while_the_question_is_open_runs_nothing() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(temp.path()).expect("canonical");
+    let (service, client) = start(&root).await;
+    let dir = case(&root, "q");
+    *client.write_when_asked.lock().expect("lock") = Some((
+        dir.join("deploy.sh"),
+        "#!/bin/sh\ntouch ran; touch swapped\n".to_owned(),
+    ));
+    let (asked, answer) = run(&service, &client, "./deploy.sh", &dir, Some(true)).await;
+    let body = text(&answer);
+    assert!(asked);
+    assert_eq!(answer.is_error, Some(true), "{body}");
+    assert!(
+        body.contains("changed while the question was open"),
+        "{body}"
+    );
+    assert!(!dir.join("swapped").exists(), "the changed script ran");
+    // Not remembered: asked again, about what it runs now.
+    let (asked, answer) = run(&service, &client, "./deploy.sh", &dir, Some(false)).await;
+    assert!(asked);
+    assert_eq!(answer.is_error, Some(false), "{}", text(&answer));
+    assert!(dir.join("swapped").exists());
+    service.cancel().await.expect("closed");
+}

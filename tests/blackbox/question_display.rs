@@ -24,6 +24,8 @@ use crate::rmcp_support::{call, mcp_command, serve, text};
 pub(crate) struct Asker {
     pub(crate) answer: Arc<Mutex<Option<Value>>>,
     pub(crate) asked: Arc<Mutex<Vec<String>>>,
+    /// A file written (path, content) while the person reads the question.
+    pub(crate) write_when_asked: Arc<Mutex<Option<(std::path::PathBuf, String)>>>,
 }
 
 impl Asker {
@@ -31,6 +33,7 @@ impl Asker {
         Self {
             answer: Arc::new(Mutex::new(answer)),
             asked: Arc::default(),
+            write_when_asked: Arc::default(),
         }
     }
 
@@ -67,6 +70,9 @@ impl ClientHandler for Asker {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
         self.asked.lock().expect("lock").push(message);
+        if let Some((path, content)) = self.write_when_asked.lock().expect("lock").take() {
+            std::fs::write(path, content).expect("write while asked");
+        }
         let answer = self.answer.lock().expect("lock").clone();
         Ok(match answer {
             Some(content) => ElicitResult::new(ElicitationAction::Accept).with_content(content),

@@ -20,6 +20,9 @@ pub(crate) enum Asked {
     Nobody,
     /// The person declined or dismissed it.
     Declined,
+    /// Approved, but what the command runs changed while the question
+    /// was open (a script edited, a link re-pointed): nothing runs.
+    Changed,
     /// Nobody answered within `--ask-timeout`.
     TimedOut,
     /// The tool call was cancelled while waiting.
@@ -230,6 +233,23 @@ pub(crate) fn timed_out(exec: &ExecEnvironment, denial: &Denial) -> BashAnswer {
         denial.rule_id,
         denial.reason,
         denial.command
+    )))
+    .meta(|m| {
+        m.status = Some("blocked");
+        m.decision = Some("ask");
+        m.rule = Some(denial.rule_id.clone());
+    })
+}
+
+/// The answer for an approval of something that changed while the
+/// question was open: the person approved what they were shown, which is
+/// no longer what would run.
+pub(crate) fn changed(exec: &ExecEnvironment, denial: &Denial) -> BashAnswer {
+    BashAnswer::fail(exec.redact(&format!(
+        "Command blocked: what `{}` runs changed while the question was open \
+         (a script's content, a link, the program `PATH` finds, or the environment; \
+         rule `{}`); nothing ran. Run it again to be asked about what it runs now",
+        denial.command, denial.rule_id
     )))
     .meta(|m| {
         m.status = Some("blocked");

@@ -258,6 +258,15 @@ impl BashTool {
                             &session.vars,
                         ));
                         match wait_for_approval(exec, context, approver.as_ref(), message).await {
+                            // The binding is taken again once the person
+                            // answers: an approval holds only for what
+                            // was there when it was given.
+                            Waiting::Answer(Approval::Accept { .. } | Approval::Save)
+                                if approval_key(exec, &params.command, &cwd, &session.vars)
+                                    != key =>
+                            {
+                                Asked::Changed
+                            }
                             Waiting::Answer(Approval::Accept { remember }) => {
                                 if remember {
                                     exec.remember(key);
@@ -291,6 +300,10 @@ impl BashTool {
                     Asked::Declined => {
                         let answer = declined(exec, denial);
                         return meta(with_audit_failure(answer, record("declined", None)));
+                    }
+                    Asked::Changed => {
+                        let answer = crate::approval::changed(exec, denial);
+                        return meta(with_audit_failure(answer, record("blocked", None)));
                     }
                     Asked::TimedOut => {
                         let answer = timed_out(exec, denial);

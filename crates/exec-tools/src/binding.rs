@@ -153,6 +153,62 @@ fn digest(path: &Path) -> String {
             meta.ino()
         );
     }
+    // The kernel sets ctime on every change to the file, and no one can
+    // set it back: a file whose ctime, mtime and size are unchanged has
+    // the content it had, and hashing it again (a 7 MB interpreter takes
+    // most of a second in a debug build) is skipped.
+    let stamp = Stamp {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        len: meta.len(),
+        mtime: (meta.mtime(), meta.mtime_nsec()),
+        ctime: (meta.ctime(), meta.ctime_nsec()),
+    };
+    let mut digests = DIGESTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(known) = digests.get(&stamp) {
+        return known.clone();
+    }
+    drop(digests);
+    let digest = hash(path);
+    // File times tick coarsely (a few ms): a file changed this recently
+    // could change again within the same tick with its stamp unchanged, so
+    // its digest is not kept (git's "racily clean" rule).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+        });
+    if now.saturating_sub(stamp.ctime.0) < 3 || now.saturating_sub(stamp.mtime.0) < 3 {
+        return digest;
+    }
+    digests = DIGESTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if digests.len() >= 4096 {
+        digests.clear();
+    }
+    digests.insert(stamp, digest.clone());
+    digest
+}
+
+/// What identifies one state of a file's content, short of reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+/// Digests already taken, by the state of the file they were taken of.
+static DIGESTS: std::sync::LazyLock<std::sync::Mutex<HashMap<Stamp, String>>> =
+    std::sync::LazyLock::new(std::sync::Mutex::default);
+
+/// `sha256:HEX` of the content of `path`, or `unreadable`.
+fn hash(path: &Path) -> String {
     let Ok(mut file) = std::fs::File::open(path) else {
         return "unreadable".to_owned();
     };
@@ -239,6 +295,32 @@ mod tests {
         assert_ne!(before, after.script_digest);
         let missing = exec_key(&argv(&["bash", "gone.sh"]), &root, &env(&bin), &[]);
         assert_eq!(missing.script_digest.as_deref(), Some("missing"));
+    }
+
+    #[test]
+    fn a_digest_is_kept_only_for_a_settled_file() {
+        let kept = |path: &Path| {
+            let meta = std::fs::metadata(path).expect("meta");
+            DIGESTS
+                .lock()
+                .expect("lock")
+                .keys()
+                .any(|stamp| stamp.ino == meta.ino() && stamp.dev == meta.dev())
+        };
+        // A file changed a moment ago could change again within the same
+        // tick of the file clock: its digest is taken afresh each time.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("x");
+        std::fs::write(&file, "one").expect("write");
+        let one = digest(&file);
+        assert!(!kept(&file));
+        std::fs::write(&file, "two").expect("write");
+        assert_ne!(one, digest(&file));
+        // A program installed long ago is hashed once.
+        let shell = std::fs::canonicalize("/bin/sh").expect("sh");
+        let first = digest(&shell);
+        assert!(kept(&shell));
+        assert_eq!(first, digest(&shell));
     }
 
     #[test]

@@ -653,6 +653,14 @@ impl WriteStdinTool {
                     _ => Waiting::Answer(Approval::Unavailable),
                 };
                 match answer {
+                    Waiting::Answer(Approval::Accept { .. } | Approval::Save)
+                        if approval_key(env, line, &cwd, &vars) != key =>
+                    {
+                        refused(env.redact(&format!(
+                            "what the line runs changed while the question was open ({}); nothing was typed",
+                            denial.rule_id
+                        )))
+                    }
                     Waiting::Answer(Approval::Accept { remember }) => {
                         if remember {
                             env.remember(key);
