@@ -18,6 +18,7 @@
 //! filesystem metadata (to canonicalise working directories).
 
 mod analysis;
+mod approval_key;
 mod env;
 mod exports;
 mod glob;
@@ -28,6 +29,9 @@ mod workdir;
 pub use analysis::{
     ASK_RULES, Analysis, AnalysisContext, Analyzer, AnalyzerConfig, CommandFacts, Decision, Denial,
     FORK_BOMB, GitCommit, RULES, Rule, RuleSource,
+};
+pub use approval_key::{
+    ApprovalKey, BOUND_VARIABLES, PlannedCommand, bound_env, is_builtin, script_operand,
 };
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
