@@ -573,6 +573,37 @@ impl<'a> Collector<'a> {
         }
     }
 
+    /// A variable some program turns into code (`GIT_SSH_COMMAND`,
+    /// `LESSOPEN`, `GIT_CONFIG_PARAMETERS`, `PROMPT_COMMAND`, `PS4`...: the
+    /// names whose export does not carry, `crate::export_carries`) set to
+    /// `value`: the code in it is analysed as a script, whichever program
+    /// later runs it.
+    fn code_in_variable(&mut self, name: &str, value: &str, scope: &Scope) {
+        if crate::export_carries(name, None, Some(std::ffi::OsStr::new(value))).is_ok()
+            || name == "PATH"
+            || scope.depth >= MAX_DEPTH
+        {
+            return;
+        }
+        let mut texts: Vec<String> = Vec::new();
+        if name == "GIT_CONFIG_PARAMETERS" {
+            // `'key=value' 'key'='value'`: each value.
+            for pair in value.split('\'').filter(|p| !p.trim().is_empty()) {
+                let text = pair.split_once('=').map_or(pair, |(_, v)| v);
+                texts.push(text.to_owned());
+            }
+        } else {
+            texts.push(value.to_owned());
+        }
+        for text in texts {
+            // A git alias or config value runs after `!`; LESSOPEN after `|`.
+            let text = text.trim_start_matches(['!', '|']).replace("%s", "x");
+            let mut inner = scope.clone();
+            inner.depth += 1;
+            self.script(&text, &mut inner, false);
+        }
+    }
+
     /// Every word of a `[[ ]]` test: both sides of a binary test (`==`,
     /// `=~`...) are expanded, so their substitutions run.
     fn extended_test(&mut self, expr: &ast::ExtendedTestExpr, scope: &mut Scope) {
@@ -814,6 +845,11 @@ impl<'a> Collector<'a> {
         }
         let fed_text = self.fed_text.take();
         let prefixed = !words.is_empty() && !assignments.is_empty();
+        for (name, value) in &assignments {
+            if let Some(value) = value {
+                self.code_in_variable(name, value, scope);
+            }
+        }
         if words.is_empty() {
             track_assignments(std::mem::take(&mut assignments), scope);
         }
@@ -1083,6 +1119,7 @@ impl<'a> Collector<'a> {
                 for word in words.iter().skip(1) {
                     match word.value().and_then(|v| v.split_once('=')) {
                         Some((name, value)) if !name.starts_with('-') => {
+                            self.code_in_variable(name, value, scope);
                             scope.vars.insert(name.to_owned(), value.to_owned());
                         }
                         _ => {}
@@ -1239,6 +1276,15 @@ impl<'a> Collector<'a> {
             .and_then(|r| r.target.value());
         track_programs(&words, written, scope);
         track_cd(&words, scope, self.home);
+        if let Some("export" | "declare" | "local" | "readonly" | "typeset") =
+            words.first().and_then(Word::value)
+        {
+            for word in &words[1..] {
+                if let Some((name, value)) = word.value().and_then(|v| v.split_once('=')) {
+                    self.code_in_variable(name, value, scope);
+                }
+            }
+        }
         track_exports(&words, scope, self.home);
         track_builtins(&words, scope);
         match (restore_cwd, pushed_cwd) {

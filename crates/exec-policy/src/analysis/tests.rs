@@ -1993,7 +1993,10 @@ fn a_program_renamed_earlier_is_judged_as_itself() {
         "cat /bin/rm > x; chmod +x x; ./x -rf ~",
     ] {
         assert!(matches!(check(command), Decision::Deny(_)), "{command}");
-        assert!(matches!(in_project(command), Decision::Deny(_)), "{command}");
+        assert!(
+            matches!(in_project(command), Decision::Deny(_)),
+            "{command}"
+        );
     }
     for command in [
         "cp build/app ./app; ./app --help",
@@ -2001,5 +2004,34 @@ fn a_program_renamed_earlier_is_judged_as_itself() {
         "hash -p /usr/bin/python3 py; py -c 'print(1)'",
     ] {
         assert!(in_project(command).is_allowed(), "{command}");
+    }
+}
+
+/// A variable some program turns into code carries the code it holds into
+/// the analysis, however it is set (prefix, `export`, `env`).
+#[test]
+fn code_in_variables_programs_run_is_analysed() {
+    for command in [
+        "GIT_SSH_COMMAND='rm -rf ~ #' git ls-remote ssh://h/r",
+        "export GIT_SSH_COMMAND='rm -rf /etc #'; git fetch ssh://h/r",
+        "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor=rm -rf ~;false'\" git status",
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.lg GIT_CONFIG_VALUE_0='!rm -rf ~' git lg",
+        "LESSOPEN='|rm -rf ~ %s' less /etc/hostname",
+        "env LESSOPEN='|rm -rf ~ %s' less x",
+        "PROMPT_COMMAND='rm -rf ~' bash --norc -i < /dev/null",
+        "PS4='$(rm -rf ~)' bash -xc :",
+        "GIT_EDITOR='rm -rf ~ #' git config --edit",
+    ] {
+        assert!(matches!(check(command), Decision::Deny(_)), "{command}");
+    }
+    for command in [
+        "GIT_EDITOR=true git commit --amend --no-edit",
+        "GIT_SSH_COMMAND='ssh -i ~/.ssh/deploy_key' git fetch",
+        "PAGER=cat git log -1",
+        "LESS=-R less README.md",
+        "EDITOR=vim crontab -l",
+        "NODE_OPTIONS=--max-old-space-size=4096 npm run build",
+    ] {
+        assert!(check(command).is_allowed(), "{command}");
     }
 }
