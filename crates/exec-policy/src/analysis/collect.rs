@@ -604,6 +604,18 @@ impl<'a> Collector<'a> {
         }
     }
 
+    /// A value bash may read as a variable name with a subscript
+    /// (`unset 'a[$(cmd)]'`, `test -v`, `printf -v`, `read`, `declare -i`,
+    /// `[[ x -eq 'a[$(cmd)]' ]]`): the subscript is arithmetic, and its
+    /// substitutions run even though the text quoted them.
+    fn subscript_code(&mut self, word: &Word, scope: &Scope) {
+        let Some(value) = word.value() else { return };
+        if !value.contains('[') || !value.contains(['$', '`']) {
+            return;
+        }
+        self.arithmetic(value, scope);
+    }
+
     /// Every word of a `[[ ]]` test: both sides of a binary test (`==`,
     /// `=~`...) are expanded, so their substitutions run.
     fn extended_test(&mut self, expr: &ast::ExtendedTestExpr, scope: &mut Scope) {
@@ -616,11 +628,14 @@ impl<'a> Collector<'a> {
                 self.extended_test(inner, scope);
             }
             ast::ExtendedTestExpr::UnaryTest(_, word) => {
-                self.expand(&word.value, scope);
+                let value = self.expand(&word.value, scope);
+                self.subscript_code(&value, scope);
             }
             ast::ExtendedTestExpr::BinaryTest(_, left, right) => {
-                self.expand(&left.value, scope);
-                self.expand(&right.value, scope);
+                let left = self.expand(&left.value, scope);
+                let right = self.expand(&right.value, scope);
+                self.subscript_code(&left, scope);
+                self.subscript_code(&right, scope);
             }
         }
     }
@@ -1276,6 +1291,15 @@ impl<'a> Collector<'a> {
             .and_then(|r| r.target.value());
         track_programs(&words, written, scope);
         track_cd(&words, scope, self.home);
+        if let Some(
+            "unset" | "read" | "printf" | "declare" | "typeset" | "local" | "export" | "readonly"
+            | "test" | "[" | "let" | "mapfile" | "readarray",
+        ) = words.first().and_then(Word::value)
+        {
+            for word in &words[1..] {
+                self.subscript_code(word, scope);
+            }
+        }
         if let Some("export" | "declare" | "local" | "readonly" | "typeset") =
             words.first().and_then(Word::value)
         {

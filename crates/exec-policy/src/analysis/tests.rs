@@ -2035,3 +2035,21 @@ fn code_in_variables_programs_run_is_analysed() {
         assert!(check(command).is_allowed(), "{command}");
     }
 }
+
+/// A quoted subscript is still evaluated where bash reads the word as a
+/// variable name or an arithmetic operand.
+#[test]
+fn quoted_subscripts_read_as_names_are_analysed() {
+    for command in [
+        "[[ 0 -eq 'a[$(rm -rf ~)0]' ]]",
+        "declare -i n='a[$(rm -rf ~)0]'",
+        "unset 'a[$(rm -rf ~)0]'",
+        "test -v 'a[$(rm -rf ~)0]'",
+        "printf -v 'a[$(rm -rf ~)0]' x",
+        "read 'a[$(rm -rf ~)0]' <<< x",
+    ] {
+        assert!(!check(command).is_allowed(), "{command}");
+    }
+    assert!(check("echo 'a[$(rm -rf ~)0]'").is_allowed());
+    assert!(check("unset 'a[1]'; [[ -v a[0] ]]").is_allowed());
+}
