@@ -1070,6 +1070,23 @@ impl<'a> Collector<'a> {
                 inner.vars.remove("BASH_ENV");
                 self.script(&text, &mut inner, false);
             }
+            // `TAR_OPTIONS=--remove-files tar ...` (`ZIPOPT` for zip): the
+            // options come first, as if written there.
+            let options = match program.as_str() {
+                "tar" => scope.vars.get("TAR_OPTIONS"),
+                "zip" => scope.vars.get("ZIPOPT"),
+                _ => None,
+            };
+            if let Some(options) = options
+                && words.len() > 1
+                && !words.iter().any(|w| w.raw == "<TAR_OPTIONS>")
+            {
+                let mut added = super::words::split_words(options);
+                for word in &mut added {
+                    "<TAR_OPTIONS>".clone_into(&mut word.raw);
+                }
+                words.splice(1..1, added);
+            }
             // `GIT_WORK_TREE=DIR git ...` is `git --work-tree=DIR ...`.
             if program == "git"
                 && let Some(tree) = scope.vars.get("GIT_WORK_TREE")

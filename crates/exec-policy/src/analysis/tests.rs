@@ -2053,3 +2053,17 @@ fn quoted_subscripts_read_as_names_are_analysed() {
     assert!(check("echo 'a[$(rm -rf ~)0]'").is_allowed());
     assert!(check("unset 'a[1]'; [[ -v a[0] ]]").is_allowed());
 }
+
+/// Options a program reads from its environment count as written.
+#[test]
+fn options_from_the_environment_count_as_written() {
+    for command in [
+        "TAR_OPTIONS=--remove-files tar -cf /tmp/h.tar /home/agent",
+        "export TAR_OPTIONS=--remove-files; tar -cf /dev/null ~/.ssh",
+        "ZIPOPT=-m zip -r /tmp/h.zip /home/agent",
+    ] {
+        assert!(matches!(check(command), Decision::Deny(_)), "{command}");
+    }
+    assert!(check("TAR_OPTIONS=--remove-files tar -cf /tmp/b.tar build").is_allowed());
+    assert!(check("TAR_OPTIONS=-v tar -cf /tmp/h.tar /home/agent").is_allowed());
+}
