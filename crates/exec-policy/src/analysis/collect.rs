@@ -573,6 +573,49 @@ impl<'a> Collector<'a> {
         }
     }
 
+    /// A variable some program turns into code (`GIT_SSH_COMMAND`,
+    /// `LESSOPEN`, `GIT_CONFIG_PARAMETERS`, `PROMPT_COMMAND`, `PS4`...: the
+    /// names whose export does not carry, `crate::export_carries`) set to
+    /// `value`: the code in it is analysed as a script, whichever program
+    /// later runs it.
+    fn code_in_variable(&mut self, name: &str, value: &str, scope: &Scope) {
+        if crate::export_carries(name, None, Some(std::ffi::OsStr::new(value))).is_ok()
+            || name == "PATH"
+            || scope.depth >= MAX_DEPTH
+        {
+            return;
+        }
+        let mut texts: Vec<String> = Vec::new();
+        if name == "GIT_CONFIG_PARAMETERS" {
+            // `'key=value' 'key'='value'`: each value.
+            for pair in value.split('\'').filter(|p| !p.trim().is_empty()) {
+                let text = pair.split_once('=').map_or(pair, |(_, v)| v);
+                texts.push(text.to_owned());
+            }
+        } else {
+            texts.push(value.to_owned());
+        }
+        for text in texts {
+            // A git alias or config value runs after `!`; LESSOPEN after `|`.
+            let text = text.trim_start_matches(['!', '|']).replace("%s", "x");
+            let mut inner = scope.clone();
+            inner.depth += 1;
+            self.script(&text, &mut inner, false);
+        }
+    }
+
+    /// A value bash may read as a variable name with a subscript
+    /// (`unset 'a[$(cmd)]'`, `test -v`, `printf -v`, `read`, `declare -i`,
+    /// `[[ x -eq 'a[$(cmd)]' ]]`): the subscript is arithmetic, and its
+    /// substitutions run even though the text quoted them.
+    fn subscript_code(&mut self, word: &Word, scope: &Scope) {
+        let Some(value) = word.value() else { return };
+        if !value.contains('[') || !value.contains(['$', '`']) {
+            return;
+        }
+        self.arithmetic(value, scope);
+    }
+
     /// Every word of a `[[ ]]` test: both sides of a binary test (`==`,
     /// `=~`...) are expanded, so their substitutions run.
     fn extended_test(&mut self, expr: &ast::ExtendedTestExpr, scope: &mut Scope) {
@@ -585,11 +628,14 @@ impl<'a> Collector<'a> {
                 self.extended_test(inner, scope);
             }
             ast::ExtendedTestExpr::UnaryTest(_, word) => {
-                self.expand(&word.value, scope);
+                let value = self.expand(&word.value, scope);
+                self.subscript_code(&value, scope);
             }
             ast::ExtendedTestExpr::BinaryTest(_, left, right) => {
-                self.expand(&left.value, scope);
-                self.expand(&right.value, scope);
+                let left = self.expand(&left.value, scope);
+                let right = self.expand(&right.value, scope);
+                self.subscript_code(&left, scope);
+                self.subscript_code(&right, scope);
             }
         }
     }
@@ -814,6 +860,11 @@ impl<'a> Collector<'a> {
         }
         let fed_text = self.fed_text.take();
         let prefixed = !words.is_empty() && !assignments.is_empty();
+        for (name, value) in &assignments {
+            if let Some(value) = value {
+                self.code_in_variable(name, value, scope);
+            }
+        }
         if words.is_empty() {
             track_assignments(std::mem::take(&mut assignments), scope);
         }
@@ -1019,6 +1070,23 @@ impl<'a> Collector<'a> {
                 inner.vars.remove("BASH_ENV");
                 self.script(&text, &mut inner, false);
             }
+            // `TAR_OPTIONS=--remove-files tar ...` (`ZIPOPT` for zip): the
+            // options come first, as if written there.
+            let options = match program.as_str() {
+                "tar" => scope.vars.get("TAR_OPTIONS"),
+                "zip" => scope.vars.get("ZIPOPT"),
+                _ => None,
+            };
+            if let Some(options) = options
+                && words.len() > 1
+                && !words.iter().any(|w| w.raw == "<TAR_OPTIONS>")
+            {
+                let mut added = super::words::split_words(options);
+                for word in &mut added {
+                    "<TAR_OPTIONS>".clone_into(&mut word.raw);
+                }
+                words.splice(1..1, added);
+            }
             // `GIT_WORK_TREE=DIR git ...` is `git --work-tree=DIR ...`.
             if program == "git"
                 && let Some(tree) = scope.vars.get("GIT_WORK_TREE")
@@ -1083,6 +1151,7 @@ impl<'a> Collector<'a> {
                 for word in words.iter().skip(1) {
                     match word.value().and_then(|v| v.split_once('=')) {
                         Some((name, value)) if !name.starts_with('-') => {
+                            self.code_in_variable(name, value, scope);
                             scope.vars.insert(name.to_owned(), value.to_owned());
                         }
                         _ => {}
@@ -1239,6 +1308,24 @@ impl<'a> Collector<'a> {
             .and_then(|r| r.target.value());
         track_programs(&words, written, scope);
         track_cd(&words, scope, self.home);
+        if let Some(
+            "unset" | "read" | "printf" | "declare" | "typeset" | "local" | "export" | "readonly"
+            | "test" | "[" | "let" | "mapfile" | "readarray",
+        ) = words.first().and_then(Word::value)
+        {
+            for word in &words[1..] {
+                self.subscript_code(word, scope);
+            }
+        }
+        if let Some("export" | "declare" | "local" | "readonly" | "typeset") =
+            words.first().and_then(Word::value)
+        {
+            for word in &words[1..] {
+                if let Some((name, value)) = word.value().and_then(|v| v.split_once('=')) {
+                    self.code_in_variable(name, value, scope);
+                }
+            }
+        }
         track_exports(&words, scope, self.home);
         track_builtins(&words, scope);
         match (restore_cwd, pushed_cwd) {

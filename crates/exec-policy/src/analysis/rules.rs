@@ -326,11 +326,14 @@ pub static RULES: &[Rule] = &[
             "wipefs --all /dev/nvme0n1",
             "sudo shred /dev/sdb",
             "shred -u /etc/shadow",
+            "shred -u ~/.ssh/*",
+            "shred -fuz ~/.ssh/id_*",
         ],
         allows: &[
             "echo shred",
             "grep -r wipefs docs/",
             "shred -u secrets.txt",
+            "shred -u ~/.ssh/old_key.bak",
             "wipefs /dev/sda",
             "wipefs -n -a /dev/sda",
             "wipefs -a ./disk.img",
@@ -906,6 +909,8 @@ fn wipe(cmd: &Cmd, protected: &Protected) -> bool {
                 is_block_device(&target)
                     || is_vital_file(&target, w.glob)
                     || is_system_target(&target, protected)
+                    // `shred -u ~/.ssh/*`: every file of a protected directory.
+                    || protected.reached_by(&target, w.glob).is_some()
             })
         }),
         _ => false,

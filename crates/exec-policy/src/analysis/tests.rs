@@ -2006,3 +2006,64 @@ fn a_program_renamed_earlier_is_judged_as_itself() {
         assert!(in_project(command).is_allowed(), "{command}");
     }
 }
+
+/// A variable some program turns into code carries the code it holds into
+/// the analysis, however it is set (prefix, `export`, `env`).
+#[test]
+fn code_in_variables_programs_run_is_analysed() {
+    for command in [
+        "GIT_SSH_COMMAND='rm -rf ~ #' git ls-remote ssh://h/r",
+        "export GIT_SSH_COMMAND='rm -rf /etc #'; git fetch ssh://h/r",
+        "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor=rm -rf ~;false'\" git status",
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.lg GIT_CONFIG_VALUE_0='!rm -rf ~' git lg",
+        "LESSOPEN='|rm -rf ~ %s' less /etc/hostname",
+        "env LESSOPEN='|rm -rf ~ %s' less x",
+        "PROMPT_COMMAND='rm -rf ~' bash --norc -i < /dev/null",
+        "PS4='$(rm -rf ~)' bash -xc :",
+        "GIT_EDITOR='rm -rf ~ #' git config --edit",
+    ] {
+        assert!(matches!(check(command), Decision::Deny(_)), "{command}");
+    }
+    for command in [
+        "GIT_EDITOR=true git commit --amend --no-edit",
+        "GIT_SSH_COMMAND='ssh -i ~/.ssh/deploy_key' git fetch",
+        "PAGER=cat git log -1",
+        "LESS=-R less README.md",
+        "EDITOR=vim crontab -l",
+        "NODE_OPTIONS=--max-old-space-size=4096 npm run build",
+    ] {
+        assert!(check(command).is_allowed(), "{command}");
+    }
+}
+
+/// A quoted subscript is still evaluated where bash reads the word as a
+/// variable name or an arithmetic operand.
+#[test]
+fn quoted_subscripts_read_as_names_are_analysed() {
+    for command in [
+        "[[ 0 -eq 'a[$(rm -rf ~)0]' ]]",
+        "declare -i n='a[$(rm -rf ~)0]'",
+        "unset 'a[$(rm -rf ~)0]'",
+        "test -v 'a[$(rm -rf ~)0]'",
+        "printf -v 'a[$(rm -rf ~)0]' x",
+        "read 'a[$(rm -rf ~)0]' <<< x",
+    ] {
+        assert!(!check(command).is_allowed(), "{command}");
+    }
+    assert!(check("echo 'a[$(rm -rf ~)0]'").is_allowed());
+    assert!(check("unset 'a[1]'; [[ -v a[0] ]]").is_allowed());
+}
+
+/// Options a program reads from its environment count as written.
+#[test]
+fn options_from_the_environment_count_as_written() {
+    for command in [
+        "TAR_OPTIONS=--remove-files tar -cf /tmp/h.tar /home/agent",
+        "export TAR_OPTIONS=--remove-files; tar -cf /dev/null ~/.ssh",
+        "ZIPOPT=-m zip -r /tmp/h.zip /home/agent",
+    ] {
+        assert!(matches!(check(command), Decision::Deny(_)), "{command}");
+    }
+    assert!(check("TAR_OPTIONS=--remove-files tar -cf /tmp/b.tar build").is_allowed());
+    assert!(check("TAR_OPTIONS=-v tar -cf /tmp/h.tar /home/agent").is_allowed());
+}
