@@ -227,3 +227,47 @@ async fn a_terminal_session_typing_the_marker_is_refused_at_its_exec() {
     let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
     client.cancel().await.expect("closes");
 }
+
+/// A policy-file `ask` rule met only at an exec refuses it, saying it
+/// needs approval; a command whose text was approved runs its execs.
+#[test]
+fn an_ask_rule_met_at_run_time_refuses_unless_the_command_was_approved() {
+    let setup = Setup::new();
+    std::fs::write(
+        &setup.policy,
+        format!(
+            "[[rule]]\nid = \"ask-marker\"\ndecision = \"ask\"\nprogram = \"{MARKER}\"\nreason = \"the marker\"\n"
+        ),
+    )
+    .expect("policy");
+    let output = setup.run("off", "m=$(cat name.txt); $m; echo after");
+    let answer = stdout(&output);
+    assert!(!setup.ran(), "{answer}");
+    assert!(
+        answer.contains(&format!(
+            "[refused at run time: {MARKER} (rule ask-marker: it needs approval, which is not asked at run time)]"
+        )),
+        "{answer}{}",
+        stderr(&output)
+    );
+    assert_eq!(setup.exec_lines()[0]["decision"], "ask");
+    // Named in the text, the command is asked before it runs; approved
+    // (here by the fallback), its exec is not refused again.
+    let output = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args([
+            "run",
+            "--sandbox",
+            "off",
+            "--ask-fallback",
+            "allow",
+            "--cwd",
+        ])
+        .arg(setup.path())
+        .arg("--policy")
+        .arg(&setup.policy)
+        .args(["--", MARKER])
+        .env("PATH", setup.path_var())
+        .output()
+        .expect("agent-exec runs");
+    assert!(setup.ran(), "{}{}", stdout(&output), stderr(&output));
+}

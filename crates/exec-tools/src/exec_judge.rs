@@ -61,7 +61,17 @@ pub(crate) struct ExecChecks {
     known: OnceLock<Vec<Known>>,
     /// Which known program a file of that identity is a copy of.
     copies: Mutex<HashMap<FileIdentity, Option<String>>>,
+    /// Decisions already made, by (text, cwd, home): the analysis is a
+    /// pure function of them, and a build or a loop runs the same
+    /// command line many times.
+    decisions: Mutex<HashMap<DecisionKey, Decision>>,
 }
+
+/// What a decision depends on: the command text, the cwd and `HOME`.
+type DecisionKey = (String, String, Option<String>);
+
+/// The most decisions kept; past it the cache starts over.
+const MAX_DECISIONS: usize = 4096;
 
 /// One exec refused while a command ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +164,7 @@ impl ExecChecks {
             analyzers: Mutex::default(),
             known: OnceLock::new(),
             copies: Mutex::default(),
+            decisions: Mutex::default(),
         }
     }
 
@@ -210,7 +221,7 @@ impl ExecChecks {
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
                 .join(" ");
-            let decision = analyzer.analyze_in(&text, &context).decision;
+            let decision = self.decision(&analyzer, text, &context, home);
             let rank = |decision: &Decision| match decision {
                 Decision::Allow { .. } => 0,
                 Decision::Ask(_) => 1,
@@ -237,6 +248,39 @@ impl ExecChecks {
         };
         Self::refuse(call, &denial, needed_approval, &cwd);
         ExecVerdict::Deny
+    }
+
+    /// The analysis's decision on `text`, from the cache when it was made.
+    fn decision(
+        &self,
+        analyzer: &Analyzer,
+        text: String,
+        context: &AnalysisContext,
+        home: Option<&str>,
+    ) -> Decision {
+        let key = (
+            text,
+            context.cwd.clone().unwrap_or_default(),
+            home.map(str::to_owned),
+        );
+        if let Some(decision) = self
+            .decisions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return decision.clone();
+        }
+        let decision = analyzer.analyze_in(&key.0, context).decision;
+        let mut decisions = self
+            .decisions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if decisions.len() >= MAX_DECISIONS {
+            decisions.clear();
+        }
+        decisions.insert(key, decision.clone());
+        decision
     }
 
     fn refuse(call: &CallContext, denial: &Denial, needed_approval: bool, cwd: &str) {

@@ -49,7 +49,7 @@ async fn refused_and_allowed(confinement: Option<Arc<Confinement>>) {
     std::os::unix::fs::symlink(&marker, dir.path().join("innocent")).unwrap();
     let seen: Seen = Arc::default();
     let mut spawn = spec(&format!(
-        "cd {dir}; /bin/true; ./marker; x=./innocent; $x a b; /bin/echo hi",
+        "cd {dir}; /bin/true; ./marker; x=./innocent; $x a b; /nonexistent/program; /bin/echo hi",
         dir = dir.path().display()
     ));
     spawn.exec_judge = Some(judge(&seen));
@@ -65,6 +65,11 @@ async fn refused_and_allowed(confinement: Option<Arc<Confinement>>) {
         "stderr: {stderr}"
     );
     assert!(!dir.path().join("ran").exists(), "the marker ran");
+    // A missing program fails as it would, unjudged.
+    assert!(
+        stderr.contains("/nonexistent/program: No such file or directory"),
+        "stderr: {stderr}"
+    );
     let seen = seen.lock().unwrap();
     let paths: Vec<_> = seen
         .iter()

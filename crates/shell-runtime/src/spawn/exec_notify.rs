@@ -283,33 +283,58 @@ fn supervise(socket: &OwnedFd, judge: &ExecJudge) {
             // ENOENT: the process died before we read it.
             continue;
         }
-        let verdict = if first {
+        let answer = if first {
             // The shell itself: its text was checked before the spawn.
             first = false;
-            ExecVerdict::Allow
+            Answer::Continue
         } else {
             match read_request(&listener, &notif) {
-                Ok(Some(request)) => (judge.0)(&request),
+                Ok(Read::Request(request)) => match (judge.0)(&request) {
+                    ExecVerdict::Allow => Answer::Continue,
+                    ExecVerdict::Deny => Answer::Fail(libc::EPERM),
+                },
+                Ok(Read::Missing(errno)) => Answer::Fail(errno),
                 // The process is gone: nothing to answer.
-                Ok(None) => continue,
+                Ok(Read::Gone) => continue,
                 // Fail closed: what cannot be read is not run.
-                Err(_) => ExecVerdict::Deny,
+                Err(_) => Answer::Fail(libc::EPERM),
             }
         };
-        respond(&listener, notif.id, verdict);
+        respond(&listener, notif.id, answer);
     }
 }
 
-fn respond(listener: &OwnedFd, id: u64, verdict: ExecVerdict) {
+/// How a notification is answered.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// The exec goes on.
+    Continue,
+    /// The exec fails with this errno.
+    Fail(i32),
+}
+
+/// What reading a notification found.
+enum Read {
+    Request(ExecRequest),
+    /// No such file (`ENOENT`, `ENOTDIR`): the exec would fail by itself,
+    /// and fails with that errno unjudged (a shell's or `env`'s search of
+    /// `PATH` makes many such execs). Failing it ourselves, rather than
+    /// letting it go on, leaves no window for a file made meanwhile.
+    Missing(i32),
+    /// The process went away meanwhile.
+    Gone,
+}
+
+fn respond(listener: &OwnedFd, id: u64, answer: Answer) {
     let mut response = libc::seccomp_notif_resp {
         id,
         val: 0,
         error: 0,
         flags: 0,
     };
-    match verdict {
-        ExecVerdict::Allow => response.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
-        ExecVerdict::Deny => response.error = -libc::EPERM,
+    match answer {
+        Answer::Continue => response.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        Answer::Fail(errno) => response.error = -errno,
     }
     // SAFETY: the listener and a response of the ioctl's type. A failure
     // (ENOENT: the process died meanwhile) leaves nothing to do.
@@ -340,11 +365,8 @@ fn still_valid(listener: &OwnedFd, id: u64) -> bool {
 const MAX_ARGV_BYTES: usize = 4 << 20;
 const MAX_ARGS: usize = 1 << 17;
 
-/// Reads what an exec is about: `Ok(None)` when the process is gone.
-fn read_request(
-    listener: &OwnedFd,
-    notif: &libc::seccomp_notif,
-) -> io::Result<Option<ExecRequest>> {
+/// Reads what an exec is about.
+fn read_request(listener: &OwnedFd, notif: &libc::seccomp_notif) -> io::Result<Read> {
     let pid = i32::try_from(notif.pid).map_err(|_| io::Error::other("pid out of range"))?;
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let memory = File::open(proc_dir.join("mem"))?;
@@ -357,6 +379,32 @@ fn read_request(
         (libc::AT_FDCWD, args[0], args[1], 0)
     };
     let path = read_string(&memory, path_at)?;
+    // Where the file is, from the process's point of view.
+    let base = if dirfd == libc::AT_FDCWD {
+        proc_dir.join("cwd")
+    } else {
+        proc_dir.join("fd").join(dirfd.to_string())
+    };
+    let target = if path.is_empty() && flags & libc::AT_EMPTY_PATH as u64 != 0 {
+        base
+    } else if path.as_bytes().starts_with(b"/") {
+        let mut root = proc_dir.join("root").into_os_string();
+        root.push(&path);
+        PathBuf::from(root)
+    } else {
+        base.join(&path)
+    };
+    let opened = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(&target)
+    {
+        Ok(file) => Some(file),
+        Err(error) => match error.raw_os_error() {
+            Some(errno @ (libc::ENOENT | libc::ENOTDIR)) => return Ok(Read::Missing(errno)),
+            _ => None,
+        },
+    };
     let mut argv = Vec::new();
     let mut total = 0;
     for index in 0..MAX_ARGS {
@@ -382,26 +430,6 @@ fn read_request(
                 .find_map(|entry| entry.strip_prefix(b"HOME=").map(<[u8]>::to_vec))
         })
         .map(OsString::from_vec);
-    // Where the file is, from the process's point of view.
-    let base = if dirfd == libc::AT_FDCWD {
-        proc_dir.join("cwd")
-    } else {
-        proc_dir.join("fd").join(dirfd.to_string())
-    };
-    let target = if path.is_empty() && flags & libc::AT_EMPTY_PATH as u64 != 0 {
-        base
-    } else if path.as_bytes().starts_with(b"/") {
-        let mut root = proc_dir.join("root").into_os_string();
-        root.push(&path);
-        PathBuf::from(root)
-    } else {
-        base.join(&path)
-    };
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(&target)
-        .ok();
     let file = opened
         .as_ref()
         .and_then(|file| file.metadata().ok())
@@ -415,9 +443,9 @@ fn read_request(
         .as_ref()
         .and_then(|file| std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok());
     if !still_valid(listener, notif.id) {
-        return Ok(None);
+        return Ok(Read::Gone);
     }
-    Ok(Some(ExecRequest {
+    Ok(Read::Request(ExecRequest {
         pid,
         path,
         real_path,
