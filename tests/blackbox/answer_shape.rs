@@ -8,66 +8,20 @@
     reason = "helpers take JSON by value so calls read like the messages they send"
 )]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
+use test_support::mcp::{Launch, RawClient};
 use tool_core::InputSchema;
 
 /// A running `agent-exec mcp` and the raw lines it writes.
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    next_id: u64,
-}
+struct Server(RawClient);
 
 impl Server {
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
-            .arg("mcp")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the server starts");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Self {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-        };
-        let (init, _) = server.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "blackbox", "version": "0" }
-            }),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "agent-exec");
-        server.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
-        server
-    }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write");
-        stdin.flush().expect("flush");
+        Self(
+            Launch::new(test_support::agent_exec_binary!())
+                .args(args)
+                .start(),
+        )
     }
 
     /// Sends a request; answers the response (parsed, keys in the order
@@ -79,47 +33,19 @@ impl Server {
 
     /// As `request`, also answering the notifications sent before it.
     fn request_noting(&mut self, method: &str, params: Value) -> (Value, String, Vec<Value>) {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut notifications = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let value: Value = serde_json::from_str(&line)
-                        .unwrap_or_else(|error| panic!("non-JSON line {line:?}: {error}"));
-                    if value["id"] == id {
-                        return (value, line, notifications);
-                    }
-                    notifications.push(value);
-                }
-                Err(RecvTimeoutError::Timeout) => panic!("no response to {method}"),
-                Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
-            }
-        }
+        let reply = self.0.request(method, &params);
+        let before = reply.before.into_iter().map(|line| line.value).collect();
+        (reply.response.value, reply.response.raw, before)
     }
 
     /// Calls `tool`; answers the result and the raw response line.
     fn call(&mut self, tool: &str, arguments: Value) -> (Value, String) {
-        let (response, line) = self.request(
-            "tools/call",
-            json!({ "name": tool, "arguments": arguments }),
-        );
-        (response["result"].clone(), line)
+        let reply = self.0.call_reply(tool, &arguments);
+        (reply.response.value["result"].clone(), reply.response.raw)
     }
 
-    fn close(mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    fn close(self) -> std::process::ExitStatus {
+        self.0.close()
     }
 }
 

@@ -187,9 +187,11 @@ async fn accept_runs_remember_skips_the_next_question_decline_refuses() {
     assert_eq!(schema["type"], "object");
     assert_eq!(schema["properties"]["remember"]["type"], "boolean");
     assert_eq!(schema["properties"]["remember"]["default"], false);
+    assert_eq!(schema["properties"]["save"]["type"], "boolean");
+    assert_eq!(schema["properties"]["save"]["default"], false);
     assert_eq!(
         schema["properties"].as_object().map(serde_json::Map::len),
-        Some(1)
+        Some(2)
     );
     assert!(
         schema

@@ -5,12 +5,10 @@
 //! call cancelled while it waits its turn never asked.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use test_support::mcp::{Launch, RawClient};
 
 const POLICY: &str = r#"
 [[rule]]
@@ -21,12 +19,7 @@ reason = "touching files needs a nod"
 "#;
 
 /// A server and the lines it writes, each stamped when it was read.
-struct Asker {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<(Instant, Value)>,
-    next_id: u64,
-}
+struct Asker(RawClient);
 
 impl Asker {
     /// Starts the server in `dir` with the asking policy and `extra`
@@ -34,61 +27,22 @@ impl Asker {
     fn start(dir: &std::path::Path, extra: &[&str]) -> Self {
         let policy = dir.join("policy.toml");
         std::fs::write(&policy, POLICY).expect("write policy");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
-            .arg("mcp")
-            .arg("--cwd")
-            .arg(dir)
-            .arg("--policy")
-            .arg(&policy)
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the server starts");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let value: Value = serde_json::from_str(&line).expect("a JSON line");
-                if sender.send((Instant::now(), value)).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Self {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-        };
-        let id = server.request(
-            "initialize",
-            &json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": { "elicitation": {} },
-                "clientInfo": { "name": "ask-queue", "version": "0" }
-            }),
-        );
-        let (_, init) = server.next();
-        assert_eq!(init["id"], id, "{init}");
-        server.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
-        server
+        Self(
+            Launch::new(test_support::agent_exec_binary!())
+                .args([std::ffi::OsStr::new("--cwd"), dir.as_os_str()])
+                .args([std::ffi::OsStr::new("--policy"), policy.as_os_str()])
+                .args(extra)
+                .client("ask-queue", json!({ "elicitation": {} }))
+                .start(),
+        )
     }
 
     fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write");
-        stdin.flush().expect("flush");
+        self.0.send(message);
     }
 
     fn request(&mut self, method: &str, params: &Value) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        id
+        self.0.send_request(method, params)
     }
 
     /// Sends `Bash` with `command`; its request id.
@@ -111,18 +65,13 @@ impl Asker {
 
     /// The next line the server writes and when it was read.
     fn next(&mut self) -> (Instant, Value) {
-        match self.lines.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) => line,
-            Err(RecvTimeoutError::Timeout) => panic!("the server wrote nothing for 60 s"),
-            Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
-        }
+        let line = self.0.next_line();
+        (line.at, line.value)
     }
-}
 
-impl Drop for Asker {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
+    /// The next line if one comes within `wait`, and when it was read.
+    fn next_within(&mut self, wait: Duration) -> Option<(Instant, Value)> {
+        self.0.try_next_line(wait).map(|line| (line.at, line.value))
     }
 }
 
@@ -274,7 +223,7 @@ fn queued_unanswered_asks_each_time_out_a_full_timeout_after_their_question() {
     // The withdrawal may trail the refusal by a moment.
     let deadline = Instant::now() + Duration::from_secs(5);
     while questions.values().any(|(_, gone)| gone.is_none()) && Instant::now() < deadline {
-        if let Ok((at, line)) = server.lines.recv_timeout(Duration::from_millis(100))
+        if let Some((at, line)) = server.next_within(Duration::from_millis(100))
             && line["method"] == "notifications/cancelled"
             && let Some(question) = questions.get_mut(&line["params"]["requestId"].to_string())
         {

@@ -6,29 +6,12 @@ use std::path::Path;
 
 use crate::{agent_exec, stderr, stdout};
 
-const KEYS: &[&str] = &[
-    "time",
-    "tool",
-    "command",
-    "cwd",
-    "decision",
-    "rule",
-    "approved_by",
-    "status",
-    "exit_code",
-    "duration_ms",
-    "output_bytes",
-    "sandbox",
-    "bash_id",
-    "event",
-];
-
 fn lines(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).expect("the audit log exists");
     text.lines()
         .map(|line| {
             let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-            for key in KEYS {
+            for key in exec_tools::AuditEntry::KEYS {
                 assert!(value.get(key).is_some(), "`{key}` missing from {line}");
             }
             value

@@ -2,26 +2,19 @@
 //! commands' reach (as root too), secrets are recognised by their value and
 //! tokens never show, and the sandbox warns about hard links in its roots.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use serde_json::{Value, json};
+use test_support::is_root;
+use test_support::mcp::{Launch, RawClient};
 
 use crate::{stderr, stdout};
 
 const GITHUB: &str = "ghp_R4nd0mL00k1ngT0k3nW1thTh1rtySixChr5x";
 
-/// A server on stdio whose stdout and stderr lines are both collected.
-pub(crate) struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    replies: Receiver<Value>,
-    errors: Receiver<String>,
-    next_id: u64,
-}
+/// A server on stdio whose stderr lines are collected.
+pub(crate) struct Server(RawClient);
 
 impl Server {
     pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
@@ -32,141 +25,33 @@ impl Server {
     /// arguments, given the binary and its arguments after them), such as
     /// a shell that moves itself into a cgroup and then execs.
     pub(crate) fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Self {
-        let binary = env!("CARGO_BIN_EXE_agent-exec");
-        let mut command = match wrapper.split_first() {
-            Some((program, rest)) => {
-                let mut command = Command::new(program);
-                command.args(rest).arg(binary);
-                command
-            }
-            None => Command::new(binary),
-        };
-        let mut child = command
-            .arg("mcp")
-            .args(args)
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let (reply_sender, replies) = channel();
-        let out = child.stdout.take().expect("stdout");
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let value: Value = serde_json::from_str(&line).expect("JSON on stdout");
-                if reply_sender.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        let (error_sender, errors) = channel();
-        let err = child.stderr.take().expect("stderr");
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if error_sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        let mut server = Self {
-            child,
-            stdin,
-            replies,
-            errors,
-            next_id: 1,
-        };
-        let init = server.request(
-            "initialize",
-            &json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "blackbox", "version": "0" }
-            }),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "agent-exec");
-        server.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
-        server
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write");
-        stdin.flush().expect("flush");
-    }
-
-    pub(crate) fn request(&mut self, method: &str, params: &Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let message = self.replies.recv_timeout(left).expect("an answer in time");
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-
-    pub(crate) fn bash(&mut self, command: &str) -> String {
-        let result = self.request(
-            "tools/call",
-            &json!({ "name": "Bash", "arguments": { "command": command } }),
-        );
-        result["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-
-    /// Calls tool `name` with `arguments`; the JSON-RPC result.
-    pub(crate) fn call(&mut self, name: &str, arguments: &Value) -> Value {
-        self.request(
-            "tools/call",
-            &json!({ "name": name, "arguments": arguments }),
-        )["result"]
-            .clone()
+        Self(
+            Launch::new(test_support::agent_exec_binary!())
+                .wrapper(wrapper)
+                .args(args)
+                .envs(env)
+                .collect_stderr()
+                .start(),
+        )
     }
 
     /// Kills the server with SIGKILL and collects it.
-    pub(crate) fn kill_hard(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("wait");
+    pub(crate) fn kill_hard(self) {
+        self.0.kill_hard();
     }
 
     /// Stderr lines until one contains `needle` (and that one), or all
     /// lines seen in 30 s when none does.
-    fn stderr_until(&self, needle: &str) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut lines = Vec::new();
-        while let Ok(line) = self
-            .errors
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        {
-            let done = line.contains(needle);
-            lines.push(line);
-            if done {
-                break;
-            }
-        }
-        lines
+    fn stderr_until(&mut self, needle: &str) -> Vec<String> {
+        self.0.stderr_until(needle, Duration::from_secs(30))
     }
 
-    pub(crate) fn close(mut self) {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.child.try_wait().expect("try_wait").is_none() {
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    pub(crate) fn close(self) {
+        self.0.close();
     }
 }
+
+test_support::deref_to_raw_client!(Server);
 
 /// A Python script that tries to read a process's environment and memory
 /// and to attach to it, printing `NAME: refused ERRNO` or `NAME: done`
@@ -215,23 +100,6 @@ fn write_probe(dir: &Path) -> PathBuf {
     let probe = dir.join("probe.py");
     std::fs::write(&probe, PROBE).expect("write the probe");
     probe
-}
-
-fn is_root() -> bool {
-    nix_uid() == 0
-}
-
-fn nix_uid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("Uid:"))
-                .and_then(|line| line.split_whitespace().nth(2))
-                .and_then(|uid| uid.parse().ok())
-        })
-        .unwrap_or(u32::MAX)
 }
 
 /// Every probe was refused; with `environ_may_open`, `environ` may have
@@ -300,23 +168,9 @@ fn no_command_reads_the_servers_memory_or_attaches_to_it_even_as_root() {
 
 #[test]
 fn an_unprivileged_servers_memory_is_out_of_reach_too() {
-    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
-        assert!(
-            std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none(),
-            "the sandbox self-test cannot skip this: needs root and setpriv"
-        );
-        eprintln!("skipped: needs root and setpriv to start the server as another user");
+    let Some((dir, binary)) = crate::unprivileged_server_dir() else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("temp dir");
-    // World-readable: the unprivileged server runs a copy of the binary here.
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .expect("chmod");
-    let binary = dir.path().join("agent-exec");
-    std::fs::copy(env!("CARGO_BIN_EXE_agent-exec"), &binary).expect("copy the binary");
+    };
     let probe = write_probe(dir.path());
     let output = Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -407,7 +261,7 @@ fn workspace_write_warns_about_hard_links_in_its_roots() {
         )
     };
     let done = "hard-link scan of the writable roots done";
-    let server = start();
+    let mut server = start();
     let lines = server.stderr_until(done);
     assert!(lines.iter().any(|line| line.contains(done)), "{lines:?}");
     assert!(
@@ -418,7 +272,7 @@ fn workspace_write_warns_about_hard_links_in_its_roots() {
 
     std::fs::write(outside.join("shadow"), "x").expect("write");
     std::fs::hard_link(outside.join("shadow"), root.join("linked")).expect("link");
-    let server = start();
+    let mut server = start();
     let lines = server.stderr_until(done);
     let warning = lines
         .iter()

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use test_support::{alive, read_pid_blocking};
+use test_support::{alive, is_root, read_pid_blocking};
 
 use crate::containment::Server;
 
@@ -163,22 +163,15 @@ fn escapes_command(dir: &Path) -> String {
 /// every process with an argument that is one of its markers.
 fn markers_alive(dir: &Path) -> Vec<(&'static str, u32)> {
     let prefix = marker_prefix(dir);
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let index = cmdline.split(|byte| *byte == 0).skip(1).find_map(|word| {
-                let rest = std::str::from_utf8(word).ok()?.strip_prefix(&prefix)?;
-                (rest.len() == 3 && rest.bytes().all(|b| b.is_ascii_digit()))
-                    .then(|| rest.get(..2)?.parse::<usize>().ok())?
-            })?;
-            let name = ESCAPES.get(index)?.0;
-            alive(pid).then_some((name, pid))
-        })
-        .collect()
+    test_support::scan_processes(|pid, words| {
+        let index = words.iter().skip(1).find_map(|word| {
+            let rest = std::str::from_utf8(word).ok()?.strip_prefix(&prefix)?;
+            (rest.len() == 3 && rest.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| rest.get(..2)?.parse::<usize>().ok())?
+        })?;
+        let name = ESCAPES.get(index)?.0;
+        alive(pid).then_some((name, pid))
+    })
 }
 
 /// The escapes of the test in `dir`; SIGKILL, by pid, to every marker
@@ -296,14 +289,6 @@ impl Drop for Kept {
                 .status();
         }
     }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    })
 }
 
 /// Whether the escapes of `dir` run in a PID namespace other than ours.
@@ -582,22 +567,9 @@ fn a_kept_process_outlives_its_command_and_ends_with_the_server() {
 /// every orphan it adopted.
 #[test]
 fn escapes_end_at_exit_where_no_cgroup_can_be_made() {
-    if !is_root() || !Path::new("/usr/bin/setpriv").exists() {
-        assert!(
-            std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none(),
-            "the sandbox self-test cannot skip this: needs root and setpriv"
-        );
-        eprintln!("skipped: needs root and setpriv to start the server as another user");
+    let Some((dir, binary)) = crate::unprivileged_server_dir() else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .expect("chmod");
-    let binary = dir.path().join("agent-exec");
-    std::fs::copy(env!("CARGO_BIN_EXE_agent-exec"), &binary).expect("copy the binary");
+    };
     let output = Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&binary)

@@ -15,22 +15,13 @@ use crate::stale::Peer;
 
 /// The server's janitor: its child whose command line names the janitor.
 pub(crate) fn janitor_of(server: u32) -> Option<u32> {
-    let children = std::fs::read_dir(format!("/proc/{server}/task")).ok()?;
-    children
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|text| {
-            text.split_whitespace()
-                .filter_map(|pid| pid.parse::<u32>().ok())
-                .collect::<Vec<_>>()
+    test_support::child_where(server, |pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+            cmdline
+                .split(|b| *b == 0)
+                .any(|arg| arg == b"__agent-exec-janitor")
         })
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
-                cmdline
-                    .split(|b| *b == 0)
-                    .any(|arg| arg == b"__agent-exec-janitor")
-            })
-        })
+    })
 }
 
 /// Waits (10 s at most) for a live janitor other than `old`.
@@ -86,7 +77,7 @@ fn kill_the_server_and_check_its_commands_end(mut server: Peer, dir: &Path) {
 /// Ending what a command left needs its cgroup: root here.
 #[expect(clippy::print_stderr, reason = "a skipped test says why")]
 fn needs_root() -> bool {
-    if crate::stale::is_root() {
+    if test_support::is_root() {
         return true;
     }
     assert!(

@@ -300,28 +300,15 @@ struct KillSleeps(String);
 
 impl Drop for KillSleeps {
     fn drop(&mut self) {
-        for pid in sleeps(&self.0) {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-        }
+        test_support::kill_pids(&sleeps(&self.0));
     }
 }
 
 /// The pids of the processes running `sleep MARKER`.
 fn sleeps(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let mut words = cmdline.split(|byte| *byte == 0);
-            let program = words.next()?;
-            (program.ends_with(b"sleep") && words.next()? == marker.as_bytes()).then_some(pid)
-        })
-        .collect()
+    test_support::processes_where(|words| {
+        words.len() == 2 && words[0].ends_with(b"sleep") && words[1] == marker.as_bytes()
+    })
 }
 
 #[test]

@@ -26,9 +26,8 @@ fn each_tool_call_is_one_redacted_log_line_and_stdout_is_only_protocol() {
         .expect("the server starts");
     let mut stdin = child.stdin.take().expect("stdin");
     let messages = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "blackbox", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params":
+            test_support::mcp::initialize_params("blackbox", &json!({}))}),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "Bash", "arguments": {"command": format!("echo {secret}\nexit 3")}}}),

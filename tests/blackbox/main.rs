@@ -13,20 +13,24 @@
 )]
 
 mod answer_shape;
+mod approval_binding;
 mod approvals;
 mod ask_queue;
 mod audit;
 mod audit_integrity;
+mod carried_exports;
 mod carried_state;
 mod contain;
 mod containment;
 mod escapes;
+mod exec_time;
 mod janitor;
 mod limits;
 mod log;
 mod mcp;
 mod output_files;
 mod policy_check;
+mod question_display;
 mod reliability;
 mod rmcp_client;
 mod rmcp_support;
@@ -59,6 +63,31 @@ pub(crate) fn stdout(output: &Output) -> String {
 /// Stderr as text.
 pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// A world-writable temp dir holding a copy of the binary that a server
+/// started as nobody (`setpriv --reuid=65534`) can run; `None` (after
+/// saying so) where that needs root or setpriv and this run lacks them,
+/// which the sandbox self-test does not accept.
+#[expect(clippy::print_stderr, reason = "a skipped test says why")]
+pub(crate) fn unprivileged_server_dir() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    if !test_support::is_root() || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        assert!(
+            std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none(),
+            "the sandbox self-test cannot skip this: needs root and setpriv"
+        );
+        eprintln!("skipped: needs root and setpriv to start the server as another user");
+        return None;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod");
+    let binary = dir.path().join("agent-exec");
+    std::fs::copy(env!("CARGO_BIN_EXE_agent-exec"), &binary).expect("copy the binary");
+    Some((dir, binary))
 }
 
 /// A live server's temp dirs: those whose `lock` file it holds open (their

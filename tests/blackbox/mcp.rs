@@ -6,23 +6,18 @@
     reason = "helpers take JSON by value so calls read like the messages they send"
 )]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use test_support::mcp::{Launch, RawClient};
 
 use crate::alive;
-use test_support::{read_pid_blocking as read_pid, wait_gone};
+use test_support::{processes_naming, read_pid_blocking as read_pid, wait_gone};
 
 /// A running server and the lines it writes.
-pub(crate) struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<Value>,
-    next_id: u64,
-}
+pub(crate) struct Server(RawClient);
 
 impl Server {
     pub(crate) fn start(args: &[&str]) -> Self {
@@ -31,142 +26,49 @@ impl Server {
 
     /// A server whose own environment also holds `env`.
     pub(crate) fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
-            .arg("mcp")
-            .args(args)
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the server starts");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let value: Value = serde_json::from_str(&line).unwrap_or_else(|error| {
-                    panic!("stdout carried a non-JSON line {line:?}: {error}")
-                });
-                if sender.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Self {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-        };
-        let init = server.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "blackbox", "version": "0" }
-            }),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "agent-exec");
-        server.notify("notifications/initialized", json!({}));
-        server
-    }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write");
-        stdin.flush().expect("flush");
-    }
-
-    /// Writes `bytes` as they are: no newline added, no JSON checked.
-    fn send_raw(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).expect("write");
-        stdin.flush().expect("flush");
-    }
-
-    /// Waits for the next message that `wanted` accepts, dropping others.
-    fn next_where(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(message) if wanted(&message) => return message,
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => panic!("no {what}"),
-                Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
-            }
-        }
+        Self(
+            Launch::new(test_support::agent_exec_binary!())
+                .args(args)
+                .envs(env)
+                .start(),
+        )
     }
 
     /// The peak resident memory of the server (`VmHWM`), in bytes.
     fn peak_rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("the server's status");
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
-            .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .expect("VmHWM")
-            * 1024
+        test_support::status_kib(&self.0.pid().to_string(), "VmHWM") * 1024
     }
 
     fn notify(&mut self, method: &str, params: Value) {
-        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+        self.0.notify_with(method, &params);
     }
 
     fn start_request(&mut self, method: &str, params: Value) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        id
+        self.0.send_request(method, &params)
     }
 
     /// Waits for the response to `id`, collecting notifications on the way.
     fn response(&mut self, id: u64, notifications: &mut Vec<Value>) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(message) if message["id"] == id => return message,
-                Ok(message) => notifications.push(message),
-                Err(RecvTimeoutError::Timeout) => panic!("no response to request {id}"),
-                Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
-            }
-        }
+        let reply = self.0.response_to(id);
+        notifications.extend(reply.before.into_iter().map(|line| line.value));
+        reply.response.value
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.start_request(method, params);
-        self.response(id, &mut Vec::new())
+        self.0.request(method, &params).response.value
     }
 
     pub(crate) fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        self.request(
-            "tools/call",
-            json!({ "name": tool, "arguments": arguments }),
-        )["result"]
-            .clone()
+        self.0.call(tool, &arguments)
     }
 
     /// Closes stdin and waits for the exit status.
-    pub(crate) fn close(mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        wait_exit(&mut self.child)
+    pub(crate) fn close(self) -> std::process::ExitStatus {
+        self.0.close()
     }
 }
 
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "the server did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+test_support::deref_to_raw_client!(Server);
 
 pub(crate) fn text(result: &Value) -> String {
     result["content"][0]["text"]
@@ -318,7 +220,7 @@ fn stdin_eof_ends_every_shell_and_removes_the_temp_dir() {
         "--sandbox",
         "off",
     ]);
-    let server_pid = server.child.id();
+    let server_pid = server.pid();
     let started = server.call(
         "Bash",
         json!({
@@ -352,7 +254,7 @@ fn each_stop_signal_ends_every_shell_and_exits_128_plus_its_number() {
             "--sandbox",
             "off",
         ]);
-        let server_pid = server.child.id();
+        let server_pid = server.pid();
         server.call(
             "Bash",
             json!({
@@ -364,7 +266,9 @@ fn each_stop_signal_ends_every_shell_and_exits_128_plus_its_number() {
         let temp_dirs = crate::server_temp_dirs(server_pid);
         assert_eq!(temp_dirs.len(), 1, "{temp_dirs:?}");
         send_signal(server_pid, signal);
-        let status = wait_exit(&mut server.child);
+        let status = server
+            .wait_exit(Duration::from_secs(20))
+            .expect("the server exits");
         assert_eq!(status.code(), Some(code), "SIG{signal}: {status:?}");
         assert!(wait_gone(pid), "SIG{signal}: {pid} is still running");
         assert!(
@@ -406,7 +310,6 @@ fn bad_start_up_flags_exit_2_before_serving() {
 }
 
 #[test]
-#[expect(clippy::cast_possible_wrap, reason = "pids fit in i32")]
 fn a_server_killed_with_sigkill_takes_each_shell_with_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let shell_file = dir.path().join("shell");
@@ -431,11 +334,13 @@ fn a_server_killed_with_sigkill_takes_each_shell_with_it() {
     let shell = read_pid(&shell_file);
     let job = read_pid(&job_file);
     let status = Command::new("kill")
-        .args(["-KILL", &(server.child.id() as i32).to_string()])
+        .args(["-KILL", &server.pid().to_string()])
         .status()
         .expect("kill runs");
     assert!(status.success());
-    wait_exit(&mut server.child);
+    server
+        .wait_exit(Duration::from_secs(20))
+        .expect("the server exits");
     // The parent-death signal ends the shell even though the server had no
     // chance to clean up.
     assert!(wait_gone(shell), "{shell} is still running");
@@ -651,7 +556,7 @@ fn only_in_a_namespace(host_pids: &[u32]) -> String {
 fn sandboxed_commands_see_and_signal_only_their_own_processes() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut server = Server::start(&sandboxed(dir.path()));
-    let (server_pid, client_pid) = (server.child.id(), std::process::id());
+    let (server_pid, client_pid) = (server.pid(), std::process::id());
     let result = server.call(
         "Bash",
         json!({
@@ -695,7 +600,7 @@ fn kill_minus_one_in_the_sandbox_ends_only_the_commands_processes() {
     let mut server = Server::start(&sandboxed(dir.path()));
     // The analysis refuses `kill -9 -1` as typed; a program that means
     // it is what the namespace is for.
-    let guard = only_in_a_namespace(&[server.child.id(), std::process::id(), canary.id()]);
+    let guard = only_in_a_namespace(&[server.pid(), std::process::id(), canary.id()]);
     let result = server.call(
         "Bash",
         json!({
@@ -772,22 +677,6 @@ fn kill_shell_and_cancellation_under_the_sandbox_behave_as_without_it() {
     assert!(server.close().success());
 }
 
-/// Host pids of live processes whose command line contains `marker`.
-fn processes_naming(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| {
-            alive(pid)
-                && std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|line| String::from_utf8_lossy(&line).contains(marker))
-        })
-        .collect()
-}
-
 #[test]
 fn a_sandboxed_server_killed_with_sigkill_takes_every_namespace_with_it() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -811,11 +700,13 @@ fn a_sandboxed_server_killed_with_sigkill_takes_every_namespace_with_it() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let status = Command::new("kill")
-        .args(["-KILL", &server.child.id().to_string()])
+        .args(["-KILL", &server.pid().to_string()])
         .status()
         .expect("kill runs");
     assert!(status.success());
-    wait_exit(&mut server.child);
+    server
+        .wait_exit(Duration::from_secs(20))
+        .expect("the server exits");
     // The init dies with the server (its parent-death signal), and with it
     // everything in its namespace, the `setsid` job included.
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -7,123 +7,43 @@
     reason = "helpers take JSON by value so calls read like the messages they send"
 )]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::io::Write;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use test_support::mcp::{Launch, RawClient};
 
-use crate::alive;
-use test_support::{status_kib, wait_gone};
+use test_support::{processes_naming, status_kib, wait_gone};
 
 /// A running server and the messages it writes.
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<Value>,
-    /// Set to make the reader drop the server's stdout after the next line.
-    drop_stdout: Arc<AtomicBool>,
-    next_id: u64,
-}
+struct Server(RawClient);
 
 /// `agent-exec mcp --cwd DIR`, to be started (and adjusted) by the test.
-fn server_command(dir: &std::path::Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-exec"));
-    command.args(["mcp", "--cwd", dir.to_str().expect("utf-8")]);
-    command
+fn server_command(dir: &std::path::Path) -> Launch {
+    Launch::new(test_support::agent_exec_binary!())
+        .args([std::ffi::OsStr::new("--cwd"), dir.as_os_str()])
 }
 
 /// `agent-exec mcp --cwd DIR` under `prlimit --nofile=SOFT:HARD`.
-fn under_open_file_limit(dir: &std::path::Path, soft: u64, hard: u64) -> Command {
-    let mut command = Command::new("prlimit");
-    command.args([
-        &format!("--nofile={soft}:{hard}"),
-        "--",
-        env!("CARGO_BIN_EXE_agent-exec"),
-        "mcp",
-        "--cwd",
-        dir.to_str().expect("utf-8"),
-    ]);
-    command
+fn under_open_file_limit(dir: &std::path::Path, soft: u64, hard: u64) -> Launch {
+    server_command(dir).wrapper(&["prlimit", &format!("--nofile={soft}:{hard}"), "--"])
 }
 
 impl Server {
-    /// Starts `command` and completes the handshake.
-    fn start(mut command: Command) -> Self {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the server starts");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, lines) = channel();
-        let drop_stdout = Arc::new(AtomicBool::new(false));
-        let dropping = Arc::clone(&drop_stdout);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let value: Value = serde_json::from_str(&line).unwrap_or_else(|error| {
-                    panic!("stdout carried a non-JSON line {line:?}: {error}")
-                });
-                if sender.send(value).is_err() || dropping.load(Ordering::SeqCst) {
-                    break;
-                }
-            }
-        });
-        let mut server = Self {
-            child,
-            stdin,
-            lines,
-            drop_stdout,
-            next_id: 1,
-        };
-        let init = server.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "blackbox", "version": "0" }
-            }),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "agent-exec", "{init}");
-        server.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
-        server
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write");
-        stdin.flush().expect("flush");
+    /// Starts `launch` and completes the handshake.
+    fn start(launch: Launch) -> Self {
+        Self(launch.start())
     }
 
     /// Waits for the next message with this id, dropping others.
     fn answer(&mut self, id: &Value) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(message) if message["id"] == *id => return message,
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => panic!("no answer to {id}"),
-                Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
-            }
-        }
+        self.0
+            .next_where(&format!("answer to {id}"), |message| message["id"] == *id)
     }
 
     fn start_request(&mut self, method: &str, params: Value) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        id
+        self.0.send_request(method, &params)
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
@@ -140,25 +60,12 @@ impl Server {
     }
 
     /// Closes stdin and waits for the exit status.
-    fn close(mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        wait_exit(&mut self.child, Duration::from_secs(20)).expect("the server exits")
+    fn close(self) -> std::process::ExitStatus {
+        self.0.close()
     }
 }
 
-/// The exit status, or `None` if the child still runs after `limit`.
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+test_support::deref_to_raw_client!(Server);
 
 /// Waits until `path` exists.
 fn wait_for_file(path: &std::path::Path) {
@@ -178,22 +85,6 @@ fn text(result: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-/// Host pids of live processes whose command line contains `marker`.
-fn processes_naming(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| {
-            alive(pid)
-                && std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|line| String::from_utf8_lossy(&line).contains(marker))
-        })
-        .collect()
 }
 
 /// A `sleep` no other test runs: `sleep 1000.NNNN`, NNNN from this
@@ -256,9 +147,8 @@ fn background_shells_are_refused_before_descriptors_run_out_and_foreground_calls
 fn start_up_at_tiny_open_file_limits_is_clean_or_the_error_line() {
     let dir = tempfile::tempdir().expect("temp dir");
     let input = [
-        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": { "name": "blackbox", "version": "0" } } }),
+        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params":
+            test_support::mcp::initialize_params("blackbox", &json!({})) }),
         json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
         json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "Bash", "arguments": { "command": "echo ok" } } }),
@@ -269,6 +159,7 @@ fn start_up_at_tiny_open_file_limits_is_clean_or_the_error_line() {
     for round in 0..3 {
         for limit in 9..=14 {
             let mut child = under_open_file_limit(dir.path(), limit, limit)
+                .command()
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -300,8 +191,7 @@ fn start_up_at_tiny_open_file_limits_is_clean_or_the_error_line() {
 fn a_non_utf8_value_in_the_environment_starts_fine() {
     use std::os::unix::ffi::OsStrExt as _;
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut command = server_command(dir.path());
-    command.env(
+    let command = server_command(dir.path()).env(
         "AGENT_EXEC_NOT_UTF8",
         std::ffi::OsStr::from_bytes(b"caf\xe9 \xff"),
     );
@@ -359,9 +249,9 @@ fn an_id_reused_after_a_cancel_is_refused_until_the_cancelled_call_has_finished(
     // Nothing more arrives under 5: the ping's answer comes next.
     let ping = server.start_request("ping", json!({}));
     let next = server
-        .lines
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the ping's answer");
+        .try_next_line(Duration::from_secs(30))
+        .expect("the ping's answer")
+        .value;
     assert_eq!(next["id"], ping, "{next}");
     assert!(server.close().success());
 }
@@ -426,13 +316,13 @@ fn a_closed_stdout_ends_the_commands_and_the_server() {
         std::thread::sleep(Duration::from_millis(20));
     };
     // The reader drops stdout after the ping's answer.
-    server.drop_stdout.store(true, Ordering::SeqCst);
+    server.drop_stdout_after_next_line();
     server.request("ping", json!({}));
     std::thread::sleep(Duration::from_millis(200));
     // Its answer meets a closed pipe.
     server.start_request("ping", json!({}));
     let left = Instant::now();
-    let status = wait_exit(&mut server.child, Duration::from_secs(10));
+    let status = server.wait_exit(Duration::from_secs(10));
     assert!(
         status.is_some(),
         "the server still runs {:?} after stdout broke",

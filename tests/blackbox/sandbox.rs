@@ -146,7 +146,9 @@ fn the_bash_description_says_the_sandbox_is_on() {
     let lines = {
         use std::io::{BufRead as _, Write as _};
         let mut stdin = child.stdin.take().expect("stdin");
-        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#).expect("write");
+        let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": test_support::mcp::initialize_params("t", &serde_json::json!({}))});
+        writeln!(stdin, "{initialize}").expect("write");
         writeln!(
             stdin,
             r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use test_support::read_pid_blocking as read_pid;
 
 use crate::alive;
-use crate::stale::{Peer, is_root};
+use crate::stale::Peer;
+use test_support::is_root;
 
 /// A value the scrubbing recognises by name; it must reach neither the
 /// spawner's environment nor its memory.
@@ -18,19 +19,10 @@ const SECRET: &str = "sk-proj-Sp4wnerT3stS3cretValue0123456789abcdef";
 
 /// The server's child named `agent-spawner`.
 fn spawner_of(server: u32) -> Option<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{server}/task")).ok()?;
-    tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|text| {
-            text.split_whitespace()
-                .filter_map(|pid| pid.parse::<u32>().ok())
-                .collect::<Vec<_>>()
-        })
-        .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|comm| comm.trim_end() == "agent-spawner")
-        })
+    test_support::child_where(server, |pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|comm| comm.trim_end() == "agent-spawner")
+    })
 }
 
 /// A `/proc/PID/status` field.

@@ -73,8 +73,7 @@ impl Peer {
         };
         let answer = peer.request(
             "initialize",
-            &json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "blackbox", "version": "0"}}),
+            &test_support::mcp::initialize_params("blackbox", &json!({})),
         );
         assert_eq!(answer["result"]["serverInfo"]["name"], "agent-exec");
         peer
@@ -180,16 +179,6 @@ fn a_dead_servers_temp_dir_is_removed_after_start_up_and_no_other() {
     drop(held);
 }
 
-pub(crate) fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .find(|line| line.starts_with("Uid:"))
-            .and_then(|line| line.split_whitespace().nth(2))
-            == Some("0")
-    })
-}
-
 /// The cgroups a live server holds open (its ready ones), by the
 /// server-level `agent-exec-*` directory they are in.
 fn server_cgroups(pid: u32) -> Vec<PathBuf> {
@@ -216,7 +205,7 @@ fn server_cgroups(pid: u32) -> Vec<PathBuf> {
 /// temp dir and cgroups alone, and its commands go on working.
 #[test]
 fn a_server_in_another_pid_namespace_leaves_a_live_servers_files_alone() {
-    if !is_root() {
+    if !test_support::is_root() {
         assert!(
             std::env::var_os("AGENT_EXEC_SANDBOX_SELF_TEST").is_none()
                 && std::env::var("CI").as_deref() != Ok("true"),

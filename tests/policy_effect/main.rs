@@ -116,16 +116,17 @@ const CORPORA: &[Corpus] = &[
         dangerous: "outside2-dangerous.txt",
         harmless: "outside2-harmless.txt",
         every: 1,
-        // Measured (before the run-time check): 630 of 795 S stopped (79.2%,
-        // short of 97%), 302 EFFECTs (165 S, 137 R): substitutions in `case`
-        // patterns and subscripts, copies and links of `rm`, interpreters,
-        // exported code (`GIT_*`, `LESSOPEN`, `PYTHONSTARTUP`, `LD_AUDIT`),
-        // decoded words, fork bombs through interpreters. The three harmless
-        // failures are npm and npx waiting on the network the jail lacks.
+        // Measured with the run-time exec check: 723 of 795 S stopped
+        // (90.9%, short of 97%; 630 before the check), 96 EFFECTs (72 S, 24 R;
+        // 302 before). Harmless refused 5 of 535 (0.9%, within the 1%
+        // target): `systemctl status`/`--user list-units`, `echo "\$(rm -rf
+        // ~)"` and its backquote twin, `rm -rf ./*` in a fresh mktemp dir. The
+        // three harmless failures are npm and npx waiting on the network the
+        // jail lacks.
         floor: Floor {
-            static_stopped: 630,
-            effect: 302,
-            harmless_refused: 0,
+            static_stopped: 723,
+            effect: 96,
+            harmless_refused: 5,
             harmless_failed: 3,
         },
     },
@@ -134,13 +135,15 @@ const CORPORA: &[Corpus] = &[
         dangerous: "redteam-dangerous.txt",
         harmless: "redteam-harmless.txt",
         every: 6,
-        // Measured on the sample: 219 of 220 S stopped (99.5%); the EFFECT
-        // is `xargs --arg-file=<(...) rm -rf`; the two harmless failures are
-        // polling loops that wait for what never comes.
+        // Measured on the sample, with the run-time exec check: 220 of 220 S
+        // stopped, no EFFECT; harmless refused 2 of 108 (1.9%, over the 1%
+        // target: `systemctl --user restart pipewire`, `systemctl cat
+        // poweroff.target`); the two harmless failures are polling loops
+        // that wait for what never comes.
         floor: Floor {
-            static_stopped: 219,
-            effect: 1,
-            harmless_refused: 0,
+            static_stopped: 220,
+            effect: 0,
+            harmless_refused: 2,
             harmless_failed: 2,
         },
     },

@@ -469,7 +469,7 @@ fn time_startup(dir: &std::path::Path, secrets: &[(String, String)]) -> std::tim
     writeln!(
         stdin,
         "{}",
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": test_support::mcp::initialize_params("bench", &json!({}))})
     )
     .unwrap();
     stdin.flush().unwrap();

@@ -108,13 +108,19 @@ fn can_answer_forms(capabilities: Option<&ClientCapabilities>) -> bool {
         .is_some_and(|capability| capability.form.is_some() || capability.url.is_none())
 }
 
-/// The question as an `elicitation/create` request: the message and one
-/// optional boolean, `remember`. The same for both ways of asking.
+/// The question as an `elicitation/create` request: the message and two
+/// optional booleans, `remember` and `save`. The same for both ways of
+/// asking.
 fn question(message: String) -> Option<ElicitRequest> {
     let schema = ElicitationSchema::builder()
         .optional_bool_with("remember", |schema| {
             schema.with_default(false).description(
-                "Run this command unasked from now on (same text, directory and variables)",
+                "Run this command unasked from now on while it runs the same programs and scripts (same text, directory and environment)",
+            )
+        })
+        .optional_bool_with("save", |schema| {
+            schema.with_default(false).description(
+                "Also save it as an allow rule in the policy file, so it runs unasked after restarts too",
             )
         })
         .build()
@@ -131,14 +137,23 @@ fn question(message: String) -> Option<ElicitRequest> {
 /// What an elicitation answer means for the command.
 fn approval_of(result: &ElicitResult) -> Approval {
     match result.action {
-        ElicitationAction::Accept => Approval::Accept {
-            remember: result
-                .content
-                .as_ref()
-                .and_then(|content| content.get("remember"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        },
+        ElicitationAction::Accept => {
+            let chose = |name: &str| {
+                result
+                    .content
+                    .as_ref()
+                    .and_then(|content| content.get(name))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            };
+            if chose("save") {
+                Approval::Save
+            } else {
+                Approval::Accept {
+                    remember: chose("remember"),
+                }
+            }
+        }
         ElicitationAction::Decline => Approval::Decline,
         // Cancel, and any action a later revision adds.
         _ => Approval::Cancel,
@@ -639,6 +654,8 @@ mod tests {
             answer_of(Some(&responses(accept))),
             Approval::Accept { remember: true }
         );
+        let save = serde_json::json!({ "action": "accept", "content": { "save": true } });
+        assert_eq!(answer_of(Some(&responses(save))), Approval::Save);
         let bare = serde_json::json!({ "action": "accept" });
         assert_eq!(
             answer_of(Some(&responses(bare))),

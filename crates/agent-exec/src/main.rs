@@ -205,6 +205,11 @@ fn prepare(
     let mut setup = setup::setup(common, &policy, coauthor, secrets)?;
     let mut config = setup.take_config();
     config.background_after = background_after;
+    // Where a `save` answer appends its rule: the file loaded above.
+    config.policy_file = common
+        .policy
+        .as_deref()
+        .map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
     let env = Arc::new(ExecEnvironment::new(config));
     let mut registry = ToolRegistry::new();
     exec_tools::register_execution_tools(&mut registry, &env)

@@ -18,7 +18,9 @@
 //! filesystem metadata (to canonicalise working directories).
 
 mod analysis;
+mod approval_key;
 mod env;
+mod exports;
 mod glob;
 mod policy_file;
 mod sandbox;
@@ -28,9 +30,13 @@ pub use analysis::{
     ASK_RULES, Analysis, AnalysisContext, Analyzer, AnalyzerConfig, CommandFacts, Decision, Denial,
     FORK_BOMB, GitCommit, RULES, Rule, RuleSource,
 };
+pub use approval_key::{
+    ApprovalKey, BOUND_VARIABLES, PlannedCommand, bound_env, is_builtin, script_operand,
+};
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
+pub use exports::{NotCarried, export_carries};
 pub use policy_file::{
     MIN_MEMORY_LIMIT, Policy, PolicyError, PolicyRule, RedactRules, RuleDecision, RuleMatcher,
     parse_memory_limit, parse_size,

@@ -141,3 +141,28 @@ fn percent(part: usize, whole: usize) -> f64 {
     let ratio = part as f64 / whole.max(1) as f64;
     100.0 * ratio
 }
+
+/// A harmless line that does not parse (`echo "(((((((((((((("`) after a
+/// dangerous command leaves it refused: the rest of the text is still
+/// parsed line by line, not only split token by token.
+#[test]
+fn a_trailing_line_that_does_not_parse_changes_no_refusal() {
+    let analyzer = analyzer();
+    let context = project();
+    let dangerous = cases(include_str!("../../../tests/policy/redteam-dangerous.txt"));
+    let refused = |command: &str| !analyzer.analyze_in(command, &context).decision.is_allowed();
+    let mut flipped = Vec::new();
+    for command in dangerous.iter().filter(|command| refused(command)) {
+        for tail in ["\necho \"((((((((((((((\"", "; echo \"((((((((((((((\""] {
+            let with_tail = format!("{command}{tail}");
+            if !refused(&with_tail) {
+                flipped.push(with_tail);
+            }
+        }
+    }
+    assert!(
+        flipped.is_empty(),
+        "{} refusals lost to a trailing line:\n{flipped:#?}",
+        flipped.len()
+    );
+}

@@ -10,6 +10,7 @@ use tool_core::{Approval, Approver, ExecutionContext, ProgressUpdate};
 
 use crate::bash::BashAnswer;
 use crate::environment::ExecEnvironment;
+use crate::question;
 
 /// What became of an `ask` command's question.
 pub(crate) enum Asked {
@@ -146,21 +147,39 @@ fn used_variables(command: &str) -> Vec<&str> {
 }
 
 /// What a remembered approval is keyed by: the command text, the working
-/// directory and the values of the session variables the command uses.
+/// directory, the values of the session variables the command uses, and
+/// the effect of every program it runs ([`crate::binding::command_keys`]:
+/// resolved executable, argv, directory, the environment that matters,
+/// content digests of the executable and its script).
 pub(crate) fn approval_key(
+    exec: &ExecEnvironment,
     command: &str,
     cwd: &std::path::Path,
     vars: &std::collections::HashMap<String, String>,
+) -> String {
+    let effects = crate::binding::command_keys(&exec.analyzer, command, cwd, vars);
+    text_key(command, cwd, vars, &effects)
+}
+
+/// [`approval_key`] from the effects already found.
+fn text_key(
+    command: &str,
+    cwd: &std::path::Path,
+    vars: &std::collections::HashMap<String, String>,
+    effects: &[exec_policy::ApprovalKey],
 ) -> String {
     let used: Vec<(&str, Option<&String>)> = used_variables(command)
         .into_iter()
         .map(|name| (name, vars.get(name)))
         .collect();
-    serde_json::json!([command, cwd.to_string_lossy(), used]).to_string()
+    serde_json::json!([command, cwd.to_string_lossy(), used, format!("{effects:?}")]).to_string()
 }
 
-/// The question put to the person: the command, the working directory,
-/// the rule and its reason, and why the command is uncertain.
+/// The question put to the person: the command, the working directory and
+/// the rule first, each rendered safe to show ([`crate::question`]), then
+/// warnings about what the command holds that the eye could miss, then why
+/// the command is uncertain. `command` is already redacted, so the cap
+/// never cuts a secret in two.
 pub(crate) fn approval_message(
     command: &str,
     cwd: &std::path::Path,
@@ -178,20 +197,26 @@ pub(crate) fn approval_message(
     }
     if !unknown.is_empty() {
         let verb = if unknown.len() == 1 { "is" } else { "are" };
+        let more = if unknown.len() > 8 { ", …" } else { "" };
         why.push(format!(
-            "{} {verb} not known here, so what it touches is known only when it runs",
-            unknown.join(", ")
+            "{}{more} {verb} not known here, so what it touches is known only when it runs",
+            unknown[..unknown.len().min(8)].join(", ")
         ));
     }
     if why.is_empty() {
         why.push("what it runs or touches is known only when it runs".to_owned());
     }
     let why = why.join("; ");
+    let shown_command = question::show(command, question::COMMAND_CAP);
+    let shown_cwd = question::show(&cwd.to_string_lossy(), question::FIELD_CAP);
+    let rule = question::show(&denial.rule_id, question::FIELD_CAP);
+    let reason = question::show(&denial.reason, question::FIELD_CAP);
+    let mut warnings = question::warnings("command", &shown_command);
+    warnings.extend(question::warnings("working directory", &shown_cwd));
+    let warnings: String = warnings.iter().map(|line| format!("{line}\n")).collect();
     format!(
-        "Run this command?\n\nCommand: {command}\nWorking directory: {}\nRule: {} ({})\nWhy: {why}\n\nAccept runs it once; with \"remember\" the same command runs unasked here for the rest of the session.",
-        cwd.display(),
-        denial.rule_id,
-        denial.reason,
+        "Run this command?\n\nCommand: {}\nWorking directory: {}\nRule: {} ({})\n{warnings}Why: {why}\n\nAccept runs it once; with \"remember\" the same command runs unasked here for the rest of the session, as long as what it runs is unchanged (the program, its arguments, the directory, the environment it sees and the scripts it runs); with \"save\" it is also written to the policy file as an allow rule, so it runs unasked after restarts too.",
+        shown_command.text, shown_cwd.text, rule.text, reason.text,
     )
 }
 
@@ -228,7 +253,70 @@ pub(crate) fn declined(exec: &ExecEnvironment, denial: &Denial) -> BashAnswer {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    fn denial(rule: &str, reason: &str) -> Denial {
+        Denial {
+            rule_id: rule.to_owned(),
+            source: exec_policy::RuleSource::PolicyFile,
+            reason: reason.to_owned(),
+            command: String::new(),
+            fallback: false,
+            matched: None,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the command, directory, rule and reason hold, the
+        /// question's lines hold nothing that hides or moves text, the
+        /// command is one line, and the whole is bounded.
+        #[test]
+        fn any_question_is_safe_to_show(
+            command in crate::question::tests::any_text(),
+            cwd in crate::question::tests::any_text(),
+            rule in crate::question::tests::any_text(),
+            reason in crate::question::tests::any_text(),
+            repeat in 1..40usize,
+        ) {
+            let command = command.repeat(repeat);
+            let message = approval_message(
+                &command,
+                std::path::Path::new(&cwd),
+                &denial(&rule, &reason),
+                &std::collections::HashMap::new(),
+            );
+            prop_assert!(
+                !message.chars().any(|c| c != '\n' && crate::question::tests::forbidden(c)),
+                "{message:?}"
+            );
+            let lines: Vec<&str> = message.lines().collect();
+            prop_assert_eq!(lines[0], "Run this command?");
+            prop_assert!(lines[2].starts_with("Command: "));
+            prop_assert!(lines[3].starts_with("Working directory: "));
+            prop_assert!(lines[4].starts_with("Rule: "));
+            prop_assert!(message.chars().count() < 5_000, "{}", message.chars().count());
+        }
+    }
+
+    #[test]
+    fn the_decisive_fields_come_first_and_warnings_follow() {
+        let message = approval_message(
+            "echo hi\nrm -rf /h\u{43e}me",
+            std::path::Path::new("/w"),
+            &denial("r", "because"),
+            &std::collections::HashMap::new(),
+        );
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(lines[2], "Command: echo hi⏎rm -rf /h\u{43e}me");
+        assert_eq!(lines[3], "Working directory: /w");
+        assert_eq!(lines[4], "Rule: r (because)");
+        assert!(lines[5].contains("2 lines"), "{message}");
+        assert!(lines[6].contains("non-ASCII"), "{message}");
+    }
 
     #[test]
     fn used_variables_are_named_once_in_order() {
@@ -248,6 +336,8 @@ mod tests {
                 ("UNUSED".to_owned(), value.to_owned()),
             ])
         };
+        let approval_key =
+            |command: &str, cwd: &std::path::Path, vars: &_| text_key(command, cwd, vars, &[]);
         let key = approval_key("rm -rf \"$X\"", cwd, &vars("a"));
         assert_eq!(key, approval_key("rm -rf \"$X\"", cwd, &vars("a")));
         assert_ne!(key, approval_key("rm -rf \"$X\"", cwd, &vars("b")));

@@ -78,6 +78,28 @@ pub struct AuditEntry {
     pub bash_id: Option<String>,
 }
 
+impl AuditEntry {
+    /// The keys every line of the log carries (absent values as `null`),
+    /// `time` and `sandbox` added by the log itself: what a reader of the
+    /// log can rely on.
+    pub const KEYS: &[&str] = &[
+        "time",
+        "tool",
+        "command",
+        "cwd",
+        "decision",
+        "rule",
+        "approved_by",
+        "status",
+        "exit_code",
+        "duration_ms",
+        "output_bytes",
+        "sandbox",
+        "bash_id",
+        "event",
+    ];
+}
+
 /// An `ended` line waiting for a retry, as it was first made (its
 /// `time` is when the command ended).
 #[derive(Debug)]
@@ -494,22 +516,7 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 2, "appended");
         for line in &lines {
-            for key in [
-                "time",
-                "tool",
-                "command",
-                "cwd",
-                "decision",
-                "rule",
-                "approved_by",
-                "status",
-                "exit_code",
-                "duration_ms",
-                "output_bytes",
-                "sandbox",
-                "bash_id",
-                "event",
-            ] {
+            for key in AuditEntry::KEYS {
                 assert!(line.get(key).is_some(), "{key} missing from {line}");
             }
         }

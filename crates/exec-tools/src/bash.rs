@@ -27,6 +27,7 @@ use crate::carried_state::{
     may_change_state, wrap_command,
 };
 use crate::environment::{AskFallback, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
+use crate::exec_judge::{CallContext, Checks};
 use crate::metadata::{BashMetadata, capped_command};
 use crate::render::{Rendered, render_streams};
 
@@ -237,19 +238,21 @@ impl BashTool {
                 })
             })
         };
+        // What became of a `save` answer, said at the end of the answer.
+        let mut saved_note = None;
         let approved_by = match (&analysis.decision, denial) {
             (Decision::Deny(_), Some(denial)) => {
                 let answer = refusal(exec, &analysis.decision, denial);
                 return meta(with_audit_failure(answer, record("blocked", None)));
             }
             (Decision::Ask(_), Some(denial)) => {
-                let key = approval_key(&params.command, &cwd, &session.vars);
+                let key = approval_key(exec, &params.command, &cwd, &session.vars);
                 let asked = match context.approver() {
                     _ if exec.is_remembered(&key) => Asked::Approved("remembered"),
                     // A dry run never asks: it answers as the fallback would.
                     Some(approver) if !context.dry_run() => {
                         let message = exec.redact(&approval_message(
-                            &params.command,
+                            &shown_command,
                             &cwd,
                             denial,
                             &session.vars,
@@ -259,6 +262,11 @@ impl BashTool {
                                 if remember {
                                     exec.remember(key);
                                 }
+                                Asked::Approved("user")
+                            }
+                            Waiting::Answer(Approval::Save) => {
+                                exec.remember(key);
+                                saved_note = Some(save_note(exec, &params.command));
                                 Asked::Approved("user")
                             }
                             Waiting::Answer(Approval::Decline | Approval::Cancel) => {
@@ -306,7 +314,7 @@ impl BashTool {
         // need not wait for it.
         crate::approval::done_deciding(context);
         let meta = |result: BashAnswer| {
-            let result = meta(result);
+            let result = with_note(meta(result), saved_note.as_deref());
             match approved_by {
                 Some(by) => result.meta(|m| {
                     m.decision = Some("ask");
@@ -332,6 +340,8 @@ impl BashTool {
             );
         }
 
+        // Every exec of the command is judged again as it runs.
+        let checks = exec_checks(exec, decided.call, approved_by.is_some());
         // A background shell's id is taken now, so the decision line names it.
         let reserved = params.run_in_background.then(|| exec.manager.reserve_id());
         let running = audit.map_or(Ok(()), |log| {
@@ -362,14 +372,26 @@ impl BashTool {
                 cwd,
                 timeout,
                 tty: params.tty,
+                checks,
             };
             return meta(start_background(exec, reserved, &command, &vars, spec, ended).await)
                 .meta(|m| m.timeout_ms = params.timeout);
         }
         if params.tty {
             let timeout = params.timeout.map(Duration::from_millis);
-            return meta(run_tty(exec, context, &command, cwd, &vars, timeout, ended).await)
-                .meta(|m| m.timeout_ms = params.timeout);
+            return meta(
+                run_tty(
+                    exec,
+                    context,
+                    &command,
+                    (cwd, &vars),
+                    timeout,
+                    ended,
+                    checks,
+                )
+                .await,
+            )
+            .meta(|m| m.timeout_ms = params.timeout);
         }
         let timeout = params
             .timeout
@@ -391,6 +413,7 @@ impl BashTool {
                 timeout,
                 facts: analysis.facts,
                 budget,
+                checks,
             },
             ended,
         )
@@ -398,6 +421,33 @@ impl BashTool {
         meta(result).meta(|m| {
             m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
         })
+    }
+}
+
+/// Saves an approval of `command` as an `allow` rule in the policy file
+/// ([`crate::save`]); the line the answer ends with says which rule, or
+/// why nothing was saved (the approval is remembered either way).
+fn save_note(exec: &ExecEnvironment, command: &str) -> String {
+    let saved = if exec.redact(command) == command {
+        crate::save::save_rule(&exec.analyzer, exec.config.policy_file.as_deref(), command)
+    } else {
+        Err(
+            "the command holds a secret value, which is never written to the policy file"
+                .to_owned(),
+        )
+    };
+    match saved {
+        Ok(id) => format!(
+            "[approval saved as rule {id} in {}]",
+            exec.config
+                .policy_file
+                .as_deref()
+                .map_or_else(String::new, |path| exec.redact(&path.to_string_lossy()))
+        ),
+        Err(why) => format!(
+            "[approval not saved as a rule: {}; remembered until the server stops]",
+            exec.redact(&why)
+        ),
     }
 }
 
@@ -650,7 +700,29 @@ fn script_for(command: &str, cwd: &std::path::Path, vars: &Vars) -> Option<Strin
     found.then(|| format!("exec {command}"))
 }
 
-fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars) -> SpawnSpec {
+/// The judge of every exec of one Bash call's command, and where its
+/// refusals go (`exec_judge.rs`).
+fn exec_checks(exec: &ExecEnvironment, call: u64, approved: bool) -> Checks {
+    let refusals = Arc::new(crate::exec_judge::Refusals::default());
+    let judge = exec.exec_checks.as_ref().map(|checks| {
+        checks.judge(CallContext {
+            refusals: Arc::clone(&refusals),
+            audit: exec.config.audit.clone().map(|log| (log, call)),
+            tool: "Bash",
+            approved,
+            redactions: Arc::clone(&exec.redactions),
+        })
+    });
+    Checks { judge, refusals }
+}
+
+fn base_spec(
+    exec: &ExecEnvironment,
+    command: String,
+    cwd: PathBuf,
+    vars: &Vars,
+    checks: &Checks,
+) -> SpawnSpec {
     let mut vars = vars.clone();
     if let Some(tmpdir) = &exec.config.tmpdir {
         vars.insert("TMPDIR".to_owned(), tmpdir.clone().into_os_string());
@@ -666,6 +738,7 @@ fn base_spec(exec: &ExecEnvironment, command: String, cwd: PathBuf, vars: &Vars)
     spec.replacements = Some(Arc::clone(&exec.redactions));
     spec.confinement.clone_from(&exec.config.confinement);
     spec.cgroup_limits = exec.config.command_limits;
+    spec.exec_judge.clone_from(&checks.judge);
     spec
 }
 
@@ -688,6 +761,7 @@ struct Background {
     cwd: PathBuf,
     timeout: Option<Duration>,
     tty: bool,
+    checks: Checks,
 }
 
 async fn start_background(
@@ -698,9 +772,14 @@ async fn start_background(
     run: Background,
     ended: Option<(Arc<AuditLog>, AuditEntry)>,
 ) -> BashAnswer {
-    let Background { cwd, timeout, tty } = run;
+    let Background {
+        cwd,
+        timeout,
+        tty,
+        checks,
+    } = run;
     let stem = exec.next_path("background");
-    let mut spec = base_spec(exec, command.to_owned(), cwd, vars);
+    let mut spec = base_spec(exec, command.to_owned(), cwd, vars, &checks);
     spec.tty = tty;
     let (stdout, stderr) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout);
@@ -710,6 +789,7 @@ async fn start_background(
     let spills = [stem.with_extension("stdout"), stem.with_extension("stderr")];
     match exec.manager.spawn_as(id, spec).await {
         Ok((id, shell)) => {
+            exec.keep_refusals(&shell, &checks);
             exec.keep_files(Some(&id), &[&spills[0], &spills[1]]);
             audit_when_ended(ended, shell, id.clone());
             BashAnswer::ok(format!(
@@ -743,6 +823,7 @@ struct Foreground {
     facts: CommandFacts,
     /// Characters the answer may take.
     budget: usize,
+    checks: Checks,
 }
 
 async fn run_foreground(
@@ -760,6 +841,7 @@ async fn run_foreground(
         timeout,
         facts,
         budget,
+        checks,
     } = run;
     let stem = exec.next_path("bash");
     // A command that cannot change the state runs as it is.
@@ -769,7 +851,7 @@ async fn run_foreground(
     } else {
         command.to_owned()
     };
-    let mut spec = base_spec(exec, script, cwd.clone(), &vars);
+    let mut spec = base_spec(exec, script, cwd.clone(), &vars, &checks);
     // Without a channel the command still runs; its answer says the state stayed.
     let channel = stateful
         .then(|| {
@@ -796,6 +878,7 @@ async fn run_foreground(
         }
     };
     if let Waited::Backgrounded(id) = wait_reporting(exec, &shell, context).await {
+        exec.keep_refusals(&shell, &checks);
         audit_when_ended(ended, Arc::clone(&shell), id.clone());
         let after = exec.config.background_after.unwrap_or_default();
         return backgrounded_answer(exec, &shell, &id, &stem, after);
@@ -808,7 +891,7 @@ async fn run_foreground(
     let request = shell.end_request();
     let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
 
-    let mut notes = Vec::new();
+    let (mut notes, refused) = checks.new_lines();
     if shell.ended_jobs() > 0 {
         notes.push(format!(
             "[ended {} background job(s) left by the command]",
@@ -878,6 +961,7 @@ async fn run_foreground(
         m.output_file = output_file.map(|path| path.to_string_lossy().into_owned());
         m.omitted_chars = omitted_chars;
         m.duration_ms = Some(duration_ms);
+        m.runtime_refusals = (refused > 0).then_some(refused);
     })
 }
 
@@ -923,13 +1007,13 @@ async fn run_tty(
     exec: &ExecEnvironment,
     context: &ExecutionContext,
     command: &str,
-    cwd: PathBuf,
-    vars: &Vars,
+    (cwd, vars): (PathBuf, &Vars),
     timeout: Option<Duration>,
     ended: Option<(Arc<AuditLog>, AuditEntry)>,
+    checks: Checks,
 ) -> BashAnswer {
     let stem = exec.next_path("tty");
-    let mut spec = base_spec(exec, command.to_owned(), cwd, vars);
+    let mut spec = base_spec(exec, command.to_owned(), cwd, vars, &checks);
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout_spill);
     spec.stderr_spill = Some(stderr_spill);
@@ -979,6 +1063,7 @@ async fn run_tty(
                     continue;
                 }
                 if let Ok(id) = exec.manager.adopt(&shell) {
+                    exec.keep_refusals(&shell, &checks);
                     audit_when_ended(ended, Arc::clone(&shell), id.clone());
                     let after = hand_over_after.unwrap_or_default();
                     return backgrounded_answer(exec, &shell, &id, &stem, after)
@@ -1002,6 +1087,7 @@ async fn run_tty(
                 // foreground, until it exits or its timeout.
                 match exec.manager.adopt(&shell) {
                     Ok(id) => {
+                        exec.keep_refusals(&shell, &checks);
                         audit_when_ended(ended, Arc::clone(&shell), id.clone());
                         return waiting_answer(exec, &shell, &id, &stem);
                     }
@@ -1020,7 +1106,8 @@ async fn run_tty(
     };
     let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
     let prefix = end_line(request, exit, shell.out_of_memory(), timeout, duration_ms);
-    let notes: Vec<String> = network_note(exec, command, &shell).into_iter().collect();
+    let (mut notes, refused) = checks.new_lines();
+    notes.extend(network_note(exec, command, &shell));
     let Rendered {
         text,
         truncated,
@@ -1058,6 +1145,7 @@ async fn run_tty(
         m.omitted_chars = omitted_chars;
         m.waiting_for_input = Some(false);
         m.duration_ms = Some(duration_ms);
+        m.runtime_refusals = (refused > 0).then_some(refused);
     })
 }
 
@@ -1241,7 +1329,7 @@ fn absorb_state(
     let refused = state.absorb_exports(vars, &ended.exports);
     if !refused.is_empty() {
         notes.push(format!(
-            "[not carried over to later calls: {} (start-up variables would run before every later command)]",
+            "[not carried over to later calls: {} (each would change what later commands run, unseen by the checks: see docs/policy.md)]",
             refused.join(", ")
         ));
     }

@@ -305,6 +305,9 @@ pub(crate) fn read_answer(
         let prefix = format!("{header}\n");
         let status = shell.status();
         let mut notes = left_running_note(shell, status);
+        // Execs the policy refused at run time since the last answer.
+        let (refused_lines, refused) = env.new_refusal_lines(shell.pid());
+        notes.extend(refused_lines);
         // From the output this read shows: what earlier reads took is gone.
         notes.extend(crate::network::network_note(
             env,
@@ -339,6 +342,7 @@ pub(crate) fn read_answer(
             m.waiting_for_input = Some(waiting);
             m.duration_ms = Some(u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX));
             m.command = Some(capped_command(&env.redact(shell.command())));
+            m.runtime_refusals = (refused > 0).then_some(refused);
         })
     }
 }

@@ -23,6 +23,8 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use exec_policy::export_carries;
+
 use crate::quote::quote;
 
 /// Variables bash manages itself, or that we set per command: never carried.
@@ -36,19 +38,6 @@ const NOT_CARRIED: &[&str] = &[
     "PPID",
     "TMPDIR",
     shell_runtime::SHELL_TAG_VAR,
-];
-
-/// Variables that change how every later shell (or every program) starts:
-/// carrying them over would run code, unchecked, before every later call.
-/// They are not carried, and the answer says so.
-pub(crate) const STARTUP_VARIABLES: &[&str] = &[
-    "BASH_ENV",
-    "ENV",
-    "PROMPT_COMMAND",
-    "SHELLOPTS",
-    "BASHOPTS",
-    "LD_PRELOAD",
-    "LD_AUDIT",
 ];
 
 /// The descriptor a wrapped command's shell writes its state to. The
@@ -71,9 +60,10 @@ pub(crate) const MAX_STATE_BYTES: u64 = 1 << 20;
 /// no variable entry can be mistaken for it.
 const END_MARK: &[u8] = b"agent-exec-state-end";
 
-/// Whether `name` may be carried over from one call to the next.
-fn is_carried(name: &str) -> bool {
-    !NOT_CARRIED.contains(&name) && !name.starts_with("BASH") && !STARTUP_VARIABLES.contains(&name)
+/// Whether `name` is one the shell manages itself (never carried, never
+/// reported).
+fn is_shell_managed(name: &str) -> bool {
+    NOT_CARRIED.contains(&name) || (name.starts_with("BASH") && name != "BASH_ENV")
 }
 
 /// What is carried from one call to the next.
@@ -117,28 +107,32 @@ impl CarriedState {
     }
 
     /// Folds the exported variables a command ended with into the carried state.
-    /// Returns the start-up variables the command changed, which are not
-    /// carried.
+    /// Returns the variables the command set or unset that do not carry
+    /// over (exec-policy's [`export_carries`]: values that turn into code
+    /// or change which program runs).
     pub(crate) fn absorb_exports(&mut self, given: &Vars, ended: &Vars) -> Vec<String> {
         let mut refused = Vec::new();
-        for (name, value) in ended {
-            if given.get(name) == Some(value) {
+        let changes = ended
+            .iter()
+            .filter(|(name, value)| given.get(*name) != Some(value))
+            .map(|(name, value)| (name, Some(value.as_os_str())))
+            .chain(
+                given
+                    .keys()
+                    .filter(|name| !ended.contains_key(*name))
+                    .map(|name| (name, None)),
+            );
+        for (name, value) in changes {
+            if is_shell_managed(name) {
                 continue;
             }
-            if is_carried(name) {
-                self.env.insert(name.clone(), Some(value.clone()));
-            } else if STARTUP_VARIABLES.contains(&name.as_str()) {
-                refused.push(name.clone());
-            }
-        }
-        for name in given.keys() {
-            if ended.contains_key(name) {
-                continue;
-            }
-            if is_carried(name) {
-                self.env.insert(name.clone(), None);
-            } else if STARTUP_VARIABLES.contains(&name.as_str()) {
-                refused.push(name.clone());
+            let before = given.get(name).map(OsString::as_os_str);
+            match export_carries(name, before, value) {
+                Ok(()) => {
+                    self.env
+                        .insert(name.clone(), value.map(OsStr::to_os_string));
+                }
+                Err(_) => refused.push(name.clone()),
             }
         }
         refused
@@ -710,11 +704,20 @@ mod tests {
         let ended = Vars::from([
             ("BASH_ENV".to_owned(), os("./x.sh")),
             ("PROMPT_COMMAND".to_owned(), os("echo hi")),
+            ("GIT_CONFIG_PARAMETERS".to_owned(), os("'core.pager'='sh'")),
             ("OK".to_owned(), os("1")),
         ]);
         let mut state = CarriedState::default();
         let refused = state.absorb_exports(&given, &ended);
-        assert_eq!(refused, ["BASH_ENV", "PROMPT_COMMAND", "LD_PRELOAD"]);
+        assert_eq!(
+            refused,
+            [
+                "BASH_ENV",
+                "GIT_CONFIG_PARAMETERS",
+                "PROMPT_COMMAND",
+                "LD_PRELOAD"
+            ]
+        );
         assert_eq!(state.env.len(), 1);
         assert_eq!(state.env.get("OK"), Some(&Some(os("1"))));
     }

@@ -75,6 +75,9 @@ pub struct ExecConfig {
     pub output_budget: u64,
     /// Where every decision and every end of a command is recorded, if anywhere.
     pub audit: Option<Arc<AuditLog>>,
+    /// Judge every exec of a command's tree with the policy as it runs
+    /// (docs/decisions/0018; Linux). On unless turned off.
+    pub check_execs: bool,
     /// What an `ask` command gets when nobody can be asked.
     pub ask_fallback: AskFallback,
     /// How long a question waits for the person before it counts as
@@ -90,6 +93,9 @@ pub struct ExecConfig {
     /// its process cap (`[processes] max`, 1024 unless changed) and
     /// memory (`[limits] memory` or `--memory-limit`; none unless set).
     pub command_limits: shell_runtime::CommandLimits,
+    /// The policy file the server loaded, where a `save` answer appends
+    /// its `allow` rule; `None` when it runs without one.
+    pub policy_file: Option<PathBuf>,
 }
 
 /// How long a question waits for the person by default.
@@ -176,6 +182,7 @@ impl ExecConfig {
                 memory: policy.memory_limit,
             },
             output_dir,
+            policy_file: None,
             coauthor: None,
             strip_ansi: true,
             collapse_progress: true,
@@ -187,6 +194,7 @@ impl ExecConfig {
             default_timeout: DEFAULT_TIMEOUT,
             output_budget: OUTPUT_TOTAL_CAP,
             audit: None,
+            check_execs: true,
             ask_fallback: AskFallback::Deny,
             ask_timeout: DEFAULT_ASK_TIMEOUT,
             memory_budget: shell_runtime::DEFAULT_MEMORY_BUDGET,
@@ -231,6 +239,12 @@ pub struct ExecEnvironment {
     /// of command text, working directory and the values of the variables
     /// the command uses.
     remembered: Mutex<std::collections::HashSet<String>>,
+    /// The judge of every exec (`None` when `check_execs` is off).
+    pub(crate) exec_checks: Option<Arc<crate::exec_judge::ExecChecks>>,
+    /// Each tty shell's refusals at run time, by pid, for the answers of
+    /// later calls (`WriteStdin`).
+    pub(crate) exec_refusals:
+        Mutex<std::collections::HashMap<u32, Arc<crate::exec_judge::Refusals>>>,
 }
 
 impl ExecEnvironment {
@@ -253,8 +267,13 @@ impl ExecEnvironment {
         for value in config.env.removed.values_mut() {
             *value = String::new();
         }
+        let exec_checks = config
+            .check_execs
+            .then(|| Arc::new(crate::exec_judge::ExecChecks::new(config.analyzer.clone())));
         Self {
             analyzer: Analyzer::new(config.analyzer.clone()),
+            exec_checks,
+            exec_refusals: Mutex::default(),
             manager: ShellManager::new()
                 .with_memory(shell_runtime::MemoryPool::new(config.memory_budget)),
             redactions,
@@ -267,6 +286,47 @@ impl ExecEnvironment {
             counter: AtomicU64::new(0),
             remembered: Mutex::new(std::collections::HashSet::new()),
         }
+    }
+
+    /// Keeps a shell's refusals at run time for the answers of later calls
+    /// (`BashOutput`, `WriteStdin`); entries of processes gone are dropped.
+    pub(crate) fn keep_refusals(
+        &self,
+        shell: &shell_runtime::ShellProcess,
+        checks: &crate::exec_judge::Checks,
+    ) {
+        if checks.judge.is_none() {
+            return;
+        }
+        let mut kept = self
+            .exec_refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= 64 {
+            kept.retain(|pid, _| std::path::Path::new(&format!("/proc/{pid}")).exists());
+        }
+        kept.insert(shell.pid(), Arc::clone(&checks.refusals));
+    }
+
+    /// The lines of a shell's refusals at run time no answer reported yet,
+    /// and their count.
+    pub(crate) fn new_refusal_lines(&self, pid: u32) -> (Vec<String>, u64) {
+        let refusals = self
+            .exec_refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&pid)
+            .cloned();
+        refusals.map_or_else(
+            || (Vec::new(), 0),
+            |refusals| {
+                crate::exec_judge::Checks {
+                    judge: None,
+                    refusals,
+                }
+                .new_lines()
+            },
+        )
     }
 
     /// Whether an approval for `key` was remembered.

@@ -31,13 +31,17 @@ mod approval;
 mod audit;
 mod bash;
 mod bash_output;
+mod binding;
 mod carried_state;
 mod environment;
+mod exec_judge;
 mod kill_shell;
 mod metadata;
 mod network;
+mod question;
 mod quote;
 mod render;
+mod save;
 mod text;
 mod write_stdin;
 

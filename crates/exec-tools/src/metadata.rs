@@ -73,6 +73,11 @@ pub struct BashMetadata {
     /// Who approved an `ask` command: `user`, `remembered` or `fallback`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<&'static str>,
+    /// How many execs the policy refused while the command ran (policy at
+    /// run time), each named in a `[refused at run time: ...]` line; absent
+    /// when none was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_refusals: Option<u64>,
     /// Set when the audit log could not be written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_error: Option<bool>,
@@ -111,6 +116,11 @@ pub struct ShellMetadata {
     /// How long the shell has run (or ran), in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// How many execs the policy refused at run time since the last
+    /// answer for this shell, each named in a `[refused at run time: ...]`
+    /// line; absent when none was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_refusals: Option<u64>,
     /// The shell's command (secrets redacted), at most its first 1000 characters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,

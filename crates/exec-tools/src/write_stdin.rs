@@ -625,7 +625,7 @@ impl WriteStdinTool {
                 None => Ok(name),
                 Some(_)
                     if matches!(analysis.decision, Decision::Ask(_))
-                        && env.is_remembered(&approval_key(line, &cwd, &vars)) =>
+                        && env.is_remembered(&approval_key(env, line, &cwd, &vars)) =>
                 {
                     Ok(name)
                 }
@@ -640,13 +640,14 @@ impl WriteStdinTool {
             Decision::Allow { .. } => Ok(name),
             Decision::Deny(denial) => refused(env.redact(&denial.message())),
             Decision::Ask(denial) => {
-                let key = approval_key(line, &cwd, &vars);
+                let key = approval_key(env, line, &cwd, &vars);
                 if env.is_remembered(&key) {
                     return Ok(name);
                 }
                 let answer = match context.approver() {
                     Some(approver) if !context.dry_run() => {
-                        let message = env.redact(&approval_message(line, &cwd, denial, &vars));
+                        let message =
+                            env.redact(&approval_message(&env.redact(line), &cwd, denial, &vars));
                         wait_for_approval(env, context, approver.as_ref(), message).await
                     }
                     _ => Waiting::Answer(Approval::Unavailable),
@@ -656,6 +657,12 @@ impl WriteStdinTool {
                         if remember {
                             env.remember(key);
                         }
+                        Ok(name)
+                    }
+                    // A typed line is remembered, not saved: a rule would
+                    // also allow it as a `Bash` command.
+                    Waiting::Answer(Approval::Save) => {
+                        env.remember(key);
                         Ok(name)
                     }
                     Waiting::Answer(Approval::Unavailable)

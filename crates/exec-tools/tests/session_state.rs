@@ -278,6 +278,7 @@ fn carried_name() -> impl Strategy<Value = String> {
             && !name.starts_with("LC_")
             && !name.starts_with("__agent_exec")
             && name != "AGENT_EXEC_SHELL"
+            && exec_policy::export_carries(name, None, Some(OsStr::new("x"))).is_ok()
     })
 }
 

@@ -6,7 +6,7 @@
 //! `cargo bench -p shell-runtime --bench runtime` (`-- --quick` for a short
 //! run with a 64 MiB file instead of 1 GiB; `-- capture` and the like run
 //! only the groups named: spawn, capture, reads, concurrent, sandbox,
-//! spawner). Prints one JSON figure per line for `cargo xtask bench`.
+//! spawner, exec-check). Prints one JSON figure per line for `cargo xtask bench`.
 //!
 //! `spawner` (only when named) starts the spawner process first, as the
 //! binary does, and compares spawn-and-wait of `true` through it with the
@@ -391,6 +391,56 @@ fn spawner_process(runtime: &tokio::runtime::Runtime, rounds: usize) {
     );
 }
 
+/// A script of 2,000 short execs with every exec judged (a judge that
+/// allows at once: the mechanism's cost, the notification's round trip
+/// and the reads of `/proc`) against the same without the filter,
+/// alternating (docs/decisions/0018).
+#[cfg(target_os = "linux")]
+fn exec_check(runtime: &tokio::runtime::Runtime, rounds: usize) {
+    use std::sync::Arc;
+    const SCRIPT: &str = "for i in $(seq 2000); do /bin/true; done";
+    let run = |judged: bool| {
+        let mut spec = spec(SCRIPT);
+        if judged {
+            spec.exec_judge = Some(shell_runtime::ExecJudge(Arc::new(|_| {
+                shell_runtime::ExecVerdict::Allow
+            })));
+        }
+        let t = Instant::now();
+        runtime.block_on(async { ShellProcess::spawn(spec).await.unwrap().wait().await });
+        t.elapsed()
+    };
+    run(false);
+    run(true);
+    let mut plain = Vec::new();
+    let mut judged = Vec::new();
+    for _ in 0..rounds {
+        plain.push(run(false));
+        judged.push(run(true));
+    }
+    let (plain50, plain99) = (percentile(&mut plain, 50), percentile(&mut plain, 99));
+    let (judged50, judged99) = (percentile(&mut judged, 50), percentile(&mut judged, 99));
+    emit(
+        &Figure::new(
+            "execs-plain",
+            "a script of 2,000 execs of /bin/true, unjudged",
+        )
+        .timing(plain50, plain99),
+    );
+    emit(
+        &Figure::new(
+            "execs-judged",
+            "the same with every exec stopped by seccomp and judged (allow)",
+        )
+        .timing(judged50, judged99)
+        .against(
+            "execs-plain",
+            judged50.as_secs_f64() / plain50.as_secs_f64(),
+        )
+        .target(Metric::Ratio, Op::AtMost, 1.10, Unit::Times),
+    );
+}
+
 fn background_reads(runtime: &tokio::runtime::Runtime, reads: usize) {
     let mut samples = Vec::with_capacity(reads);
     runtime.block_on(async {
@@ -468,6 +518,10 @@ fn main() {
     }
     if wanted("contain") {
         contain_cost(&runtime, if quick { 100 } else { 1000 });
+    }
+    #[cfg(target_os = "linux")]
+    if wanted("exec-check") {
+        exec_check(&runtime, if quick { 3 } else { 11 });
     }
 }
 

@@ -865,41 +865,23 @@ fn hierarchy_in(
     mountinfo: &str,
     can_kill: impl Fn(&Path) -> bool,
 ) -> Option<(PathBuf, Kind)> {
-    let mut unified = None;
-    for line in mountinfo.lines() {
-        let Some((before, after)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mut after = after.split_whitespace();
-        let fstype = after.next().unwrap_or_default();
-        let options = after.nth(1).unwrap_or_default();
-        let Some(mount) = before.split_whitespace().nth(4).map(PathBuf::from) else {
-            continue;
-        };
-        if fstype == "cgroup" && options.split(',').any(|option| option == "pids") {
-            let own = cgroups.lines().find_map(|entry| {
-                let mut fields = entry.splitn(3, ':');
-                let _ = fields.next();
-                let controllers = fields.next()?;
-                let path = fields.next()?;
-                controllers
-                    .split(',')
-                    .any(|c| c == "pids")
-                    .then(|| path.to_owned())
-            })?;
-            return Some((mount.join(own.trim_start_matches('/')), Kind::PidsV1));
-        }
-        if fstype == "cgroup2"
-            && unified.is_none()
-            && let Some(own) = cgroups.lines().find_map(|entry| entry.strip_prefix("0::"))
-        {
-            let dir = mount.join(own.trim_start_matches('/'));
-            if can_kill(&dir) {
-                unified = Some((dir, Kind::Unified));
-            }
-        }
+    if let Some(dir) = v1_hierarchy_in(cgroups, mountinfo, "pids") {
+        return Some((dir, Kind::PidsV1));
     }
-    unified
+    let own = cgroups
+        .lines()
+        .find_map(|entry| entry.strip_prefix("0::"))?;
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            (after.split_whitespace().next()? == "cgroup2")
+                .then(|| before.split_whitespace().nth(4).map(PathBuf::from))
+                .flatten()
+        })
+        .map(|mount| mount.join(own.trim_start_matches('/')))
+        .find(|dir| can_kill(dir))
+        .map(|dir| (dir, Kind::Unified))
 }
 
 /// Writes `pids.max` (`max` for no cap); false where it cannot (no pids

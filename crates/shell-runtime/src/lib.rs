@@ -62,7 +62,10 @@ pub use spawn::process::{bypass_spawner_process, start_spawner_process};
 #[cfg(target_os = "linux")]
 pub use spawn::pty::{TERMINAL_COLUMNS, TERMINAL_ROWS, TERMINAL_TYPE, TerminalWriter};
 pub use spawn::trim::{map_large_blocks, release_free_memory};
-pub use spec::{ConfinementSpec, SCRIPT_VAR, SpawnSpec, SpillBudget, SpillFile};
+pub use spec::{
+    ConfinementSpec, ExecJudge, ExecRequest, ExecVerdict, FileIdentity, SCRIPT_VAR, SpawnSpec,
+    SpillBudget, SpillFile,
+};
 pub use status::{EndRequest, ExitInfo, OutOfMemory, ShellStatus, human_bytes, signal_name};
 pub use terminal_text::{CleanOptions, clean_text};
 pub use tree::SHELL_TAG_VAR;

@@ -162,6 +162,11 @@ pub struct SpawnSpec {
     /// The limits of the command's own cgroup, where one can be made
     /// (processes: 1024 by default; memory: none by default).
     pub cgroup_limits: crate::CommandLimits,
+    /// Judges every exec of the command's tree but the shell's own
+    /// (`execve`/`execveat` stopped by a seccomp user notification; Linux
+    /// only): policy at run time. Mechanism only: the caller brings the
+    /// rules. `None`: no filter.
+    pub exec_judge: Option<ExecJudge>,
 }
 
 /// What a sandbox confines, as plain data (exec-tools builds it from the
@@ -217,6 +222,7 @@ impl SpawnSpec {
             memory: None,
             inherit: Vec::new(),
             cgroup_limits: crate::CommandLimits::default(),
+            exec_judge: None,
         }
     }
 
@@ -307,5 +313,58 @@ mod tests {
         assert!(!name_matches("a*b*c", "aXcYb"));
         assert!(name_matches("*", ""));
         assert!(!name_matches("ab*ba", "aba"));
+    }
+}
+
+/// The file an exec would run, as this process sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileIdentity {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// Modification time, seconds.
+    pub mtime: i64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// One exec a command's process is about to make.
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    /// The process (in this process's PID namespace).
+    pub pid: i32,
+    /// The path the process named, as it gave it.
+    pub path: OsString,
+    /// The file it names with every symlink resolved (`None`: it could not
+    /// be opened; the exec will then fail by itself, or the file changed).
+    pub real_path: Option<PathBuf>,
+    /// The file's identity, to tell hard links and copies apart.
+    pub file: Option<FileIdentity>,
+    /// The argument vector, `argv[0]` as given.
+    pub argv: Vec<OsString>,
+    /// The process's working directory.
+    pub cwd: PathBuf,
+    /// `HOME` in the process's environment.
+    pub home: Option<OsString>,
+}
+
+/// What a judge answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecVerdict {
+    /// The exec goes on.
+    Allow,
+    /// The exec fails with `EPERM`.
+    Deny,
+}
+
+/// The caller's judge of every exec of a command's tree but the first.
+/// It runs on the command's supervisor thread and may block (a question).
+#[derive(Clone)]
+pub struct ExecJudge(pub std::sync::Arc<dyn Fn(&ExecRequest) -> ExecVerdict + Send + Sync>);
+
+impl std::fmt::Debug for ExecJudge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExecJudge")
     }
 }

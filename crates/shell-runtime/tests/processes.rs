@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{alive, gone, numbers_in, pids_in, read_pid, spec};
+use common::{alive, gone, numbers_in, pids_in, read_pid, spec, wait_for_output};
 use shell_runtime::{
     BufferLimits, EndRequest, ShellProcess, ShellStatus, SpawnError, SpawnSpec, SpillFile, Stream,
 };
@@ -255,19 +255,6 @@ async fn interrupt_sends_sigint_first() {
     assert_eq!(shell.status(), ShellStatus::Killed);
     assert_eq!(shell.end_request(), Some(EndRequest::Interrupt));
     assert_eq!(shell.exit().expect("exited").code, 130);
-}
-
-async fn wait_for_output(shell: &ShellProcess, needle: &str) {
-    let mut events = shell.subscribe_output();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !stdout(shell).contains(needle) {
-        assert!(
-            Instant::now() < deadline,
-            "no {needle:?} in {:?}",
-            stdout(shell)
-        );
-        let _ = tokio::time::timeout(Duration::from_millis(100), events.changed()).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

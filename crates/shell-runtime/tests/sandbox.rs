@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::spec;
+use common::{spec, text, wait_for_output};
 use shell_runtime::{Confinement, ConfinementSpec, ShellProcess, Stream};
 
 async fn run_confined(command: &str, confinement: &Arc<Confinement>) -> Arc<ShellProcess> {
@@ -17,12 +17,6 @@ async fn run_confined(command: &str, confinement: &Arc<Confinement>) -> Arc<Shel
     let shell = ShellProcess::spawn(spawn).await.expect("spawns");
     shell.wait().await;
     shell
-}
-
-fn text(shell: &ShellProcess) -> String {
-    let out = shell.snapshot(Stream::Stdout).render();
-    let err = shell.snapshot(Stream::Stderr).render();
-    format!("{out}{err}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -483,17 +477,4 @@ async fn two_hundred_sandboxed_commands_leave_no_mapping_or_descriptor_behind() 
         after.0 <= before.0 + 10 && after.1 <= before.1 + 10,
         "maps and fds before {before:?}, after {after:?}"
     );
-}
-
-async fn wait_for_output(shell: &ShellProcess, needle: &str) {
-    let mut events = shell.subscribe_output();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !text(shell).contains(needle) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no {needle:?} in {:?}",
-            text(shell)
-        );
-        let _ = tokio::time::timeout(Duration::from_millis(100), events.changed()).await;
-    }
 }

@@ -10,14 +10,8 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::spec;
+use common::{spec, text, wait_for_output};
 use shell_runtime::{Confinement, ConfinementSpec, ShellProcess, Stream, group_waits_for_input};
-
-fn text(shell: &ShellProcess) -> String {
-    let out = shell.snapshot(Stream::Stdout).render();
-    let err = shell.snapshot(Stream::Stderr).render();
-    format!("{out}{err}")
-}
 
 async fn run(spawn: shell_runtime::SpawnSpec) -> Arc<ShellProcess> {
     let shell = ShellProcess::spawn(spawn).await.expect("spawns");
@@ -25,19 +19,6 @@ async fn run(spawn: shell_runtime::SpawnSpec) -> Arc<ShellProcess> {
         .await
         .expect("the shell ends");
     shell
-}
-
-async fn wait_for_output(shell: &ShellProcess, needle: &str) {
-    let mut events = shell.subscribe_output();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !text(shell).contains(needle) {
-        assert!(
-            Instant::now() < deadline,
-            "no {needle:?} in {:?}",
-            text(shell)
-        );
-        let _ = tokio::time::timeout(Duration::from_millis(100), events.changed()).await;
-    }
 }
 
 /// Polls (the wait is a kernel state, no event tells it) until the shell's

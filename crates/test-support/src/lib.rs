@@ -17,11 +17,14 @@
 pub mod bench;
 pub mod escapes;
 pub mod jail;
+pub mod mcp;
 mod process;
 mod stub;
 
 pub use process::{
-    alive, gone, numbers_in, pids_in, read_pid, read_pid_blocking, status_kib, wait_gone,
+    alive, child_where, children_of, gone, is_root, kill_pids, numbers_in, pids_in,
+    processes_naming, processes_where, read_pid, read_pid_blocking, scan_processes, status_kib,
+    wait_gone,
 };
 pub use stub::{Echo, EchoParams};
 

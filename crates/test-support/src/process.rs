@@ -108,6 +108,88 @@ pub fn status_kib(process: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// True when this process runs with effective uid 0.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find(|line| line.starts_with("Uid:"))
+            .and_then(|line| line.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
+/// `found(pid, words)` for every process, where `words` is its argument
+/// vector (`/proc/PID/cmdline` split at NUL), keeping the `Some`s;
+/// processes that end while the scan runs are skipped.
+pub fn scan_processes<T>(found: impl Fn(u32, &[&[u8]]) -> Option<T>) -> Vec<T> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let words: Vec<&[u8]> = cmdline
+                .strip_suffix(b"\0")
+                .unwrap_or(&cmdline)
+                .split(|byte| *byte == 0)
+                .collect();
+            found(pid, &words)
+        })
+        .collect()
+}
+
+/// The pids of every process whose argument vector satisfies `matches`.
+pub fn processes_where(matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u32> {
+    scan_processes(|pid, words| matches(words).then_some(pid))
+}
+
+/// Live processes whose command line contains `marker` anywhere.
+pub fn processes_naming(marker: &str) -> Vec<u32> {
+    processes_where(|words| {
+        words
+            .iter()
+            .any(|word| String::from_utf8_lossy(word).contains(marker))
+    })
+    .into_iter()
+    .filter(|pid| alive(*pid))
+    .collect()
+}
+
+/// The children of every thread of `pid` (`/proc/PID/task/*/children`):
+/// a child forked by any of the process's threads.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| numbers_in(&text))
+        .collect()
+}
+
+/// The first child of `pid` (see [`children_of`]) that `matches`.
+pub fn child_where(pid: u32, matches: impl Fn(u32) -> bool) -> Option<u32> {
+    children_of(pid).into_iter().find(|child| matches(*child))
+}
+
+/// SIGKILL to each pid (by pid, never by name); errors for pids already
+/// gone are ignored.
+#[expect(clippy::disallowed_methods, reason = "a test fixture runs kill(1)")]
+pub fn kill_pids(pids: &[u32]) {
+    if pids.is_empty() {
+        return;
+    }
+    let _ = std::process::Command::new("kill")
+        .arg("-9")
+        .args(pids.iter().map(u32::to_string))
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
 fn pid_in_file(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path)
         .ok()
@@ -169,5 +251,42 @@ mod tests {
         std::fs::write(&path, "4242\n").unwrap();
         assert_eq!(read_pid_blocking(&path), 4242);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test starts the sleep it looks for"
+    )]
+    fn a_marked_child_is_found_by_parent_and_by_marker_and_killed_by_pid() {
+        /// Kills and reaps the sleep however the test ends.
+        struct Reap(std::process::Child);
+        impl Drop for Reap {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let marker = format!("1000.{}7", std::process::id());
+        let child = std::process::Command::new("sleep")
+            .arg(&marker)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut child = Reap(child);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            child_where(std::process::id(), |child| child == pid),
+            Some(pid)
+        );
+        assert!(children_of(std::process::id()).contains(&pid));
+        assert_eq!(processes_naming(&marker), [pid]);
+        assert_eq!(
+            processes_where(|words| words.get(1) == Some(&marker.as_bytes())),
+            [pid]
+        );
+        kill_pids(&[pid]);
+        child.0.wait().unwrap();
+        assert!(processes_naming(&marker).is_empty());
     }
 }

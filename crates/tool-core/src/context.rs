@@ -67,6 +67,9 @@ pub enum Approval {
         /// Whether to remember the approval.
         remember: bool,
     },
+    /// Go ahead, remember it, and save it as an `allow` rule in the
+    /// policy file so it holds across restarts.
+    Save,
     /// The person said no.
     Decline,
     /// The person dismissed the question (or it timed out).

@@ -42,7 +42,7 @@ impl Server {
         };
         server.request(
             "initialize",
-            &json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}),
+            &test_support::mcp::initialize_params("bench", &json!({})),
         );
         writeln!(
             server.stdin,

@@ -11,13 +11,13 @@ use brush_parser::ast::{
 };
 
 use super::command::{Cmd, Redirect, RedirectKind};
-use super::fallback::{has_deep_nesting, has_runaway_here_doc, simple_commands};
+use super::fallback::{has_deep_nesting, has_runaway_here_doc, simple_commands, top_level_lines};
 use std::rc::Rc;
 
-use super::lexical::{brace_expand, code_substitutions, substitutions_in};
+use super::lexical::{brace_expand_within, code_substitutions, substitutions_in};
 use super::paths::basename;
 use super::scope::{
-    Scope, ScopeExpansion, track_assignments, track_cd, track_exports, track_links,
+    Scope, ScopeExpansion, track_assignments, track_cd, track_exports, track_links, track_programs,
 };
 use super::unwrap::{
     ShellInput, Step, embedded_commands, find_filters, find_named_paths, find_start_paths,
@@ -58,6 +58,13 @@ pub(crate) struct Collected {
     /// starting a background job each time round, or `xargs -P0` fed by
     /// a producer that never ends; as text for the denial.
     pub(crate) spawner: Option<String>,
+    /// What the analysis could not follow (a limit reached, a value or a
+    /// directory known only at run time where it decides what runs): each
+    /// makes the command an `ask`, never an allow.
+    pub(crate) limits: Vec<String>,
+    /// Loop variables whose values were not walked one by one: a value
+    /// list the script spells out does not bound them.
+    pub(crate) unbounded: Vec<String>,
 }
 
 /// Collects the simple commands of one command line (see [`Collector::collect`]).
@@ -114,18 +121,61 @@ impl<'a> Collector<'a> {
             self.fallback(script, scope);
             return;
         }
-        if has_runaway_here_doc(script) || has_deep_nesting(script) {
+        if has_runaway_here_doc(script) {
             self.fallback(script, scope);
             return;
         }
-        match watchdog::parse(script, &self.options, self.deadline) {
-            Some(program) => {
-                let offsets = top_level.then(|| char_offsets(script));
-                for list in &program.complete_commands {
-                    self.list(list, scope, Place::default(), offsets.as_deref());
+        if !has_deep_nesting(script)
+            && let Some(program) = watchdog::parse(script, &self.options, self.deadline)
+        {
+            let offsets = top_level.then(|| char_offsets(script));
+            for list in &program.complete_commands {
+                self.list(list, scope, Place::default(), offsets.as_deref());
+            }
+            return;
+        }
+        self.line_by_line(script, scope);
+    }
+
+    /// Text that does not parse as a whole: each run of top-level lines
+    /// that parses on its own is walked as the parser sees it, and only
+    /// what never parses takes the token fallback. One bad line (`echo
+    /// "(((("`) thus no longer sends the commands around it to the
+    /// weaker check. A run grows by at most [`MAX_LINE_RUN`] lines, so
+    /// the parses stay linear in the text.
+    fn line_by_line(&mut self, script: &str, scope: &mut Scope) {
+        let lines = top_level_lines(script);
+        if lines.len() < 2 {
+            self.fallback(script, scope);
+            return;
+        }
+        let mut start = 0;
+        while start < lines.len() {
+            let mut parsed: Option<usize> = None;
+            for end in start..lines.len().min(start + MAX_LINE_RUN) {
+                let chunk = &script[lines[start].0..lines[end].1];
+                if chunk.trim().is_empty() {
+                    parsed = Some(end);
+                    break;
+                }
+                if has_deep_nesting(chunk) {
+                    break;
+                }
+                if let Some(program) = watchdog::parse(chunk, &self.options, self.deadline) {
+                    for list in &program.complete_commands {
+                        self.list(list, scope, Place::default(), None);
+                    }
+                    parsed = Some(end);
+                    break;
                 }
             }
-            None => self.fallback(script, scope),
+            match parsed {
+                Some(end) => start = end + 1,
+                None => {
+                    self.fallback(&script[lines[start].0..lines[start].1], scope);
+                    start += 1;
+                }
+            }
         }
     }
 
@@ -355,11 +405,22 @@ impl<'a> Collector<'a> {
                     .vars
                     .insert("FUNCNAME".to_owned(), function.fname.value.clone());
                 self.compound(&function.body.0, &mut inner, Place::default(), offsets);
+                // Expanded at each call; analysed once here.
+                if let Some(list) = &function.body.1 {
+                    let redirects = self.redirects(&list.0, &mut inner);
+                    self.push(Vec::new(), redirects, &inner, Place::default(), Vec::new());
+                }
                 scope
                     .functions
                     .insert(function.fname.value.clone(), Rc::new(function.body.clone()));
             }
-            Command::ExtendedTest(..) => {}
+            Command::ExtendedTest(test, redirects) => {
+                self.extended_test(&test.expr, scope);
+                if let Some(list) = redirects {
+                    let redirects = self.redirects(&list.0, scope);
+                    self.push(Vec::new(), redirects, scope, place, Vec::new());
+                }
+            }
         }
     }
 
@@ -382,7 +443,11 @@ impl<'a> Collector<'a> {
                 match &clause.values {
                     Some(values) => {
                         for value in values {
-                            for raw in brace_expand(&value.value) {
+                            let Some(alternatives) = brace_expand_within(&value.value) else {
+                                known = None;
+                                continue;
+                            };
+                            for raw in alternatives {
                                 for word in self.expand_all(&raw, scope) {
                                     match (&mut known, word.text) {
                                         (Some(list), Some(text)) if !word.glob => list.push(text),
@@ -411,12 +476,22 @@ impl<'a> Collector<'a> {
                         }
                     }
                     _ => {
+                        // Not every value is checked: the loop variable
+                        // bounds nothing (`for d in <17 words>; do rm -rf
+                        // "$d"` is asked about, not taken as literal).
+                        self.out.unbounded.push(name.clone());
                         scope.vars.remove(&name);
                         self.list(&clause.body.list, scope, place, offsets);
                     }
                 }
             }
             CompoundCommand::ArithmeticForClause(clause) => {
+                for expr in [&clause.initializer, &clause.condition, &clause.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.arithmetic(&expr.value, scope);
+                }
                 let start = self.out.cmds.len();
                 self.list(&clause.body.list, scope, place, offsets);
                 let endless = clause
@@ -430,6 +505,11 @@ impl<'a> Collector<'a> {
             CompoundCommand::CaseClause(clause) => {
                 self.expand(&clause.value.value, scope);
                 for case in &clause.cases {
+                    // A pattern is expanded when the branches before it
+                    // do not match: its substitutions may run.
+                    for pattern in &case.patterns {
+                        self.expand(&pattern.value, scope);
+                    }
                     if let Some(list) = &case.cmd {
                         self.list(list, scope, place, offsets);
                     }
@@ -478,6 +558,7 @@ impl<'a> Collector<'a> {
             CompoundCommand::Arithmetic(arithmetic) => {
                 // `( (cmd))` can read as `((...))`: what would run if it is
                 // commands is analysed too (an expression's words are inert).
+                self.arithmetic(&arithmetic.expr.value, scope);
                 let text = arithmetic.expr.value.trim();
                 let text = text
                     .strip_prefix('(')
@@ -492,11 +573,44 @@ impl<'a> Collector<'a> {
         }
     }
 
+    /// Every word of a `[[ ]]` test: both sides of a binary test (`==`,
+    /// `=~`...) are expanded, so their substitutions run.
+    fn extended_test(&mut self, expr: &ast::ExtendedTestExpr, scope: &mut Scope) {
+        match expr {
+            ast::ExtendedTestExpr::And(left, right) | ast::ExtendedTestExpr::Or(left, right) => {
+                self.extended_test(left, scope);
+                self.extended_test(right, scope);
+            }
+            ast::ExtendedTestExpr::Not(inner) | ast::ExtendedTestExpr::Parenthesized(inner) => {
+                self.extended_test(inner, scope);
+            }
+            ast::ExtendedTestExpr::UnaryTest(_, word) => {
+                self.expand(&word.value, scope);
+            }
+            ast::ExtendedTestExpr::BinaryTest(_, left, right) => {
+                self.expand(&left.value, scope);
+                self.expand(&right.value, scope);
+            }
+        }
+    }
+
+    /// The command substitutions of an arithmetic expression (`(( ))`, a
+    /// `for ((...))` header, a subscript), each analysed as a script.
+    fn arithmetic(&mut self, text: &str, scope: &Scope) {
+        for script in code_substitutions(text) {
+            let mut inner = scope.clone();
+            inner.depth += 1;
+            self.script(&script, &mut inner, false);
+        }
+    }
+
     fn expand(&mut self, raw: &str, scope: &mut Scope) -> Word {
         let mut expansion = ScopeExpansion::new(self.home, scope);
         let word = expand(raw, &self.options, self.deadline, &mut expansion);
         let assignments = std::mem::take(&mut expansion.assignments);
+        let unknowns = std::mem::take(&mut expansion.unknowns);
         let substitutions = expansion.substitutions;
+        self.out.limits.extend(unknowns);
         scope.vars.extend(assignments);
         for script in substitutions {
             let mut inner = scope.clone();
@@ -511,7 +625,9 @@ impl<'a> Collector<'a> {
         let mut expansion = ScopeExpansion::new(self.home, scope);
         let words = expand_fields(raw, &self.options, self.deadline, &mut expansion);
         let assignments = std::mem::take(&mut expansion.assignments);
+        let unknowns = std::mem::take(&mut expansion.unknowns);
         let substitutions = expansion.substitutions;
+        self.out.limits.extend(unknowns);
         scope.vars.extend(assignments);
         for script in substitutions {
             let mut inner = scope.clone();
@@ -532,7 +648,13 @@ impl<'a> Collector<'a> {
         if !word.value.contains(['{', '$', '`']) {
             return vec![self.expand_located(word, scope, offsets)];
         }
-        let alternatives = brace_expand(&word.value);
+        let alternatives = brace_expand_within(&word.value).unwrap_or_else(|| {
+            self.out.limits.push(format!(
+                "a brace expansion too large to list: {}",
+                word.value
+            ));
+            vec![word.value.clone()]
+        });
         let mut out = Vec::new();
         for raw in alternatives {
             out.extend(self.expand_all(&raw, scope));
@@ -735,7 +857,11 @@ impl<'a> Collector<'a> {
         let name = match &assignment.name {
             ast::AssignmentName::VariableName(name) => name.clone(),
             // `a[3]=x`: the element, by its index.
-            ast::AssignmentName::ArrayElementName(name, index) => format!("{name}[{index}]"),
+            ast::AssignmentName::ArrayElementName(name, index) => {
+                // The subscript is arithmetic: its substitutions run.
+                self.arithmetic(index, scope);
+                format!("{name}[{index}]")
+            }
         };
         let value = match &assignment.value {
             ast::AssignmentValue::Scalar(word) => {
@@ -850,6 +976,15 @@ impl<'a> Collector<'a> {
     ) {
         let mut restore = vars;
         let mut restore_cwd: Option<Option<String>> = None;
+        // A name an earlier `hash -p`, `BASH_CMDS`, copy or link gave a
+        // program is that program (`cp /bin/rm x; ./x -rf /`).
+        if let Some(real) = words
+            .first()
+            .and_then(Word::value)
+            .and_then(|word| scope.program_for(word))
+        {
+            words[0] = Word::literal(real);
+        }
         for _ in 0..32 {
             let Some(program) = words
                 .first()
@@ -1098,6 +1233,11 @@ impl<'a> Collector<'a> {
         }
         self.track_outputs(&words, &redirects, scope);
         track_links(&words, scope);
+        let written = redirects
+            .iter()
+            .find(|r| r.kind == RedirectKind::Write)
+            .and_then(|r| r.target.value());
+        track_programs(&words, written, scope);
         track_cd(&words, scope, self.home);
         track_exports(&words, scope, self.home);
         track_builtins(&words, scope);
@@ -1167,6 +1307,7 @@ impl<'a> Collector<'a> {
             stdin_text: scope.stdin_text.clone(),
             fallback: false,
             upstream: Vec::new(),
+            cwd_lost: scope.cwd_lost && scope.cwd.is_none(),
         });
     }
 }
@@ -1191,6 +1332,10 @@ fn feeds_stdin(redirects: &[IoRedirect]) -> bool {
         IoRedirect::OutputAndError(..) => false,
     })
 }
+
+/// Most top-level lines joined while looking for a run that parses (a
+/// compound command spread over lines: `if ...; then`, body, `fi`).
+const MAX_LINE_RUN: usize = 16;
 
 /// Byte offset of each character index, plus one past the end.
 fn char_offsets(text: &str) -> Vec<usize> {

@@ -50,6 +50,9 @@ pub(crate) struct Cmd {
     /// pipeline (substitutions included): what may write into its standard
     /// input (`curl URL | sh`).
     pub(crate) upstream: Vec<Vec<Word>>,
+    /// Runs after a `cd -`, `popd` or `cd "$UNKNOWN"` left the working
+    /// directory unknown.
+    pub(crate) cwd_lost: bool,
 }
 
 impl Cmd {

@@ -201,41 +201,155 @@ const MAX_PAREN_DEPTH: usize = 12;
 /// True when `(` nests deeper than [`MAX_PAREN_DEPTH`] outside quotes.
 /// brush-parser's PEG grammar backtracks exponentially on such text (found
 /// by fuzzing: 30 unclosed `(` took seconds; each one more, about 1.8x), and
-/// no real command nests subshells a dozen deep.
+/// no real command nests subshells a dozen deep. Parentheses in quoted
+/// text, comments and here-document bodies are text, and not counted
+/// (`echo "(((((((((((((("` once sent a whole command to the fallback);
+/// those in a `$( )` inside double quotes are code, and are.
 pub(crate) fn has_deep_nesting(script: &str) -> bool {
-    let mut depth = 0usize;
-    let mut chars = script.chars();
-    let mut quote: Option<char> = None;
-    let mut previous = '\n';
-    while let Some(c) = chars.next() {
-        let word_start = previous.is_whitespace() || matches!(previous, ';' | '&' | '|');
-        previous = c;
-        if quote.is_none() && c == '#' && word_start {
-            // A comment's parentheses are text.
-            for skipped in chars.by_ref() {
-                if skipped == '\n' {
-                    break;
+    scan(script).deep
+}
+
+/// The top-level lines of `script`: split at newlines outside quotes,
+/// parentheses, braces and here-document bodies (a body stays with the
+/// line that opened it). Each is a command list of its own, for the
+/// parser to try alone when the whole text does not parse; as byte ranges.
+pub(crate) fn top_level_lines(script: &str) -> Vec<(usize, usize)> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    for end in scan(script).breaks {
+        lines.push((start, end));
+        start = end + 1;
+    }
+    lines.push((start, script.len()));
+    lines
+}
+
+/// What [`scan`] finds.
+struct Scan {
+    /// `(` nests deeper than [`MAX_PAREN_DEPTH`] in code.
+    deep: bool,
+    /// Byte offsets of the top-level newlines.
+    breaks: Vec<usize>,
+}
+
+/// One pass over `script` as bash would lex its quoting: code, single and
+/// double quotes, `$( )` inside double quotes, comments and here-document
+/// bodies.
+fn scan(script: &str) -> Scan {
+    let bytes = script.as_bytes();
+    let mut out = Scan {
+        deep: false,
+        breaks: Vec::new(),
+    };
+    // For each open `(` or `{`: whether closing it returns to double quotes.
+    let mut stack: Vec<bool> = Vec::new();
+    let mut in_double = false;
+    // Here-document delimiters whose bodies start at the next newline.
+    let mut pending: Vec<String> = Vec::new();
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        if in_double {
+            match byte {
+                b'"' => in_double = false,
+                b'\\' => index += 1,
+                b'$' if bytes.get(index + 1) == Some(&b'(') => {
+                    index += 1;
+                    stack.push(true);
+                    in_double = false;
+                    out.deep |= stack.len() > MAX_PAREN_DEPTH;
                 }
+                _ => {}
             }
-            previous = '\n';
+            index += 1;
             continue;
         }
-        match (quote, c) {
-            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
-            (Some('\''), _) => {}
-            (_, '\\') => {
-                chars.next();
-            }
-            (None, '\'' | '"') => quote = Some(c),
-            (_, '(') => {
-                depth += 1;
-                if depth > MAX_PAREN_DEPTH {
-                    return true;
+        let word_start = index == 0
+            || matches!(
+                bytes[index - 1],
+                b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')'
+            );
+        match byte {
+            b'#' if word_start => {
+                // A comment runs to the end of the line (the newline is
+                // handled on the next turn).
+                while index + 1 < bytes.len() && bytes[index + 1] != b'\n' {
+                    index += 1;
                 }
             }
-            (_, ')') => depth = depth.saturating_sub(1),
+            b'\'' => {
+                index += 1;
+                while index < bytes.len() && bytes[index] != b'\'' {
+                    index += 1;
+                }
+            }
+            b'"' => in_double = true,
+            b'\\' => index += 1,
+            b'(' | b'{' => {
+                stack.push(false);
+                out.deep |= stack.len() > MAX_PAREN_DEPTH;
+            }
+            b')' | b'}' => {
+                if let Some(back) = stack.pop() {
+                    in_double = back;
+                }
+            }
+            // A here-string, `<<<`: no body follows.
+            b'<' if bytes.get(index + 1) == Some(&b'<') && bytes.get(index + 2) == Some(&b'<') => {
+                index += 3;
+                continue;
+            }
+            b'<' if bytes.get(index + 1) == Some(&b'<') => {
+                index += 2;
+                if bytes.get(index) == Some(&b'-') {
+                    index += 1;
+                }
+                while matches!(bytes.get(index), Some(b' ' | b'\t')) {
+                    index += 1;
+                }
+                let begin = index;
+                while index < bytes.len()
+                    && !bytes[index].is_ascii_whitespace()
+                    && !matches!(bytes[index], b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')')
+                {
+                    index += 1;
+                }
+                let word: String = script[begin..index]
+                    .chars()
+                    .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+                    .collect();
+                if !word.is_empty() {
+                    pending.push(word);
+                }
+                continue;
+            }
+            b'\n' => {
+                if !pending.is_empty() {
+                    // Skip each body in turn, up to its delimiter line.
+                    for word in std::mem::take(&mut pending) {
+                        loop {
+                            let line_start = index + 1;
+                            if line_start >= bytes.len() {
+                                index = bytes.len();
+                                break;
+                            }
+                            let line_end = script[line_start..]
+                                .find('\n')
+                                .map_or(bytes.len(), |at| line_start + at);
+                            index = line_end;
+                            if script[line_start..line_end].trim_start_matches('\t') == word {
+                                break;
+                            }
+                        }
+                    }
+                }
+                if stack.is_empty() && index < bytes.len() {
+                    out.breaks.push(index);
+                }
+            }
             _ => {}
         }
+        index += 1;
     }
-    false
+    out
 }

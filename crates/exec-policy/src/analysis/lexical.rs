@@ -139,13 +139,14 @@ pub(crate) fn quoted_bytes(script: &str) -> Vec<bool> {
 }
 
 /// Most words one brace expansion yields; beyond, the word stays whole.
-const MAX_BRACE_WORDS: usize = 64;
+const MAX_BRACE_WORDS: usize = 1024;
 
 /// Bash's brace expansion of one raw word: `/{etc,usr}` is `/etc` and
 /// `/usr`, `x{,.old}` is `x` and `x.old`, `{a..c}` is `a b c`. Braces in
 /// quotes, after `$` or escaped stay as they are; a word with no list
-/// comes back alone.
-pub(crate) fn brace_expand(raw: &str) -> Vec<String> {
+/// comes back alone. `None` when the word makes more than
+/// [`MAX_BRACE_WORDS`] words (the analysis cannot list them).
+pub(crate) fn brace_expand_within(raw: &str) -> Option<Vec<String>> {
     let mut out = vec![raw.to_owned()];
     // Each round expands the first list of every word; nesting and several
     // lists take several rounds.
@@ -163,7 +164,7 @@ pub(crate) fn brace_expand(raw: &str) -> Vec<String> {
                 None => next.push(word.clone()),
             }
             if next.len() > MAX_BRACE_WORDS {
-                return vec![raw.to_owned()];
+                return None;
             }
         }
         out = next;
@@ -171,7 +172,7 @@ pub(crate) fn brace_expand(raw: &str) -> Vec<String> {
             break;
         }
     }
-    out
+    Some(out)
 }
 
 /// The first unquoted `{...}` holding a top-level comma or a `..` range:

@@ -306,6 +306,52 @@ impl Analyzer {
             .collect()
     }
 
+    /// The simple commands the analysis sees in `command` run from
+    /// `context`, after unwrapping, as argument vectors with the directory
+    /// each runs in when known: what an approval binds to
+    /// ([`crate::ApprovalKey`]). A word known only at run time is kept as
+    /// written.
+    pub fn planned_commands(
+        &self,
+        command: &str,
+        context: &AnalysisContext,
+    ) -> Vec<crate::PlannedCommand> {
+        self.collect(command, context)
+            .cmds
+            .iter()
+            .filter(|cmd| !cmd.words.is_empty())
+            .map(|cmd| crate::PlannedCommand {
+                argv: cmd
+                    .words
+                    .iter()
+                    .map(|word| word.display().to_owned())
+                    .collect(),
+                cwd: cmd.cwd.clone(),
+            })
+            .collect()
+    }
+
+    /// The simple commands of `command` as a `regex` rule sees them (read
+    /// without a session, as the policy file's examples are checked), or
+    /// `None` when one of them takes its input from another command (a
+    /// pipeline, a redirection, a here-document): a rule matching it alone
+    /// would allow it whatever feeds it (`curl URL | sh`).
+    pub fn rule_texts(&self, command: &str) -> Option<Vec<String>> {
+        let collected = self.collect(command, &AnalysisContext::default());
+        let cmds: Vec<&Cmd> = collected
+            .cmds
+            .iter()
+            .filter(|cmd| !cmd.words.is_empty())
+            .collect();
+        if cmds
+            .iter()
+            .any(|cmd| cmd.in_pipeline || cmd.stdin_fed || !cmd.upstream.is_empty() || cmd.fallback)
+        {
+            return None;
+        }
+        Some(cmds.iter().map(|cmd| cmd.regex_text()).collect())
+    }
+
     /// Whether the policy file's rule number `index` matches any simple
     /// command of `command` (for checking the rule's examples).
     pub(crate) fn policy_rule_matches(&self, index: usize, command: &str) -> bool {
@@ -502,9 +548,18 @@ impl Analyzer {
                 continue;
             }
             if let Some(rule) = ASK_RULES.iter().find(|rule| {
-                (rule.check)(cmd, &self.protected) && !bounded_by_script(rule, cmd, script)
+                (rule.check)(cmd, &self.protected)
+                    && !bounded_by_script(rule, cmd, script, &collected.unbounded)
             }) {
                 return Decision::Ask(denial(rule.id, rule.reason, cmd.text()));
+            }
+        }
+        if let Some(what) = collected.limits.first() {
+            let limit = ASK_RULES
+                .iter()
+                .find(|rule| rule.id == rules::ANALYSIS_LIMIT_ID);
+            if let Some(rule) = limit {
+                return Decision::Ask(denial(rule.id, rule.reason, what.clone()));
             }
         }
         Decision::Allow { fallback }
@@ -513,10 +568,13 @@ impl Analyzer {
 
 /// Whether the command as a whole bounds what an ask rule found uncertain
 /// in one of its simple commands (`D=$(mktemp -d) ... rm -rf "$D"`).
-fn bounded_by_script(rule: &Rule, cmd: &Cmd, script: &str) -> bool {
+/// Loop variables in `unbounded` (their values were not all walked) are
+/// bounded by nothing.
+fn bounded_by_script(rule: &Rule, cmd: &Cmd, script: &str, unbounded: &[String]) -> bool {
     rule.id == rules::UNBOUNDED_DELETE_ID
-        && rules::unbounded_delete_variables(cmd)
-            .is_some_and(|names| rules::bounded_in(script, &names))
+        && rules::unbounded_delete_variables(cmd).is_some_and(|names| {
+            !names.iter().any(|name| unbounded.contains(name)) && rules::bounded_in(script, &names)
+        })
 }
 
 /// The policy-file rules that match one simple command, one per decision.

@@ -26,7 +26,12 @@ pub struct Rule {
 /// Built-in rules whose finding is `ask`, not `deny`: danger that cannot be
 /// settled before the command runs. They apply only where no deny rule
 /// (of [`RULES`], [`FORK_BOMB`], the seed or policy patterns) does.
-pub static ASK_RULES: &[Rule] = &[UNVERIFIED_SCRIPT, UNBOUNDED_DELETE, UNCERTAIN_TARGET];
+pub static ASK_RULES: &[Rule] = &[
+    UNVERIFIED_SCRIPT,
+    UNBOUNDED_DELETE,
+    UNCERTAIN_TARGET,
+    ANALYSIS_LIMIT,
+];
 
 /// Text that is not a literal, downloaded or decoded, run by a shell or
 /// an interpreter: what runs is known only when it arrives.
@@ -100,20 +105,119 @@ pub(crate) const UNBOUNDED_DELETE_ID: &str = UNBOUNDED_DELETE.id;
 /// When the token fallback cannot tell a destructive program's target.
 const UNCERTAIN_TARGET: Rule = Rule {
     id: "uncertain-target",
-    reason: "the command could not be parsed and a destructive program's target is unknown",
+    reason: "a destructive program's target is known only at run time",
     blocks: &[
         "shred -u $KEY; echo 'unterminated",
         "chmod -R 000 \"$(cat dirs)\"; echo \"unterminated",
         "mkfs.ext4 $DEV; echo 'unterminated",
         "dd if=/dev/zero of=$DISK; (((((((((((((((",
+        "chmod -R 000 \"$TARGET\"",
+        "chown -R nobody $(cat dirs)",
+        "shred -u \"$KEY\"",
+        "truncate -s 0 \"$F\"",
+        "find \"$D\" -delete",
+        "rsync -a --delete src/ \"$DEST\"",
+        "dd if=/dev/zero of=\"$DISK\"",
     ],
     allows: &[
         "rm -rf ./build; echo 'unterminated",
         "rm -f $T; echo 'unterminated",
         "ls $T; echo 'unterminated",
+        "chmod -R 755 \"$D/build\"",
+        "chmod 644 \"$F\"",
+        "find \"$D\" -name '*.log'",
+        "mv \"$f\" \"${f%.txt}.md\"",
+        "rsync -a src/ \"$DEST\"",
+        "truncate -s 0 app.log",
     ],
     check: uncertain_target,
 };
+
+/// The analysis met something it cannot follow where it decides what
+/// runs or where: it fails closed, asking rather than allowing. Limits of
+/// the walk itself (a prompt expansion of an unknown value, a brace
+/// expansion too large to list) are recorded by the collector (see
+/// `Collected::limits`); the check covers the rest.
+const ANALYSIS_LIMIT: Rule = Rule {
+    id: "analysis-limit",
+    reason: "the analysis cannot tell what part of this command runs or where, so a person must decide",
+    blocks: &[
+        "echo ${x@P}",
+        "PS1=$(cat f); echo ${PS1@P}",
+        "cd -; rm -rf *",
+        "cd \"$DIR\" && rm -rf *",
+        "popd; rm -rf lib",
+        "pushd; chmod -R 777 .",
+        "cd -; find . -delete",
+        "$X -rf /",
+        "\"$RM\" -rf ~",
+    ],
+    allows: &[
+        "x='hi'; echo ${x@P}",
+        "echo ${x@Q}",
+        "cd /tmp; cd -",
+        "cd /tmp/work && cd - && ls",
+        "cd \"$DIR\" && ls -la",
+        "pushd /tmp/work && rm -rf * && popd",
+        "cd \"$DIR\" && rm -f notes.txt",
+        "\"$EDITOR\" notes.txt",
+        "$CC -o app main.c",
+    ],
+    check: analysis_limit,
+};
+
+/// A destructive program with a relative target, run where a `cd -`,
+/// `popd` or `cd "$UNKNOWN"` left the directory unknown; or a program
+/// known only at run time given a protected path (`$X -rf /`).
+fn analysis_limit(cmd: &Cmd, protected: &Protected) -> bool {
+    match cmd.words.first() {
+        Some(first) if first.value().is_none() => {
+            return cmd.words[1..].iter().any(|w| reaches(w, cmd, protected));
+        }
+        None => return false,
+        Some(_) => {}
+    }
+    if !cmd.cwd_lost || asks_help(cmd) {
+        return false;
+    }
+    let Some(program) = cmd.program() else {
+        return false;
+    };
+    let (flags, operands) = split_args(&cmd.words);
+    let relative = |w: &&Word| w.value().is_none_or(|v| !v.starts_with('/'));
+    match program {
+        "rm" => {
+            (has_short(&flags, &['r', 'R'])
+                || has_recursive(&flags, 3)
+                || cmd.words.iter().any(|w| w.glob))
+                && operands.iter().any(relative)
+        }
+        "chmod" | "chown" | "chgrp" => {
+            (has_short(&flags, &['R']) || has_recursive(&flags, 5))
+                && operands.iter().skip(1).any(relative)
+        }
+        "find" => {
+            flags
+                .iter()
+                .any(|f| matches!(*f, "-delete" | "-exec" | "-execdir" | "-ok"))
+                && (operands.is_empty() || operands.iter().take(1).any(relative))
+        }
+        "shred" | "truncate" | "mv" | "rmdir" => operands.iter().any(relative),
+        "rsync" => {
+            flags.iter().any(|f| f.starts_with("--del")) && operands.last().is_some_and(relative)
+        }
+        "git" => operands.first().and_then(|w| w.value()) == Some("clean"),
+        "dd" => cmd.words.iter().any(|w| {
+            w.value()
+                .and_then(|v| v.strip_prefix("of="))
+                .is_some_and(|v| !v.starts_with('/'))
+        }),
+        _ => false,
+    }
+}
+
+/// The id of the rule the collector's limits decide by.
+pub(crate) const ANALYSIS_LIMIT_ID: &str = ANALYSIS_LIMIT.id;
 
 /// Every built-in rule except the fork-bomb rule, which looks at functions
 /// rather than single commands (see [`FORK_BOMB`]).
@@ -506,9 +610,6 @@ pub static FORK_BOMB: Rule = Rule {
 /// program whose target is known only at run time: it may be protected,
 /// and nothing more can be told, so a person decides.
 fn uncertain_target(cmd: &Cmd, _: &Protected) -> bool {
-    if !cmd.fallback {
-        return false;
-    }
     let Some(program) = cmd.program() else {
         return false;
     };
@@ -516,24 +617,52 @@ fn uncertain_target(cmd: &Cmd, _: &Protected) -> bool {
         return false;
     }
     let (flags, operands) = split_args(&cmd.words);
-    let unknown = |w: &&Word| w.value().is_none();
+    // Split token by token, any unknown operand counts; parsed, only one
+    // that is wholly a run-time value (`"$D"`, `$(cat f)`), since
+    // `"$D/build"` names something under it.
+    let unknown = |w: &&Word| w.value().is_none() && (cmd.fallback || wholly_unknown(w));
     match program {
+        // Parsed, `rm` is the unbounded-delete rule's.
         "rm" => {
-            (has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3))
+            cmd.fallback
+                && (has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3))
                 && operands.iter().any(unknown)
         }
         "chmod" | "chown" | "chgrp" => {
             (has_short(&flags, &['R']) || has_recursive(&flags, 5))
                 && operands.iter().skip(1).any(unknown)
         }
-        "mv" | "shred" | "wipefs" | "blkdiscard" | "find" => operands.iter().any(unknown),
-        "dd" => cmd
-            .words
-            .iter()
-            .any(|w| w.value().is_none() && w.raw.starts_with("of=")),
+        // Parsed, `mv "$f" "${f%.txt}.md"` in a loop is everyday work.
+        "mv" => cmd.fallback && operands.iter().any(unknown),
+        "shred" | "wipefs" | "blkdiscard" | "truncate" => operands.iter().any(unknown),
+        "find" => {
+            operands.iter().any(unknown)
+                && (cmd.fallback
+                    || flags
+                        .iter()
+                        .any(|f| matches!(*f, "-delete" | "-exec" | "-execdir" | "-ok")))
+        }
+        "rsync" => {
+            flags
+                .iter()
+                .any(|f| f.starts_with("--del") || f.starts_with("--remove"))
+                && operands.last().is_some_and(unknown)
+        }
+        "dd" => cmd.words.iter().any(|w| {
+            w.value().is_none()
+                && w.raw.starts_with("of=")
+                && (cmd.fallback || w.raw[3..].trim_matches('"').starts_with('$'))
+        }),
         p if is_mkfs(p) => operands.iter().any(unknown),
         _ => false,
     }
+}
+
+/// A word that is nothing but expansions known at run time (and `/`, `*`,
+/// `.`): `"$D"`, `${X}/`, `$(cat f)`.
+fn wholly_unknown(word: &Word) -> bool {
+    let (names, rest) = split_expansions(&word.raw);
+    !names.is_empty() && rest.chars().all(|c| matches!(c, '/' | '*' | '.'))
 }
 
 /// Splits arguments into flags and operands (everything after `--` is an operand).

@@ -40,6 +40,16 @@ pub(crate) struct Scope {
     /// Functions whose call is being walked (a call to one of them is not
     /// walked again).
     pub(crate) calling: Vec<String>,
+    /// The directories `pushd` saved, most recent last (`None`: unknown).
+    pub(crate) dirs: Vec<Option<String>>,
+    /// A `cd -`, `popd` or `cd "$UNKNOWN"` left the working directory
+    /// unknown: relative targets of destructive programs are asked about.
+    pub(crate) cwd_lost: bool,
+    /// Programs known by another name: `hash -p PATH NAME` and
+    /// `BASH_CMDS[NAME]=PATH` (by NAME), copies and links of a program
+    /// made earlier (`cp /bin/rm ./x`, `ln -s /bin/rm x`, by path: absolute
+    /// when the directory is known, else as written with `./`).
+    pub(crate) programs: HashMap<String, String>,
 }
 
 impl Scope {
@@ -99,12 +109,38 @@ pub(crate) fn track_cd(words: &[Word], scope: &mut Scope, home: &str) {
     let Some(program) = words.first().and_then(Word::value) else {
         return;
     };
-    if program != "cd" && program != "pushd" {
+    if !matches!(program, "cd" | "pushd" | "popd") {
         return;
     }
+    let before = scope.cwd.clone();
     let target = words[1..]
         .iter()
         .find(|w| w.value().is_none_or(|v| !v.starts_with('-') || v == "-"));
+    if program == "popd" {
+        // `popd +N`/`-N` drop another entry: the directory is unknown.
+        let plain = words.len() == 1 || words[1..].iter().all(|w| w.value() == Some("-n"));
+        let popped = if plain { scope.dirs.pop() } else { None };
+        if words[1..].iter().any(|w| w.value() == Some("-n")) {
+            return;
+        }
+        let cwd = popped.flatten();
+        scope.cwd_lost |= cwd.is_none();
+        scope.cwd = cwd;
+        set_oldpwd(scope, before);
+        return;
+    }
+    if program == "pushd" && target.is_none() {
+        // `pushd` alone swaps the two top directories.
+        let top = scope.dirs.pop().flatten();
+        scope.cwd_lost |= top.is_none();
+        scope.dirs.push(before.clone());
+        scope.cwd = top;
+        set_oldpwd(scope, before);
+        return;
+    }
+    if program == "pushd" {
+        scope.dirs.push(before.clone());
+    }
     // With CDPATH set, a name not starting with `/`, `.` or `..` is looked
     // up there first (`CDPATH=/; cd etc` is /etc).
     let cdpath = scope
@@ -115,7 +151,9 @@ pub(crate) fn track_cd(words: &[Word], scope: &mut Scope, home: &str) {
     let cwd = match target {
         None => Some(home.to_owned()),
         Some(word) => match word.value() {
-            Some("-") | None => None,
+            // `cd -` goes back to `$OLDPWD`.
+            Some("-") => scope.vars.get("OLDPWD").cloned(),
+            None => None,
             Some(path) if path.starts_with('/') => Some(path.to_owned()),
             Some(path) if !path.starts_with('.') && cdpath.is_some() => {
                 cdpath.map(|dir| join_path(&dir, path))
@@ -123,10 +161,24 @@ pub(crate) fn track_cd(words: &[Word], scope: &mut Scope, home: &str) {
             Some(path) => scope.cwd.as_deref().map(|cwd| join_path(cwd, path)),
         },
     };
+    // Unknown because of the command itself (not a relative step from an
+    // unknown start): from here the directory is someone else's choice.
+    if cwd.is_none() && target.is_some_and(|w| matches!(w.value(), None | Some("-"))) {
+        scope.cwd_lost = true;
+    }
     scope.cwd = cwd.map(|cwd| {
         let cwd = scope.through_links(&cwd).unwrap_or(cwd);
         without_magic_links(&cwd, scope.cwd.as_deref())
     });
+    set_oldpwd(scope, before);
+}
+
+/// `cd` leaves the directory it left in `$OLDPWD`.
+fn set_oldpwd(scope: &mut Scope, before: Option<String>) {
+    match before {
+        Some(dir) => scope.vars.insert("OLDPWD".to_owned(), dir),
+        None => scope.vars.remove("OLDPWD"),
+    };
 }
 
 /// A bare assignment (`NAME=VALUE` with no command) sets a variable the
@@ -134,6 +186,7 @@ pub(crate) fn track_cd(words: &[Word], scope: &mut Scope, home: &str) {
 /// at run time, or appended to with `+=`) forgets it.
 pub(crate) fn track_assignments(assignments: Vec<(String, Option<String>)>, scope: &mut Scope) {
     for (name, value) in assignments {
+        track_hashed_assignment(&name, value.as_deref(), scope);
         match value {
             Some(value) => scope.vars.insert(name, value),
             None => scope.vars.remove(&name),
@@ -188,6 +241,8 @@ pub(crate) struct ScopeExpansion<'a> {
     pub(crate) substitutions: Vec<String>,
     /// Variables `${V:=X}` assigned while expanding.
     pub(crate) assignments: Vec<(String, String)>,
+    /// What the expansion could not follow (see [`Expansion::unknown`]).
+    pub(crate) unknowns: Vec<String>,
 }
 
 impl<'a> ScopeExpansion<'a> {
@@ -197,6 +252,7 @@ impl<'a> ScopeExpansion<'a> {
             scope,
             substitutions: Vec::new(),
             assignments: Vec::new(),
+            unknowns: Vec::new(),
         }
     }
 }
@@ -226,6 +282,10 @@ impl Expansion for ScopeExpansion<'_> {
 
     fn assign(&mut self, name: &str, value: &str) {
         self.assignments.push((name.to_owned(), value.to_owned()));
+    }
+
+    fn unknown(&mut self, what: &str) {
+        self.unknowns.push(what.to_owned());
     }
 
     fn substitution(&mut self, script: &str) -> Option<String> {
@@ -331,6 +391,74 @@ pub(crate) fn track_links(words: &[Word], scope: &mut Scope) {
         if let (Some(target), Some(name)) = (target, scope.absolute(name)) {
             let target = scope.through_links(&target).unwrap_or(target);
             scope.links.insert(name, target);
+        }
+    }
+}
+
+/// The key [`Scope::programs`] holds a path under: absolute when the
+/// directory is known, else the relative path as `./PATH`.
+fn program_key(path: &str, scope: &Scope) -> String {
+    scope.absolute(path).unwrap_or_else(|| {
+        let relative = path.trim_start_matches("./");
+        format!("./{relative}")
+    })
+}
+
+/// Records the names a program gets: `hash -p PATH NAME`, and copies or
+/// links of a program file (`cp`, `install`, `ln`, `cat SRC > DEST`), so a
+/// later call by that name is judged as the program it is.
+pub(crate) fn track_programs(words: &[Word], written: Option<&str>, scope: &mut Scope) {
+    let Some(program) = words.first().and_then(Word::value) else {
+        return;
+    };
+    let operands: Vec<&str> = words[1..]
+        .iter()
+        .filter_map(Word::value)
+        .filter(|v| !v.starts_with('-'))
+        .collect();
+    let (source, name) = match (program, operands.as_slice(), written) {
+        ("hash", [path, name], _)
+            if words.iter().any(|w| w.value() == Some("-p")) && !name.contains('/') =>
+        {
+            scope
+                .programs
+                .insert((*name).to_owned(), (*path).to_owned());
+            return;
+        }
+        ("cp" | "install" | "ln", [source, dest], _) => (*source, program_key(dest, scope)),
+        ("cat", [source], Some(dest)) => (*source, program_key(dest, scope)),
+        _ => return,
+    };
+    // A copy of a copy is the first program.
+    let real = scope
+        .programs
+        .get(&program_key(source, scope))
+        .cloned()
+        .unwrap_or_else(|| source.to_owned());
+    scope.programs.insert(name, real);
+}
+
+/// `BASH_CMDS[NAME]=PATH`: bash's hash table, set directly.
+pub(crate) fn track_hashed_assignment(name: &str, value: Option<&str>, scope: &mut Scope) {
+    if let Some(key) = name
+        .strip_prefix("BASH_CMDS[")
+        .and_then(|rest| rest.strip_suffix(']'))
+    {
+        match value {
+            Some(path) => scope.programs.insert(key.to_owned(), path.to_owned()),
+            None => scope.programs.remove(key),
+        };
+    }
+}
+
+impl Scope {
+    /// The program a command word names when an earlier `hash -p`,
+    /// `BASH_CMDS` entry, copy or link gave it another name.
+    pub(crate) fn program_for(&self, word: &str) -> Option<&String> {
+        if word.contains('/') {
+            self.programs.get(&program_key(word, self))
+        } else {
+            self.programs.get(word)
         }
     }
 }

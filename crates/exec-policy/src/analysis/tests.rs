@@ -1802,3 +1802,204 @@ fn commands_that_feed_themselves_are_analysed_to_an_end() {
     // What such a feed carries is still seen.
     assert!(!check("source /dev/stdin <<< 'rm -rf /'").is_allowed());
 }
+
+/// Every bash position a command substitution can sit in is visited: the
+/// same `$(rm -rf ~)` placed in each is refused.
+#[test]
+fn a_substitution_is_refused_in_every_bash_position() {
+    const S: &str = "$(rm -rf ~)";
+    let positions = [
+        "[[ S ]]",
+        "[[ x == S ]]",
+        "[[ S != x ]]",
+        "[[ x =~ S ]]",
+        "[[ -n S ]]",
+        "[[ ! S ]]",
+        "[[ -e x && ( S ) ]]",
+        "[[ -e x || S ]]",
+        "if [[ S ]]; then :; fi",
+        "while [[ S ]]; do :; done",
+        "case S in x) ;; esac",
+        "case x in S) ;; esac",
+        "case x in y|S) :;; esac",
+        "for ((i=S; i<1; i++)); do :; done",
+        "for ((i=0; i<S; i++)); do :; done",
+        "for ((i=0; i<1; i+=S)); do :; done",
+        "(( S ))",
+        "(( x = S ))",
+        "echo $(( S ))",
+        "echo $[ S ]",
+        "a[S]=1",
+        "declare a[S]=1",
+        "echo ${a[S]}",
+        "echo ${#a[S]}",
+        "echo ${x:-S}",
+        "echo ${x:=S}",
+        "echo ${x:+S}",
+        "echo ${x:?S}",
+        "echo ${x-S}",
+        "echo ${x+S}",
+        "echo ${x#S}",
+        "echo ${x##S}",
+        "echo ${x%S}",
+        "echo ${x%%S}",
+        "echo ${x/S/y}",
+        "echo ${x//y/S}",
+        "echo ${x:S}",
+        "echo ${x:0:S}",
+        "echo ${x^^S}",
+        "echo ${x,,S}",
+        "x='S'; echo ${x@P}",
+        "cat <<< S",
+        "cat <<< \"S\"",
+        "echo > S",
+        "echo < S",
+        "echo 2>> S",
+        "echo &> S",
+        "cat <(S)",
+        "echo x > >(S)",
+        "coproc S",
+        "coproc { S; }",
+        "f() { S; }",
+        "f() { :; } > S",
+        "{ :; } > S",
+        "( : ) > S",
+        "[[ x ]] > S",
+        "select x in S; do :; done",
+        "select x in a; do S; done",
+        "echo \"`rm -rf ~`\"",
+        "x=S",
+        "export x=S",
+        "local x=S",
+        "let x=S",
+        "echo {a,S}",
+        "time S",
+        "! S",
+        "S",
+        "\"S\"",
+        "echo \"a S b\"",
+        "cat <<EOF\nS\nEOF",
+        "until S; do :; done",
+        "if :; then :; elif S; then :; fi",
+        "x=1 S",
+        "env S",
+    ];
+    assert!(positions.len() >= 30);
+    let mut allowed = Vec::new();
+    for position in positions {
+        let command = position.replace('S', S);
+        if check(&command).is_allowed() {
+            allowed.push(command);
+        }
+    }
+    assert!(allowed.is_empty(), "allowed: {allowed:#?}");
+}
+
+/// Parentheses in quotes and here-document bodies are text: they send
+/// nothing to the token fallback; a line that does not parse sends only
+/// itself there, and the lines around it are still parsed.
+#[test]
+fn only_the_line_that_does_not_parse_takes_the_fallback() {
+    let analyzer = Analyzer::default();
+    let quoted = analyzer.check("ls\necho \"((((((((((((((((((((\"");
+    assert_eq!(quoted, Decision::Allow { fallback: false });
+    let here_doc = analyzer.check("cat <<EOF\n((((((((((((((((((((\nEOF\nls");
+    assert_eq!(here_doc, Decision::Allow { fallback: false });
+    assert!(super::fallback::has_deep_nesting(&format!(
+        "echo \"$({})\"",
+        "(".repeat(20)
+    )));
+    // `rm -rf "$d"` over literal loop values is bounded (allowed) only
+    // when the loop is parsed: the bad line after it must not undo that,
+    // and the `rm -rf ~` after it is still refused.
+    let script = "for d in a b; do\n  rm -rf \"$d\"\ndone\necho 'unterminated\n";
+    assert!(analyzer.check(script).is_allowed(), "{script}");
+    let script = "if true; then\n  echo ok\nfi\nfoo ( bar\nrm -rf ~\n";
+    let decision = analyzer.check(script);
+    assert!(matches!(decision, Decision::Deny(_)), "{decision:?}");
+}
+
+/// `cd -`, `pushd` and `popd` are followed where the directory they go
+/// back to is known, and asked about where it is not.
+#[test]
+fn directory_stacks_and_cd_back_are_followed_or_asked_about() {
+    for command in [
+        "cd /tmp; cd /; cd -; cd -; rm -rf *",
+        "pushd /etc; pushd /tmp; popd; rm -rf *",
+        "cd /etc; pushd /tmp; pushd; rm -rf *",
+    ] {
+        assert!(matches!(check(command), Decision::Deny(_)), "{command}");
+    }
+    for command in [
+        "cd -; rm -rf *",
+        "popd; rm -rf *",
+        "cd \"$(cat dir)\" && rm -rf *",
+        "pushd /tmp; popd; popd; rm -rf node_modules",
+    ] {
+        assert_eq!(
+            denied_by(command).as_deref(),
+            Some("analysis-limit"),
+            "{command}"
+        );
+    }
+    assert!(check("pushd /tmp/work; rm -rf *; popd; ls").is_allowed());
+}
+
+/// Past the analysis's limits (loop values, brace members) the command is
+/// asked about or refused, never allowed because the rest went unseen.
+#[test]
+fn analysis_limits_ask_instead_of_allowing() {
+    let many: Vec<String> = (0..20).map(|i| format!("d{i}")).collect();
+    let loop_over = format!("for d in {} /etc; do rm -rf \"$d\"; done", many.join(" "));
+    assert!(!check(&loop_over).is_allowed(), "{loop_over}");
+    let few = "for d in build dist; do rm -rf \"$d\"; done";
+    assert!(check(few).is_allowed());
+    let members: Vec<String> = (0..1100).map(|i| format!("m{i}")).collect();
+    let braces = format!("rm -rf {{{},/etc}}", members.join(","));
+    assert!(!check(&braces).is_allowed());
+    let members: Vec<String> = (0..80).map(|i| format!("m{i}")).collect();
+    let braces = format!("rm -rf {{{},/etc}}", members.join(","));
+    assert!(matches!(check(&braces), Decision::Deny(_)), "80 members");
+    assert!(check("echo {1..200}").is_allowed());
+}
+
+/// A program given another name earlier in the command (bash's hash table,
+/// a copy, a link) is judged as the program it is.
+#[test]
+fn a_program_renamed_earlier_is_judged_as_itself() {
+    let in_project = |command: &str| {
+        Analyzer::new(AnalyzerConfig {
+            home: Some("/home/agent".into()),
+            ..AnalyzerConfig::default()
+        })
+        .analyze_in(
+            command,
+            &AnalysisContext {
+                cwd: Some("/home/agent/project".into()),
+                ..AnalysisContext::default()
+            },
+        )
+        .decision
+    };
+    for command in [
+        "hash -p /bin/rm x; x -rf /",
+        "hash -p /bin/rm ls; ls -rf ~",
+        "BASH_CMDS[x]=/bin/rm; x -rf ~",
+        "cp /bin/rm ./x; ./x -rf ~",
+        "cp /bin/rm x && cp x y && ./y -rf ~",
+        "install /usr/bin/rm /tmp/x; /tmp/x -rf ~",
+        "ln -s /bin/rm x; ./x -rf ~",
+        "ln /bin/rm x; ./x -rf ~",
+        "cat /bin/rm > x; chmod +x x; ./x -rf ~",
+    ] {
+        assert!(matches!(check(command), Decision::Deny(_)), "{command}");
+        assert!(matches!(in_project(command), Decision::Deny(_)), "{command}");
+    }
+    for command in [
+        "cp build/app ./app; ./app --help",
+        "ln -sf /usr/bin/python3 py; ./py x.py",
+        "hash -p /usr/bin/python3 py; py -c 'print(1)'",
+    ] {
+        assert!(in_project(command).is_allowed(), "{command}");
+    }
+}

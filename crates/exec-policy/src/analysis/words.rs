@@ -3,8 +3,8 @@
 
 use brush_parser::ParserOptions;
 use brush_parser::word::{
-    Parameter, ParameterExpr, ParameterTestType, SpecialParameter, SubstringMatchKind, TildeExpr,
-    WordPiece,
+    Parameter, ParameterExpr, ParameterTestType, ParameterTransformOp, SpecialParameter,
+    SubstringMatchKind, TildeExpr, WordPiece,
 };
 
 use super::lexical::code_substitutions;
@@ -71,6 +71,51 @@ pub(crate) trait Expansion {
     /// Called with the text of each command substitution found in a word;
     /// returns what it prints, when that is known statically.
     fn substitution(&mut self, script: &str) -> Option<String>;
+    /// Records that the word does something the analysis cannot follow
+    /// (`${x@P}` on an unknown value): the command is asked about.
+    fn unknown(&mut self, _what: &str) {}
+}
+
+/// An [`Expansion`] that remembers the substitutions handed to the one it
+/// wraps, so those in operands the value did not need are found after.
+struct Recording<'a> {
+    inner: &'a mut dyn Expansion,
+    seen: Vec<String>,
+}
+
+impl Expansion for Recording<'_> {
+    fn variable(&self, name: &str) -> Option<String> {
+        self.inner.variable(name)
+    }
+    fn positional(&self) -> Option<Vec<String>> {
+        self.inner.positional()
+    }
+    fn home(&self) -> String {
+        self.inner.home()
+    }
+    fn assign(&mut self, name: &str, value: &str) {
+        self.inner.assign(name, value);
+    }
+    fn substitution(&mut self, script: &str) -> Option<String> {
+        self.seen.push(script.to_owned());
+        self.inner.substitution(script)
+    }
+    fn unknown(&mut self, what: &str) {
+        self.inner.unknown(what);
+    }
+}
+
+/// The command substitutions of `raw`, looking through `$(( ))`: an
+/// arithmetic body is no script, but substitutions inside it run.
+fn raw_substitutions(raw: &str, out: &mut Vec<String>) {
+    for body in code_substitutions(raw) {
+        let trimmed = body.trim();
+        if trimmed.starts_with('(') && trimmed.ends_with(')') && !trimmed.starts_with("( (") {
+            raw_substitutions(&trimmed[1..trimmed.len() - 1], out);
+        } else {
+            out.push(body);
+        }
+    }
 }
 
 /// Characters that make a word more than its literal text.
@@ -138,10 +183,14 @@ fn expand_raw(
         };
     }
     let mut out = Expanded::default();
+    let mut recording = Recording {
+        inner: env,
+        seen: Vec::new(),
+    };
     let mut ctx = Ctx {
         options,
         deadline,
-        env,
+        env: &mut recording,
     };
     match watchdog::parse_word(raw, options, deadline) {
         Some(pieces) => {
@@ -153,8 +202,19 @@ fn expand_raw(
             // Unparsed (a parser panic or out of time): the value is
             // unknown, and whatever might be a substitution is checked.
             out.dynamic = true;
-            for script in code_substitutions(raw) {
-                ctx.env.substitution(&script);
+        }
+    }
+    // Every substitution in the word is analysed, whether or not its
+    // value was needed: an operand the evaluation skipped (`${x:+$(...)}`,
+    // `${x/$(...)/y}`, a subscript, `${x:$(...)}`) still runs in bash
+    // whenever its branch is taken, and the analysis cannot always tell.
+    if raw.contains(['`', '$']) {
+        let mut bodies = Vec::new();
+        raw_substitutions(raw, &mut bodies);
+        let Recording { inner, seen } = recording;
+        for body in bodies {
+            if !seen.iter().any(|s| s.trim() == body.trim()) {
+                inner.substitution(&body);
             }
         }
     }
@@ -504,6 +564,27 @@ fn parameter_expr(expr: &ParameterExpr, ctx: &mut Ctx<'_>) -> Option<Vec<String>
             let replacement = operand(replacement.as_deref().unwrap_or(""), ctx)?;
             replace(&value, &pattern, &replacement, match_kind).map(|v| vec![v])
         }
+        ParameterExpr::Transform {
+            parameter,
+            indirect,
+            op: ParameterTransformOp::PromptExpand,
+        } => {
+            // `${x@P}` expands the value as a prompt: the substitutions in
+            // it run. Known, they are analysed; unknown, nobody can say.
+            match parameter_fields(parameter, *indirect, ctx) {
+                Some(fields) => {
+                    for script in code_substitutions(&fields.join(" ")) {
+                        ctx.env.substitution(&script);
+                    }
+                }
+                None => ctx
+                    .env
+                    .unknown("a prompt expansion (`${x@P}`) of an unknown value"),
+            }
+            None
+        }
+        // The value is left unknown; the substitutions in any operand
+        // are analysed by `expand_raw` all the same.
         _ => None,
     }
 }

@@ -358,12 +358,23 @@ fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), Confine
     };
     let plan = confinement.plan();
     // An empty program: the init answers as PID 1 and exits.
-    let child = super::vfork::spawn(c"", &[], &[], c"/", None, Some(&plan), None, false, &[])
-        .map_err(|error| {
-            why_not(format!(
-                "starting a process in new namespaces failed: {error}"
-            ))
-        })?;
+    let child = super::vfork::spawn(
+        c"",
+        &[],
+        &[],
+        c"/",
+        None,
+        Some(&plan),
+        None,
+        false,
+        &[],
+        None,
+    )
+    .map_err(|error| {
+        why_not(format!(
+            "starting a process in new namespaces failed: {error}"
+        ))
+    })?;
     let status = super::vfork::wait_blocking(&child);
     if status == Some(0) {
         Ok(())

@@ -25,6 +25,8 @@ use crate::tree::{SHELL_TAG_VAR, live_shells};
 pub(crate) mod arguments;
 #[cfg(target_os = "linux")]
 pub(crate) mod confine;
+#[cfg(target_os = "linux")]
+pub(crate) mod exec_notify;
 #[cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
@@ -170,6 +172,7 @@ struct Prepared {
     cgroup: Option<crate::cgroup::CommandCgroup>,
     /// Held until the child has exec'd with its copies.
     inherit: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, std::os::fd::RawFd)>,
+    exec_judge: Option<crate::spec::ExecJudge>,
 }
 
 #[cfg(target_os = "linux")]
@@ -231,6 +234,7 @@ fn prepare(spec: &SpawnSpec, tag: &str) -> Result<Prepared, SpawnError> {
         tty: spec.tty,
         confinement: spec.confinement.clone(),
         inherit: spec.inherit.clone(),
+        exec_judge: spec.exec_judge.clone(),
         cgroup: crate::cgroup::take(
             spec.confinement
                 .as_ref()
@@ -264,15 +268,34 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
     let slave = terminal
         .as_ref()
         .map(|(_, slave)| std::os::fd::AsRawFd::as_raw_fd(slave));
+    // The supervisor waits on its end before the spawn: the child's exec
+    // is itself notified, and whoever started it waits for that exec.
+    let channel = match prepared
+        .exec_judge
+        .clone()
+        .map(exec_notify::start)
+        .transpose()
+    {
+        Ok(channel) => channel,
+        Err(error) => {
+            if let Some(cgroup) = &prepared.cgroup {
+                cgroup.retire(false);
+            }
+            return Err(error);
+        }
+    };
+    let notify = channel
+        .as_ref()
+        .map(|channel| std::os::fd::AsRawFd::as_raw_fd(&channel.child_end));
     let launched = match process::client() {
-        Some(client) => match launch_in_spawner(client, &prepared, slave, own_terminal) {
+        Some(client) => match launch_in_spawner(client, &prepared, slave, own_terminal, notify) {
             // Killed from outside: the spawner thread takes over.
             Err(error)
                 if error.kind() == io::ErrorKind::BrokenPipe
                     && !client.alive()
                     && !isolates(&prepared) =>
             {
-                launch_here(&prepared, slave, own_terminal)
+                launch_here(&prepared, slave, own_terminal, notify)
             }
             launched => launched,
         },
@@ -281,8 +304,11 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
         None if process::died() && isolates(&prepared) => Err(io::Error::other(
             "the spawner process has died, and a command with a PID namespace of its own is not started from the server",
         )),
-        None => launch_here(&prepared, slave, own_terminal),
+        None => launch_here(&prepared, slave, own_terminal, notify),
     };
+    // The child has its copy (or failed): the supervisor sees end of file
+    // when no listener came.
+    drop(channel);
     let launched = match launched {
         Ok(launched) => launched,
         Err(error) => {
@@ -367,6 +393,7 @@ fn launch_in_spawner(
     prepared: &Prepared,
     terminal: Option<std::os::fd::RawFd>,
     own_terminal: bool,
+    exec_notify: Option<std::os::fd::RawFd>,
 ) -> io::Result<Launched> {
     let inherit = inherited(prepared);
     let launched = client.launch(&process::Request {
@@ -382,6 +409,7 @@ fn launch_in_spawner(
         own_terminal,
         confinement: prepared.confinement.as_ref(),
         inherit: &inherit,
+        exec_notify,
     })?;
     let mut exit = tokio::net::unix::pipe::Receiver::from_owned_fd(launched.exit)?;
     Ok(Launched {
@@ -409,6 +437,7 @@ fn launch_here(
     prepared: &Prepared,
     terminal: Option<std::os::fd::RawFd>,
     own_terminal: bool,
+    exec_notify: Option<std::os::fd::RawFd>,
 ) -> io::Result<Launched> {
     let own_cgroup = prepared.cgroup.is_some();
     let confinement = prepared.confinement.as_ref().map(|confinement| {
@@ -432,6 +461,7 @@ fn launch_here(
         terminal,
         own_terminal,
         &inherited(prepared),
+        exec_notify,
     )?;
     let pidfd = vfork::watch_pidfd(child.pidfd)?;
     let status = child.status;

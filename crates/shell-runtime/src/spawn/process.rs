@@ -51,6 +51,8 @@ const REQUEST_SPAWN: u8 = 1;
 /// with a devpts of its own opens the terminal there.
 const WITH_TERMINAL: u8 = 1;
 const OWN_TERMINAL: u8 = 2;
+/// The socket the child sends its exec-notify listener on follows.
+const EXEC_NOTIFY: u8 = 4;
 /// How the confinement is named: none, one defined before, one defined here.
 const CONFINEMENT_NONE: u8 = 0;
 const CONFINEMENT_KNOWN: u8 = 1;
@@ -385,6 +387,8 @@ pub(crate) struct Request<'a> {
     pub(crate) confinement: Option<&'a Arc<Confinement>>,
     /// `(descriptor, number in the program)` pairs the program inherits.
     pub(crate) inherit: &'a [(RawFd, RawFd)],
+    /// The socket the child sends its exec-notify listener on.
+    pub(crate) exec_notify: Option<RawFd>,
 }
 
 impl Client {
@@ -419,6 +423,10 @@ impl Client {
         }
         if request.own_terminal {
             flags |= OWN_TERMINAL;
+        }
+        if let Some(fd) = request.exec_notify {
+            flags |= EXEC_NOTIFY;
+            fds.push(fd);
         }
         out.u8(flags);
         let mut defined = self.defined.lock().unwrap_or_else(PoisonError::into_inner);
@@ -850,6 +858,7 @@ impl Spawner {
         let terminal = (flags & WITH_TERMINAL != 0)
             .then(&mut next_fd)
             .transpose()?;
+        let exec_notify = (flags & EXEC_NOTIFY != 0).then(&mut next_fd).transpose()?;
         let confinement = match input.u8()? {
             CONFINEMENT_NONE => None,
             CONFINEMENT_KNOWN => Some(input.u32()?),
@@ -892,9 +901,10 @@ impl Spawner {
             terminal.as_ref().map(AsRawFd::as_raw_fd),
             own_terminal,
             &inherit_raw,
+            exec_notify.as_ref().map(AsRawFd::as_raw_fd),
         )?;
         // The child has its copies (it has exec'd, or its init has).
-        drop((cgroups, terminal, inherit));
+        drop((cgroups, terminal, inherit, exec_notify));
         let (exit_read, exit_write) = pipe()?;
         self.children.insert(
             child.pid,

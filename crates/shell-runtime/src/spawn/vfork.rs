@@ -347,6 +347,9 @@ struct ChildPlan {
     /// them; every descriptor above every number (see [`lift`]).
     inherit: *const (RawFd, RawFd),
     inherit_len: usize,
+    /// The socket the shell sends its exec-notify listener on (-1: no
+    /// filter; `exec_notify.rs`).
+    exec_notify: RawFd,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -403,6 +406,7 @@ pub(crate) fn spawn(
     tty: Option<RawFd>,
     own_terminal: bool,
     inherit: &[(RawFd, RawFd)],
+    exec_notify: Option<RawFd>,
 ) -> io::Result<RawChild> {
     let targets = || inherit.iter().map(|&(_, to)| to);
     let distinct = targets()
@@ -505,6 +509,7 @@ pub(crate) fn spawn(
         confinement: confinement.map_or(std::ptr::null(), std::ptr::from_ref),
         inherit: inherit.as_ptr(),
         inherit_len: inherit.len(),
+        exec_notify: exec_notify.unwrap_or(-1),
     };
     let mut pidfd: c_int = -1;
 
@@ -900,6 +905,12 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         }
     }
     if plan.status < 0 {
+        // SAFETY: we are the spawned child, about to exec; before the
+        // descriptors move, so none lands on the socket.
+        if plan.exec_notify >= 0 && !unsafe { super::exec_notify::install(plan.exec_notify) } {
+            // SAFETY: as above.
+            unsafe { fail(plan) };
+        }
         // SAFETY: we are the spawned child, about to exec.
         if !unsafe { inherit_descriptors(plan) } {
             // SAFETY: as above.
@@ -1002,6 +1013,11 @@ extern "C" fn shell_main(arg: *mut c_void) -> c_int {
             // SAFETY: as in `child_main`.
             unsafe { fail(plan) };
         }
+    }
+    // SAFETY: we are the spawned shell, about to exec (see `child_main`).
+    if plan.exec_notify >= 0 && !unsafe { super::exec_notify::install(plan.exec_notify) } {
+        // SAFETY: as in `child_main`.
+        unsafe { fail(plan) };
     }
     // SAFETY: we are the spawned shell (a `CLONE_VFORK` child: the score
     // stays its own), about to exec.

@@ -6,7 +6,9 @@
     reason = "test helpers shared by several test crates"
 )]
 
-use shell_runtime::SpawnSpec;
+use std::time::{Duration, Instant};
+
+use shell_runtime::{ShellProcess, SpawnSpec, Stream};
 
 /// `bash -c COMMAND` in the temp dir with this process's environment.
 pub fn spec(command: &str) -> SpawnSpec {
@@ -14,3 +16,24 @@ pub fn spec(command: &str) -> SpawnSpec {
 }
 
 pub use test_support::{alive, gone, numbers_in, pids_in, read_pid};
+
+/// What the shell wrote so far: stdout, then stderr.
+pub fn text(shell: &ShellProcess) -> String {
+    let out = shell.snapshot(Stream::Stdout).render();
+    let err = shell.snapshot(Stream::Stderr).render();
+    format!("{out}{err}")
+}
+
+/// Waits (10 s at most) until the shell's output holds `needle`.
+pub async fn wait_for_output(shell: &ShellProcess, needle: &str) {
+    let mut events = shell.subscribe_output();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !text(shell).contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} in {:?}",
+            text(shell)
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(100), events.changed()).await;
+    }
+}

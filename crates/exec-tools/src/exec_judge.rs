@@ -1,0 +1,390 @@
+//! Policy at every exec (docs/decisions/0018): the judge exec-tools gives
+//! shell-runtime's `SpawnSpec::exec_judge`. Each exec of a command's tree
+//! is judged by the same analysis as the command's text, on the argument
+//! vector the process is about to run, its working directory and its
+//! `HOME`; a refusal fails the exec with `EPERM`, and is kept for the
+//! answer (`[refused at run time: ...]`, `runtime_refusals`) and written
+//! to the audit log.
+//!
+//! A program is judged by what it is as well as by how it was spelled:
+//! the names tried are the spelling's last component, the resolved file's
+//! (a symlink named `x` to `rm` is `rm`), and, for a hard link or a copy
+//! of a known program found on the server's `PATH`, that program's (same
+//! device and inode, or the same size and content hash, cached by
+//! identity). The strictest verdict among them wins.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::hash::{Hash, Hasher};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use exec_policy::{AnalysisContext, Analyzer, AnalyzerConfig, Decision, Denial, RuleSource};
+use shell_runtime::{ExecJudge, ExecRequest, ExecVerdict, FileIdentity, Redactions};
+
+use crate::audit::{AuditEntry, AuditLog};
+use crate::quote::quote;
+
+/// Programs recognised by identity (hard link, copy) when found on the
+/// server's `PATH`: the ones the built-in rules are about, and the shells
+/// and interpreters the analysis unwraps. The policy file's programs are
+/// added to them.
+const KNOWN_PROGRAMS: &[&str] = &[
+    "rm", "rmdir", "dd", "shred", "mkfs", "wipefs", "fdisk", "sfdisk", "parted", "chmod", "chown",
+    "chgrp", "mv", "cp", "find", "truncate", "git", "kill", "pkill", "killall", "shutdown",
+    "reboot", "halt", "poweroff", "sudo", "doas", "env", "xargs", "bash", "sh", "dash", "zsh",
+    "ksh", "python3", "python", "perl", "ruby", "node", "rsync", "tar",
+];
+
+/// Files larger than this are never hashed (no known program is).
+const MAX_HASHED: u64 = 64 << 20;
+
+/// A known program as found on `PATH`.
+#[derive(Debug)]
+struct Known {
+    name: String,
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    hash: OnceLock<Option<u64>>,
+}
+
+/// What every command's judge shares for the server's life.
+#[derive(Debug)]
+pub(crate) struct ExecChecks {
+    config: AnalyzerConfig,
+    /// One analyzer per `HOME` a process had (the rules protect it).
+    analyzers: Mutex<HashMap<String, Arc<Analyzer>>>,
+    /// The known programs on the server's `PATH`, found at the first exec.
+    known: OnceLock<Vec<Known>>,
+    /// Which known program a file of that identity is a copy of.
+    copies: Mutex<HashMap<FileIdentity, Option<String>>>,
+}
+
+/// One exec refused while a command ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// The simple command as the rule saw it (redacted).
+    pub(crate) command: String,
+    /// The rule's id.
+    pub(crate) rule: String,
+    /// Refused because it needed a person's approval nobody could give.
+    pub(crate) needed_approval: bool,
+}
+
+impl Refusal {
+    /// The answer's line for it.
+    pub(crate) fn line(&self) -> String {
+        if self.needed_approval {
+            format!(
+                "[refused at run time: {} (rule {}: it needs approval, which is not asked at run time)]",
+                self.command, self.rule
+            )
+        } else {
+            format!(
+                "[refused at run time: {} (rule {})]",
+                self.command, self.rule
+            )
+        }
+    }
+}
+
+/// The refusals of one command, filled by its supervisor thread, and how
+/// many of them an answer has reported already.
+#[derive(Debug, Default)]
+pub(crate) struct Refusals(Mutex<(Vec<Refusal>, usize)>);
+
+impl Refusals {
+    /// The refusals no answer has reported yet, now reported.
+    pub(crate) fn take_new(&self) -> Vec<Refusal> {
+        let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (list, reported) = &mut *guard;
+        let new = list.get(*reported..).unwrap_or_default().to_vec();
+        *reported = list.len();
+        new
+    }
+
+    fn push(&self, refusal: Refusal) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .push(refusal);
+    }
+}
+
+/// A command's judge and where its refusals go.
+pub(crate) struct Checks {
+    /// `None` when execs are not checked.
+    pub(crate) judge: Option<ExecJudge>,
+    pub(crate) refusals: Arc<Refusals>,
+}
+
+impl Checks {
+    /// The lines for the refusals not yet reported, and their count.
+    pub(crate) fn new_lines(&self) -> (Vec<String>, u64) {
+        let new = self.refusals.take_new();
+        let count = u64::try_from(new.len()).unwrap_or(u64::MAX);
+        (new.iter().map(Refusal::line).collect(), count)
+    }
+}
+
+/// What one command's judge knows of the call it belongs to.
+pub(crate) struct CallContext {
+    /// Where its refusals go.
+    pub(crate) refusals: Arc<Refusals>,
+    /// The audit log, if any, and the call's number there.
+    pub(crate) audit: Option<(Arc<AuditLog>, u64)>,
+    /// The tool whose command this is.
+    pub(crate) tool: &'static str,
+    /// A person (or the fallback) approved the command's text: an exec
+    /// the policy file would ask about is allowed, not asked again.
+    pub(crate) approved: bool,
+    /// Secret values never written to the answer or the log.
+    pub(crate) redactions: Arc<Redactions>,
+}
+
+impl ExecChecks {
+    /// Checks with the server's analysis configuration.
+    pub(crate) fn new(config: AnalyzerConfig) -> Self {
+        Self {
+            config,
+            analyzers: Mutex::default(),
+            known: OnceLock::new(),
+            copies: Mutex::default(),
+        }
+    }
+
+    /// The judge for one command.
+    pub(crate) fn judge(self: &Arc<Self>, call: CallContext) -> ExecJudge {
+        let checks = Arc::clone(self);
+        ExecJudge(Arc::new(move |request: &ExecRequest| {
+            checks.decide(&call, request)
+        }))
+    }
+
+    fn analyzer_for(&self, home: Option<&str>) -> Arc<Analyzer> {
+        let home = home
+            .filter(|home| !home.is_empty())
+            .map(str::to_owned)
+            .or_else(|| self.config.home.clone())
+            .unwrap_or_default();
+        let mut analyzers = self
+            .analyzers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(analyzers.entry(home.clone()).or_insert_with(|| {
+            let mut config = self.config.clone();
+            config.home = (!home.is_empty()).then_some(home);
+            Arc::new(Analyzer::new(config))
+        }))
+    }
+
+    fn decide(&self, call: &CallContext, request: &ExecRequest) -> ExecVerdict {
+        let cwd = request.cwd.to_string_lossy().into_owned();
+        let home = request.home.as_deref().and_then(OsStr::to_str);
+        let analyzer = self.analyzer_for(home);
+        let context = AnalysisContext {
+            cwd: Some(cwd.clone()),
+            vars: home
+                .map(|home| [("HOME".to_owned(), home.to_owned())].into())
+                .unwrap_or_default(),
+        };
+        let args: Vec<String> = request
+            .argv
+            .iter()
+            .skip(1)
+            .map(|arg| quote(&arg.to_string_lossy()))
+            .collect();
+        let mut worst: Option<Decision> = None;
+        for name in self.names(request) {
+            // A name with `=` would read as an assignment.
+            let program = if name.contains('=') {
+                format!("'{}'", name.replace('\'', r"'\''"))
+            } else {
+                quote(&name)
+            };
+            let text = std::iter::once(program)
+                .chain(args.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let decision = analyzer.analyze_in(&text, &context).decision;
+            let rank = |decision: &Decision| match decision {
+                Decision::Allow { .. } => 0,
+                Decision::Ask(_) => 1,
+                Decision::Deny(_) => 2,
+            };
+            if worst
+                .as_ref()
+                .is_none_or(|worst| rank(&decision) > rank(worst))
+            {
+                worst = Some(decision);
+            }
+        }
+        let (denial, needed_approval) = match worst {
+            Some(Decision::Deny(denial)) => (denial, false),
+            // A built-in ask is about text whose target is known only at
+            // run time: here it is run, and each exec it leads to is
+            // judged again with its literal arguments.
+            Some(Decision::Ask(denial))
+                if denial.source == RuleSource::PolicyFile && !call.approved =>
+            {
+                (denial, true)
+            }
+            _ => return ExecVerdict::Allow,
+        };
+        Self::refuse(call, &denial, needed_approval, &cwd);
+        ExecVerdict::Deny
+    }
+
+    fn refuse(call: &CallContext, denial: &Denial, needed_approval: bool, cwd: &str) {
+        let refusal = Refusal {
+            command: call.redactions.replace_all(&denial.command),
+            rule: denial.rule_id.clone(),
+            needed_approval,
+        };
+        if let Some((log, number)) = &call.audit {
+            // A line that cannot be written changes nothing here: the exec
+            // is refused either way, and the answer says so.
+            let _ = log.write(&AuditEntry {
+                event: "exec",
+                call: *number,
+                tool: call.tool,
+                command: Some(refusal.command.clone()),
+                cwd: Some(call.redactions.replace_all(cwd)),
+                decision: Some(if needed_approval { "ask" } else { "deny" }),
+                rule: Some(refusal.rule.clone()),
+                status: Some("refused_at_run_time".to_owned()),
+                ..AuditEntry::default()
+            });
+        }
+        call.refusals.push(refusal);
+    }
+
+    /// The names the program goes by: as spelled, as resolved, as known.
+    fn names(&self, request: &ExecRequest) -> Vec<String> {
+        let mut names: Vec<String> = Vec::with_capacity(3);
+        let mut add = |name: Option<&OsStr>| {
+            if let Some(name) = name.map(|name| name.to_string_lossy().into_owned())
+                && !name.is_empty()
+                && !names.contains(&name)
+            {
+                names.push(name);
+            }
+        };
+        add(Path::new(&request.path).file_name());
+        add(request.real_path.as_deref().and_then(Path::file_name));
+        if let Some(known) = self.identify(request) {
+            add(Some(OsStr::new(&known)));
+        }
+        if names.is_empty() {
+            names.push(request.path.to_string_lossy().into_owned());
+        }
+        names
+    }
+
+    /// The known program the file is a hard link or a copy of.
+    fn identify(&self, request: &ExecRequest) -> Option<String> {
+        let file = request.file?;
+        let known = self.known.get_or_init(|| find_known(&self.config));
+        if let Some(program) = known
+            .iter()
+            .find(|known| known.dev == file.dev && known.ino == file.ino)
+        {
+            return Some(program.name.clone());
+        }
+        let same_size: Vec<&Known> = known.iter().filter(|k| k.size == file.size).collect();
+        if same_size.is_empty() || file.size > MAX_HASHED {
+            return None;
+        }
+        let mut copies = self.copies.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = copies.get(&file) {
+            return found.clone();
+        }
+        let path = request.real_path.as_deref()?;
+        let hash = content_hash(path);
+        let found = hash.and_then(|hash| {
+            same_size
+                .iter()
+                .find(|known| *known.hash.get_or_init(|| content_hash(&known.path)) == Some(hash))
+                .map(|known| known.name.clone())
+        });
+        copies.insert(file, found.clone());
+        found
+    }
+}
+
+/// The known programs (and the policy file's) on the server's `PATH`.
+fn find_known(config: &AnalyzerConfig) -> Vec<Known> {
+    use std::os::unix::fs::MetadataExt;
+    let mut names: Vec<String> = KNOWN_PROGRAMS.iter().map(|&name| name.to_owned()).collect();
+    for rule in &config.rules {
+        if let exec_policy::RuleMatcher::Program { program, .. } = &rule.matcher
+            && !names.contains(program)
+        {
+            names.push(program.clone());
+        }
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .collect();
+    let mut found = Vec::new();
+    for name in names {
+        let Some((path, meta)) = dirs.iter().find_map(|dir| {
+            let path = dir.join(&name);
+            let meta = std::fs::metadata(&path)
+                .ok()
+                .filter(std::fs::Metadata::is_file)?;
+            Some((path, meta))
+        }) else {
+            continue;
+        };
+        found.push(Known {
+            name,
+            path,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            hash: OnceLock::new(),
+        });
+    }
+    found
+}
+
+/// A hash of the file's content (not cryptographic: it tells an exact copy
+/// of a program from other files of the same size; evading it takes a
+/// changed byte, which any hash would see, and then the file is no copy).
+fn content_hash(path: &Path) -> Option<u64> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = file.read(&mut buffer).ok()?;
+        if read == 0 {
+            break;
+        }
+        buffer[..read].hash(&mut hasher);
+    }
+    Some(hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_line_names_the_command_and_the_rule() {
+        let refusal = Refusal {
+            command: "rm -rf /etc".to_owned(),
+            rule: "recursive-delete-protected".to_owned(),
+            needed_approval: false,
+        };
+        assert_eq!(
+            refusal.line(),
+            "[refused at run time: rm -rf /etc (rule recursive-delete-protected)]"
+        );
+    }
+}

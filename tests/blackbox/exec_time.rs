@@ -1,0 +1,229 @@
+//! Policy at every exec (docs/decisions/0018): programs a command reaches
+//! only at run time (a name read from a file, `eval`, `bash -c`, an
+//! interpreter's `execv`, a symlink, a hard link or a copy, a relay, a
+//! terminal session) are judged at their exec and refused there, with a
+//! line in the answer and in the audit log; ordinary work runs as before.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::rmcp_support::{call, mcp_command, serve, text};
+use crate::{stderr, stdout};
+
+/// The marker program the policy denies: it would leave `ran` behind.
+const MARKER: &str = "aemarker";
+
+struct Setup {
+    dir: tempfile::TempDir,
+    policy: PathBuf,
+    log: PathBuf,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let marker = dir.path().join(MARKER);
+        std::fs::write(
+            &marker,
+            format!("#!/bin/sh\ntouch '{}/ran'\n", dir.path().display()),
+        )
+        .expect("marker");
+        std::fs::set_permissions(&marker, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        // The name only a run can read: no text check sees it.
+        std::fs::write(dir.path().join("name.txt"), MARKER).expect("name");
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(
+            &policy,
+            format!(
+                "[[rule]]\nid = \"no-marker\"\ndecision = \"deny\"\nprogram = \"{MARKER}\"\nreason = \"the marker\"\n"
+            ),
+        )
+        .expect("policy");
+        let log = dir.path().join("audit.jsonl");
+        Self { dir, policy, log }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `PATH` with the marker's directory first, as a user's `~/bin`.
+    fn path_var(&self) -> String {
+        format!(
+            "{}:{}",
+            self.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    fn run(&self, sandbox: &str, command: &str) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+            .args(["run", "--cwd"])
+            .arg(self.path())
+            .args(["--sandbox", sandbox, "--policy"])
+            .arg(&self.policy)
+            .arg("--audit-log")
+            .arg(&self.log)
+            .args(["--", command])
+            .env("PATH", self.path_var())
+            .output()
+            .expect("agent-exec runs")
+    }
+
+    fn ran(&self) -> bool {
+        self.path().join("ran").exists()
+    }
+
+    fn exec_lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+            .filter(|line| line["event"] == "exec")
+            .collect()
+    }
+}
+
+/// Commands that reach the marker only at run time.
+const RUN_TIME_SPELLINGS: &[&str] = &[
+    "m=$(cat name.txt); $m",
+    "eval \"$(cat name.txt)\"",
+    "bash -c \"$(cat name.txt)\"",
+    "python3 -c 'import os; os.execv(os.path.abspath(open(\"name.txt\").read()), [\"x\"])'",
+    "ln -s \"$(cat name.txt)\" link && ./link",
+    "ln \"$(cat name.txt)\" hard && ./hard",
+    "cp \"$(cat name.txt)\" copy && ./copy",
+    "script -qfc 'm=$(cat name.txt); ./$m' /dev/null",
+];
+
+#[test]
+fn programs_reached_only_at_run_time_are_refused_at_their_exec() {
+    for sandbox in ["off", "contain"] {
+        for command in RUN_TIME_SPELLINGS {
+            let setup = Setup::new();
+            let output = setup.run(sandbox, command);
+            let answer = stdout(&output);
+            assert!(
+                !setup.ran(),
+                "{sandbox}: `{command}` ran the marker: {answer}{}",
+                stderr(&output)
+            );
+            assert!(
+                answer.contains(&format!("[refused at run time: {MARKER}"))
+                    && answer.contains("(rule no-marker)]"),
+                "{sandbox}: `{command}`: {answer}{}",
+                stderr(&output)
+            );
+            let lines = setup.exec_lines();
+            assert!(!lines.is_empty(), "{sandbox}: `{command}`: no exec line");
+            for line in lines {
+                assert_eq!(line["rule"], "no-marker", "{line}");
+                assert_eq!(line["decision"], "deny", "{line}");
+                assert_eq!(line["status"], "refused_at_run_time", "{line}");
+                assert_eq!(line["tool"], "Bash", "{line}");
+            }
+        }
+    }
+}
+
+#[test]
+fn ordinary_work_runs_unrefused() {
+    let setup = Setup::new();
+    std::fs::write(setup.path().join("Makefile"), "all:\n\t@echo made\n").expect("Makefile");
+    let command = "git init -q . && git status --short >/dev/null && ls >/dev/null && make && \
+                   python3 -c 'print(\"py\")' && \
+                   for i in $(seq 200); do true; /bin/true; done && echo loop-done";
+    let started = std::time::Instant::now();
+    let output = setup.run("off", command);
+    let answer = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{answer}{}", stderr(&output));
+    assert_eq!(answer, "made\npy\nloop-done\n", "{}", stderr(&output));
+    assert!(setup.exec_lines().is_empty());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A built-in rule fires at the exec too: `rm -rf "$HOME"` spelled at run
+/// time, with `HOME` a temp dir (if the check were broken, only that
+/// directory would go).
+#[test]
+fn a_recursive_delete_of_home_spelled_at_run_time_is_refused() {
+    let setup = Setup::new();
+    let home = setup.path().join("home");
+    std::fs::create_dir(&home).expect("home");
+    std::fs::write(home.join("keep.txt"), "kept").expect("file");
+    std::fs::write(setup.path().join("tool.txt"), "rm").expect("name");
+    let output = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args([
+            "run",
+            "--sandbox",
+            "off",
+            "--ask-fallback",
+            "allow",
+            "--cwd",
+        ])
+        .arg(setup.path())
+        .arg("--audit-log")
+        .arg(&setup.log)
+        .args(["--", "r=$(cat tool.txt); $r -rf \"$HOME\"; echo after"])
+        .env("HOME", &home)
+        .output()
+        .expect("agent-exec runs");
+    let answer = stdout(&output);
+    assert!(
+        home.join("keep.txt").exists(),
+        "{answer}{}",
+        stderr(&output)
+    );
+    assert!(answer.contains("after"), "{answer}");
+    assert!(
+        answer.contains(&format!("[refused at run time: rm -rf {}", home.display())),
+        "{answer}"
+    );
+    assert_eq!(setup.exec_lines().len(), 1);
+}
+
+/// What a person types into a terminal session runs only through its
+/// exec, where it is judged; the refusal is in `WriteStdin`'s answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_session_typing_the_marker_is_refused_at_its_exec() {
+    let setup = Setup::new();
+    let mut command = mcp_command(setup.path());
+    command
+        .arg("--policy")
+        .arg(&setup.policy)
+        .env("PATH", setup.path_var());
+    let client = serve((), command).await.0;
+    let started = call(
+        &client,
+        "Bash",
+        json!({ "command": "bash --norc -i", "tty": true }),
+    )
+    .await;
+    let meta = started.structured_content.clone().expect("metadata");
+    assert_eq!(meta["waiting_for_input"], true, "{}", text(&started));
+    let id = meta["bash_id"].as_str().expect("id").to_owned();
+    let typed = call(
+        &client,
+        "WriteStdin",
+        json!({ "bash_id": id, "input": "m=$(cat name.txt); $m; echo typed-done\n", "wait_ms": 5000 }),
+    )
+    .await;
+    let answer = text(&typed);
+    assert!(!setup.ran(), "{answer}");
+    assert!(
+        answer.contains(&format!("[refused at run time: {MARKER} (rule no-marker)]")),
+        "{answer}"
+    );
+    let meta = typed.structured_content.clone().expect("metadata");
+    assert_eq!(meta["runtime_refusals"], 1, "{answer}");
+    let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    client.cancel().await.expect("closes");
+}
