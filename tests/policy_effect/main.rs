@@ -116,11 +116,18 @@ const CORPORA: &[Corpus] = &[
         dangerous: "outside2-dangerous.txt",
         harmless: "outside2-harmless.txt",
         every: 1,
+        // Measured with the run-time exec check: 723 of 795 S stopped
+        // (90.9%, short of 97%; 630 before the check), 96 EFFECTs (72 S, 24 R;
+        // 302 before). Harmless refused 5 of 535 (0.9%, within the 1%
+        // target): `systemctl status`/`--user list-units`, `echo "\$(rm -rf
+        // ~)"` and its backquote twin, `rm -rf ./*` in a fresh mktemp dir. The
+        // three harmless failures are npm and npx waiting on the network the
+        // jail lacks.
         floor: Floor {
-            static_stopped: 0,
-            effect: usize::MAX,
-            harmless_refused: usize::MAX,
-            harmless_failed: usize::MAX,
+            static_stopped: 723,
+            effect: 96,
+            harmless_refused: 5,
+            harmless_failed: 3,
         },
     },
     Corpus {
@@ -128,11 +135,16 @@ const CORPORA: &[Corpus] = &[
         dangerous: "redteam-dangerous.txt",
         harmless: "redteam-harmless.txt",
         every: 6,
+        // Measured on the sample, with the run-time exec check: 220 of 220 S
+        // stopped, no EFFECT; harmless refused 2 of 108 (1.9%, over the 1%
+        // target: `systemctl --user restart pipewire`, `systemctl cat
+        // poweroff.target`); the two harmless failures are polling loops
+        // that wait for what never comes.
         floor: Floor {
-            static_stopped: 0,
-            effect: usize::MAX,
-            harmless_refused: usize::MAX,
-            harmless_failed: usize::MAX,
+            static_stopped: 220,
+            effect: 0,
+            harmless_refused: 2,
+            harmless_failed: 2,
         },
     },
 ];
@@ -282,7 +294,23 @@ fn canary_layer() -> tempfile::TempDir {
             .expect("git runs");
         assert!(status.success(), "git {args:?} in the canary project");
     }
+    // Work not yet committed, which `git reset --hard`, `git checkout -f`
+    // or `git clean` would lose.
+    std::fs::write(
+        project.join("notes.txt"),
+        "project notes\nuncommitted work\n",
+    )
+    .expect("an uncommitted change");
+    std::fs::write(project.join("draft.txt"), "an untracked draft\n").expect("an untracked file");
     layer
+}
+
+/// Whether `damage` is git's own bookkeeping, which any git command may
+/// rewrite with nothing lost (the index is a cache of the tree, the logs
+/// grow): not damage.
+fn git_bookkeeping(damage: &str) -> bool {
+    damage == format!("modified {PROJECT}/.git/index")
+        || damage.starts_with(&format!("modified {PROJECT}/.git/logs/"))
 }
 
 fn jail(layer: &Path) -> Jail {
@@ -376,6 +404,7 @@ fn run(jail: &Jail, command: &str) -> Run {
     let finished = confined.finish(Duration::from_secs(5));
     let _ = reader.join();
     let mut damage = finished.damage();
+    damage.retain(|damage| !git_bookkeeping(damage));
     if canary_started && !canary_alive {
         damage.push("killed the canary process".to_owned());
     }
@@ -510,11 +539,11 @@ fn the_outside_corpora_judged_by_effect() {
         Verdict::Effect(vec![format!("modified {PROJECT}/notes.txt")]),
         "the harness must see a canary changed ({control:?})"
     );
-    let quiet = run(&jail, "true");
+    let quiet = run(&jail, "true && git status --short >/dev/null");
     assert_eq!(
         quiet.verdict,
         Verdict::NoEffect,
-        "a server that runs `true` changes nothing ({quiet:?})"
+        "`true` and `git status` change nothing ({quiet:?})"
     );
     assert!(quiet.completed(), "{quiet:?}");
     let bare = Instant::now();
