@@ -87,7 +87,7 @@ pub fn bound_env(env: &HashMap<String, String>, extra: &[&str]) -> Vec<(String, 
         .collect()
 }
 
-/// Bash builtins and keywords that run no file of their own.
+/// Bash builtins: they run in the shell, no file of their own.
 const BUILTINS: &[&str] = &[
     ".",
     ":",
@@ -102,6 +102,7 @@ const BUILTINS: &[&str] = &[
     "command",
     "compgen",
     "complete",
+    "compopt",
     "continue",
     "declare",
     "dirs",
@@ -151,9 +152,20 @@ const BUILTINS: &[&str] = &[
     "wait",
 ];
 
+/// Bash's reserved words.
+const KEYWORDS: &[&str] = &[
+    "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in",
+    "select", "then", "time", "until", "while",
+];
+
 /// Whether `name` is a bash builtin (it runs in the shell, no exec).
 pub fn is_builtin(name: &str) -> bool {
     BUILTINS.contains(&name)
+}
+
+/// Whether `name` is a bash reserved word (`if`, `for`, `time`...).
+pub fn is_keyword(name: &str) -> bool {
+    KEYWORDS.contains(&name)
 }
 
 /// Whether `program` (a basename) reads its program from a file operand.

@@ -31,7 +31,7 @@ pub use analysis::{
     FORK_BOMB, GitCommit, RULES, Rule, RuleSource,
 };
 pub use approval_key::{
-    ApprovalKey, BOUND_VARIABLES, PlannedCommand, bound_env, is_builtin, script_operand,
+    ApprovalKey, BOUND_VARIABLES, PlannedCommand, bound_env, is_builtin, is_keyword, script_operand,
 };
 pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,

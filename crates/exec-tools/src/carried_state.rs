@@ -392,91 +392,6 @@ pub(crate) fn is_shell_name(name: &str) -> bool {
 /// the shell's state as it was (the directory, every variable).
 pub(crate) const STATELESS_BUILTINS: &[&str] = &["true", "false", "echo", "pwd", "test"];
 
-/// Bash builtins and reserved words: as a program, any of them but
-/// [`STATELESS_BUILTINS`] may change the state (`cd`, `export`, `read`,
-/// `printf -v`, `source`, `eval`, `exec`, `set -a`...), or is left to the
-/// wrapper anyway.
-const BUILTINS_AND_KEYWORDS: &[&str] = &[
-    ".",
-    ":",
-    "[",
-    "alias",
-    "bg",
-    "bind",
-    "break",
-    "builtin",
-    "caller",
-    "case",
-    "cd",
-    "command",
-    "compgen",
-    "complete",
-    "compopt",
-    "continue",
-    "coproc",
-    "declare",
-    "dirs",
-    "disown",
-    "do",
-    "done",
-    "echo",
-    "elif",
-    "else",
-    "enable",
-    "esac",
-    "eval",
-    "exec",
-    "exit",
-    "export",
-    "false",
-    "fc",
-    "fg",
-    "fi",
-    "for",
-    "function",
-    "getopts",
-    "hash",
-    "help",
-    "history",
-    "if",
-    "in",
-    "jobs",
-    "kill",
-    "let",
-    "local",
-    "logout",
-    "mapfile",
-    "popd",
-    "printf",
-    "pushd",
-    "pwd",
-    "read",
-    "readarray",
-    "readonly",
-    "return",
-    "select",
-    "set",
-    "shift",
-    "shopt",
-    "source",
-    "suspend",
-    "test",
-    "then",
-    "time",
-    "times",
-    "trap",
-    "true",
-    "type",
-    "typeset",
-    "ulimit",
-    "umask",
-    "unalias",
-    "unset",
-    "until",
-    "wait",
-    "while",
-];
-
 /// Whether `command`, run with the environment `env`, may change what is
 /// carried to later calls. False only for one simple command of plain
 /// words (letters, digits, ` _./,:@%+-`: no assignment, expansion,
@@ -494,7 +409,12 @@ pub(crate) fn may_change_state(command: &str, env: &Vars) -> bool {
     let Some(program) = command.split(' ').find(|word| !word.is_empty()) else {
         return true;
     };
-    if BUILTINS_AND_KEYWORDS.contains(&program) && !STATELESS_BUILTINS.contains(&program) {
+    // A builtin or reserved word but the stateless ones may change the state
+    // (`cd`, `export`, `read`, `printf -v`, `source`, `eval`, `exec`,
+    // `set -a`...), or is left to the wrapper anyway.
+    if (exec_policy::is_builtin(program) || exec_policy::is_keyword(program))
+        && !STATELESS_BUILTINS.contains(&program)
+    {
         return true;
     }
     // Functions exported to it, or defined by a start-up file it reads.
