@@ -59,8 +59,9 @@ async def with_person(binary: str, workdir: str, policy: str) -> None:
             for needle in ("touch one", workdir, "touch-asks", "touching files needs a nod"):
                 assert needle in question.message, (needle, question.message)
             schema = question.requested_schema
-            assert list(schema["properties"]) == ["remember"], schema
+            assert list(schema["properties"]) == ["remember", "save"], schema
             assert schema["properties"]["remember"]["type"] == "boolean", schema
+            assert schema["properties"]["save"]["type"] == "boolean", schema
 
             answers.append(("accept", True, 0))
             first = await session.call_tool("Bash", {"command": "touch two"})
@@ -134,8 +135,9 @@ async def high_level_auto(binary: str, workdir: str, policy: str) -> None:
         for needle in ("touch auto", workdir, "touch-asks", "touching files needs a nod"):
             assert needle in question.message, (needle, question.message)
         schema = question.requested_schema
-        assert list(schema["properties"]) == ["remember"], schema
+        assert list(schema["properties"]) == ["remember", "save"], schema
         assert schema["properties"]["remember"]["type"] == "boolean", schema
+        assert schema["properties"]["save"]["type"] == "boolean", schema
 
         answers.append(("accept", True, 0))
         first = await client.call_tool("Bash", {"command": "touch auto-two"})
