@@ -271,3 +271,49 @@ fn an_ask_rule_met_at_run_time_refuses_unless_the_command_was_approved() {
         .expect("agent-exec runs");
     assert!(setup.ran(), "{}{}", stdout(&output), stderr(&output));
 }
+
+/// A multi-call program behind a denied name (Debian's `shutdown` is a
+/// link to systemctl) is that name only when called by it: run by its own
+/// name it runs, called as the denied name (the link, or `exec -a` on the
+/// file itself) it is refused.
+#[test]
+fn a_program_a_denied_name_links_to_is_judged_by_the_name_it_is_called_by() {
+    let setup = Setup::new();
+    let tool = setup.path().join("multitool");
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\ntouch \"{}/ran-$(basename \"$0\")\"\n",
+            setup.path().display()
+        ),
+    )
+    .expect("multitool");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let marker = setup.path().join(MARKER);
+    std::fs::remove_file(&marker).expect("rm the marker");
+    std::os::unix::fs::symlink("multitool", &marker).expect("link");
+
+    let output = setup.run("off", "multitool status");
+    assert!(
+        setup.path().join("ran-multitool").exists(),
+        "the multi-call program by its own name was refused: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    for command in [
+        "m=$(cat name.txt); ./$m",
+        "bash -c \"exec -a $(cat name.txt) ./multitool\"",
+    ] {
+        let output = setup.run("off", command);
+        let answer = stdout(&output);
+        assert!(
+            answer.contains("(rule no-marker)]"),
+            "`{command}` was not refused: {answer}{}",
+            stderr(&output)
+        );
+        assert!(
+            !setup.path().join(format!("ran-{MARKER}")).exists(),
+            "`{command}` ran as the denied name"
+        );
+    }
+}

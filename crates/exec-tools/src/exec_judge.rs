@@ -320,6 +320,12 @@ impl ExecChecks {
         };
         add(Path::new(&request.path).file_name());
         add(request.real_path.as_deref().and_then(Path::file_name));
+        // A multi-call binary (systemctl behind `shutdown`, busybox) acts by
+        // the name in `argv[0]`, which `exec -a` sets apart from the path.
+        add(request
+            .argv
+            .first()
+            .and_then(|arg0| Path::new(arg0).file_name()));
         if let Some(known) = self.identify(request) {
             add(Some(OsStr::new(&known)));
         }
@@ -386,6 +392,13 @@ fn find_known(config: &AnalyzerConfig) -> Vec<Known> {
         }) else {
             continue;
         };
+        // A name that is a link to a file of another name (`shutdown` ->
+        // systemctl, `sh` -> dash) is that file's other personality, chosen
+        // by `argv[0]`: the file itself, run by any other name, is not it
+        // (judging every systemctl as shutdown refused `systemctl status`).
+        if !same_name(&path, &name) {
+            continue;
+        }
         found.push(Known {
             name,
             path,
@@ -396,6 +409,13 @@ fn find_known(config: &AnalyzerConfig) -> Vec<Known> {
         });
     }
     found
+}
+
+/// Whether `path`, with every symlink resolved, still ends in `name`.
+fn same_name(path: &Path, name: &str) -> bool {
+    std::fs::canonicalize(path)
+        .ok()
+        .is_some_and(|real| real.file_name() == Some(OsStr::new(name)))
 }
 
 /// A hash of the file's content (not cryptographic: it tells an exact copy
