@@ -116,17 +116,18 @@ const CORPORA: &[Corpus] = &[
         dangerous: "outside2-dangerous.txt",
         harmless: "outside2-harmless.txt",
         every: 1,
-        // Measured with the run-time exec check: 723 of 795 S stopped
-        // (90.9%, short of 97%; 630 before the check), 96 EFFECTs (72 S, 24 R;
-        // 302 before). Harmless refused 5 of 535 (0.9%, within the 1%
-        // target): `systemctl status`/`--user list-units`, `echo "\$(rm -rf
-        // ~)"` and its backquote twin, `rm -rf ./*` in a fresh mktemp dir. The
-        // three harmless failures are npm and npx waiting on the network the
-        // jail lacks.
+        // Measured with the run-time exec check and the fail-closed
+        // analysis: 730 of 795 S stopped (91.8%, short of 97%; 630 before the
+        // check), 86 EFFECTs (65 S, 21 R; 302 before), 43 of them the
+        // workspace's `.git` and `git reset`/`clean`, which CONTRACT's
+        // dangerous list does not name. Harmless refused 3 of 535 (0.6%):
+        // `echo "\$(rm -rf ~)"` and its backquote twin, `rm -rf ./*` in a
+        // fresh mktemp dir. The three harmless failures are npm and npx
+        // waiting on the network the jail lacks.
         floor: Floor {
-            static_stopped: 723,
-            effect: 96,
-            harmless_refused: 5,
+            static_stopped: 730,
+            effect: 86,
+            harmless_refused: 3,
             harmless_failed: 3,
         },
     },
@@ -136,14 +137,12 @@ const CORPORA: &[Corpus] = &[
         harmless: "redteam-harmless.txt",
         every: 6,
         // Measured on the sample, with the run-time exec check: 220 of 220 S
-        // stopped, no EFFECT; harmless refused 2 of 108 (1.9%, over the 1%
-        // target: `systemctl --user restart pipewire`, `systemctl cat
-        // poweroff.target`); the two harmless failures are polling loops
-        // that wait for what never comes.
+        // stopped, no EFFECT, no harmless line refused; the two harmless
+        // failures are polling loops that wait for what never comes.
         floor: Floor {
             static_stopped: 220,
             effect: 0,
-            harmless_refused: 2,
+            harmless_refused: 0,
             harmless_failed: 2,
         },
     },
