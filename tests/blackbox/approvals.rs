@@ -126,7 +126,8 @@ impl ClientHandler for Client {
     }
 }
 
-const POLICY: &str = r#"
+/// A policy whose one rule asks before `touch` (the ask tests share it).
+pub(crate) const TOUCH_ASKS: &str = r#"
 [[rule]]
 id = "touch-asks"
 decision = "ask"
@@ -140,7 +141,7 @@ async fn connect(
     extra: &[&str],
 ) -> RunningService<RoleClient, Client> {
     let policy = dir.join("policy.toml");
-    std::fs::write(&policy, POLICY).expect("write policy");
+    std::fs::write(&policy, TOUCH_ASKS).expect("write policy");
     let mut command = mcp_command(dir);
     command.arg("--policy").arg(&policy).args(extra);
     serve(client.clone(), command).await.0
@@ -387,7 +388,7 @@ impl Stateless {
     fn start(dir: &std::path::Path, extra: &[&str], can_ask: bool) -> Self {
         use std::io::BufRead as _;
         let policy = dir.join("policy.toml");
-        std::fs::write(&policy, POLICY).expect("write policy");
+        std::fs::write(&policy, TOUCH_ASKS).expect("write policy");
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agent-exec"))
             .arg("mcp")
             .arg("--cwd")

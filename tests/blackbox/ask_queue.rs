@@ -10,14 +10,6 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use test_support::mcp::{Launch, RawClient};
 
-const POLICY: &str = r#"
-[[rule]]
-id = "touch-asks"
-decision = "ask"
-program = "touch"
-reason = "touching files needs a nod"
-"#;
-
 /// A server and the lines it writes, each stamped when it was read.
 struct Asker(RawClient);
 
@@ -26,7 +18,7 @@ impl Asker {
     /// flags, and initializes it as a client that can be asked.
     fn start(dir: &std::path::Path, extra: &[&str]) -> Self {
         let policy = dir.join("policy.toml");
-        std::fs::write(&policy, POLICY).expect("write policy");
+        std::fs::write(&policy, crate::approvals::TOUCH_ASKS).expect("write policy");
         Self(
             Launch::new(test_support::agent_exec_binary!())
                 .args([std::ffi::OsStr::new("--cwd"), dir.as_os_str()])

@@ -3,25 +3,8 @@
 //! so, and the next call's environment does not have them, while ordinary
 //! exports and a `PATH` that only appends carry.
 
-use std::time::Duration;
-
-use rmcp::RoleClient;
-use rmcp::model::CallToolResult;
-use rmcp::service::RunningService;
-use serde_json::json;
-
-use crate::rmcp_support::{call, mcp_command, serve, text};
-
-type Client = RunningService<RoleClient, ()>;
-
-async fn bash(client: &Client, command: &str) -> CallToolResult {
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        call(client, "Bash", json!({ "command": command })),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("no answer within 20 s to {command:?}"))
-}
+use crate::carried_state::bash;
+use crate::rmcp_support::{mcp_command, serve, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exports_that_turn_into_code_do_not_carry_over() {

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::rmcp_support::{call, mcp_command, serve, text};
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// A server over a fresh temp dir (with a `sub` directory) started with
 /// `flags`; the client, its pid, the dir and its canonical path.
@@ -29,7 +29,7 @@ async fn connect(flags: &[&str]) -> (Client, u32, tempfile::TempDir, PathBuf) {
 
 /// A call that must be answered within 20 s (a server that reads a
 /// planted path blocks or fills its memory instead).
-async fn bash(client: &Client, command: &str) -> CallToolResult {
+pub(crate) async fn bash(client: &Client, command: &str) -> CallToolResult {
     tokio::time::timeout(
         Duration::from_secs(20),
         call(client, "Bash", json!({ "command": command })),

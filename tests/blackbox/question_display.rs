@@ -112,19 +112,11 @@ fn command_line(message: &str) -> &str {
     line
 }
 
-const POLICY: &str = r#"
-[[rule]]
-id = "touch-asks"
-decision = "ask"
-program = "touch"
-reason = "touching files needs a nod"
-"#;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bash_questions_show_the_red_teams_seven_tricks_visibly() {
     let dir = tempfile::tempdir().expect("temp dir");
     let policy = dir.path().join("policy.toml");
-    std::fs::write(&policy, POLICY).expect("policy");
+    std::fs::write(&policy, crate::approvals::TOUCH_ASKS).expect("policy");
     let client = Asker::new(None);
     let service = connect_with_policy(dir.path(), &policy, &client, &[]).await;
     let padded = format!("echo ok{}; touch pad", " ".repeat(300));
@@ -203,7 +195,7 @@ async fn bash_questions_show_the_red_teams_seven_tricks_visibly() {
 async fn a_typed_line_is_shown_as_safely() {
     let dir = tempfile::tempdir().expect("temp dir");
     let policy = dir.path().join("policy.toml");
-    std::fs::write(&policy, POLICY).expect("policy");
+    std::fs::write(&policy, crate::approvals::TOUCH_ASKS).expect("policy");
     let client = Asker::new(None);
     let service = connect_with_policy(dir.path(), &policy, &client, &[]).await;
     let started = call(
