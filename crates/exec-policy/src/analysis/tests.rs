@@ -2067,3 +2067,30 @@ fn options_from_the_environment_count_as_written() {
     assert!(check("TAR_OPTIONS=--remove-files tar -cf /tmp/b.tar build").is_allowed());
     assert!(check("TAR_OPTIONS=-v tar -cf /tmp/h.tar /home/agent").is_allowed());
 }
+
+/// The dynamic loader run as a program runs its first operand: `ld.so
+/// /bin/rm -rf ~` is `rm -rf ~`, whatever `--argv0` says, in every spelling
+/// of the loader's name; the loader listing a program's libraries is not.
+#[test]
+fn the_dynamic_loader_is_a_wrapper() {
+    for command in [
+        "/lib64/ld-linux-x86-64.so.2 /bin/rm -rf ~",
+        "/lib64/ld-linux-x86-64.so.2 --argv0 ls /bin/rm -rf ~",
+        "/lib/ld-linux-aarch64.so.1 --library-path /tmp /usr/bin/rm -rf /etc",
+        "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 --preload x.so rm -rf /",
+        "ld.so /usr/sbin/mkfs.ext4 -F /dev/sda",
+        "/lib/ld-musl-x86_64.so.1 /bin/rm -rf /home/agent",
+        "/lib64/ld64.so.2 /bin/rm -rf ~",
+    ] {
+        assert!(denied_by(command).is_some(), "allowed: {command}");
+    }
+    for command in [
+        "/lib64/ld-linux-x86-64.so.2 --list /bin/ls",
+        "/lib64/ld-linux-x86-64.so.2 /bin/ls -la",
+        "/lib64/ld-linux-x86-64.so.2 --argv0 rm /bin/ls ~",
+        "ldd /bin/rm",
+        "ld -o out main.o",
+    ] {
+        assert!(denied_by(command).is_none(), "refused: {command}");
+    }
+}

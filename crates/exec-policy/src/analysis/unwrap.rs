@@ -45,6 +45,16 @@ fn option_takes_value(program: &str, option: &str) -> bool {
         "doas" => &["-u", "-C"],
         "env" => &["-u", "-C", "--unset", "--chdir", "-S", "--split-string"],
         "nice" => &["-n", "--adjustment"],
+        // The dynamic loader run as a program: `ld.so [OPTIONS] PROGRAM ARGS`.
+        LOADER => &[
+            "--argv0",
+            "--library-path",
+            "--preload",
+            "--audit",
+            "--inhibit-rpath",
+            "--glibc-hwcaps-prefix",
+            "--glibc-hwcaps-mask",
+        ],
         "ionice" => &["-c", "-n", "-p", "-P", "-u", "--class", "--classdata"],
         "timeout" => &["-s", "-k", "--signal", "--kill-after"],
         "stdbuf" => &["-i", "-o", "-e", "--input", "--output", "--error"],
@@ -192,8 +202,23 @@ fn option_takes_value(program: &str, option: &str) -> bool {
     list.contains(&option)
 }
 
+/// The name the dynamic loader's options are listed under.
+const LOADER: &str = "ld.so";
+
+/// Whether `program` is a dynamic loader's file name (`ld-linux-x86-64.so.2`,
+/// `ld-linux-aarch64.so.1`, `ld.so`, `ld64.so.2`, `ld-musl-x86_64.so.1`):
+/// run as a program it runs the program named by its first operand.
+fn is_dynamic_loader(program: &str) -> bool {
+    program == LOADER
+        || ((program.starts_with("ld-") || program.starts_with("ld64."))
+            && program.contains(".so"))
+}
+
 /// The next unwrapping step for `words`, whose program's name is `program`.
 pub(crate) fn unwrap_step(program: &str, words: &[Word]) -> Step {
+    if is_dynamic_loader(program) {
+        return wrapper_step(LOADER, words);
+    }
     match program {
         "sudo" | "doas" | "env" | "nice" | "ionice" | "nohup" | "stdbuf" | "time" | "command"
         | "builtin" | "exec" | "timeout" | "setsid" | "chroot" | "flock" | "taskset"
