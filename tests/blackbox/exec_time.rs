@@ -98,6 +98,9 @@ const RUN_TIME_SPELLINGS: &[&str] = &[
     "ln \"$(cat name.txt)\" hard && ./hard",
     "cp \"$(cat name.txt)\" copy && ./copy",
     "script -qfc 'm=$(cat name.txt); ./$m' /dev/null",
+    // Opened, then run by its descriptor: the path is the process's fd 4.
+    "exec 4<\"$(cat name.txt)\"; /dev/fd/4",
+    "exec 5<\"$(cat name.txt)\"; /proc/self/fd/5",
 ];
 
 #[test]
@@ -316,4 +319,111 @@ fn a_program_a_denied_name_links_to_is_judged_by_the_name_it_is_called_by() {
             "`{command}` ran as the denied name"
         );
     }
+}
+
+/// The dynamic loader run as a program runs the program it is given; the
+/// loader's path is read at run time, so only the exec sees it.
+#[test]
+fn a_program_run_by_the_dynamic_loader_is_judged_as_itself() {
+    let Some(loader) = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|loader| Path::new(loader).exists())
+    else {
+        panic!("no dynamic loader where glibc puts it");
+    };
+    let setup = Setup::new();
+    // An ELF program under the denied name: a copy of touch.
+    let elf = setup.path().join("elf");
+    std::fs::create_dir(&elf).expect("dir");
+    std::fs::copy("/usr/bin/touch", elf.join(MARKER)).expect("a copy of touch");
+    std::fs::write(setup.path().join("loader.txt"), loader).expect("loader");
+    for sandbox in ["off", "contain"] {
+        for command in [
+            "l=$(cat loader.txt); $l ./elf/aemarker ran",
+            "l=$(cat loader.txt); $l --argv0 ls ./elf/aemarker ran",
+        ] {
+            let output = setup.run(sandbox, command);
+            let answer = stdout(&output);
+            assert!(
+                !setup.ran(),
+                "{sandbox}: `{command}` ran the marker: {answer}{}",
+                stderr(&output)
+            );
+            assert!(
+                answer.contains("(rule no-marker)]"),
+                "{sandbox}: `{command}`: {answer}{}",
+                stderr(&output)
+            );
+        }
+    }
+}
+
+/// The paths a command deletes are judged as the process would resolve
+/// them: through a symlink made at run time, through a descriptor, and as
+/// a glob expanded to every entry of a protected directory (the home here,
+/// a temp dir: were the check broken, only it would go).
+#[test]
+fn paths_are_judged_as_the_process_resolves_them() {
+    for command in [
+        "ln -s \"$(dirname \"$HOME\")\" up && rm -rf \"up/$(basename \"$HOME\")\"",
+        "t=$(mktemp -d); ln -s \"$HOME\" \"$t/x\"; rm -rf \"$t\"/x/*",
+        "exec 3<\"$HOME\"; rm -rf /dev/fd/3/*",
+        "cd \"$(cat home.txt)\" && rm -rf ./*",
+        "cd \"$(cat home.txt)\" && rm -rf keep.txt keep2.txt",
+    ] {
+        let setup = Setup::new();
+        let home = setup.path().join("home");
+        std::fs::create_dir(&home).expect("home");
+        std::fs::write(home.join("keep.txt"), "kept").expect("file");
+        std::fs::write(home.join("keep2.txt"), "kept").expect("file");
+        std::fs::write(
+            setup.path().join("home.txt"),
+            home.as_os_str().as_encoded_bytes(),
+        )
+        .expect("home name");
+        let output = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+            .args([
+                "run",
+                "--sandbox",
+                "off",
+                "--ask-fallback",
+                "allow",
+                "--cwd",
+            ])
+            .arg(setup.path())
+            .args(["--", command])
+            .env("HOME", &home)
+            .output()
+            .expect("agent-exec runs");
+        let answer = stdout(&output);
+        assert!(
+            home.join("keep.txt").exists() && home.join("keep2.txt").exists(),
+            "`{command}` deleted the home's files: {answer}{}",
+            stderr(&output)
+        );
+        assert!(
+            answer.contains("[refused at run time: rm -rf"),
+            "`{command}`: {answer}{}",
+            stderr(&output)
+        );
+    }
+}
+
+/// Deleting some of a directory's entries, or every entry of a directory
+/// nothing protects, runs.
+#[test]
+fn deleting_files_of_an_ordinary_directory_runs() {
+    let setup = Setup::new();
+    let build = setup.path().join("build");
+    std::fs::create_dir(&build).expect("build");
+    for name in ["a.o", "b.o", "c.o"] {
+        std::fs::write(build.join(name), "").expect("file");
+    }
+    let output = setup.run(
+        "off",
+        "ln -s build out && rm -rf out/a.o && cd build && rm -rf ./* && echo done",
+    );
+    let answer = stdout(&output);
+    assert!(answer.starts_with("done\n"), "{answer}{}", stderr(&output));
+    assert_eq!(std::fs::read_dir(&build).expect("read").count(), 0);
 }

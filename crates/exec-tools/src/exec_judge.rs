@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use exec_policy::{AnalysisContext, Analyzer, AnalyzerConfig, Decision, Denial, RuleSource};
-use shell_runtime::{ExecJudge, ExecRequest, ExecVerdict, FileIdentity, Redactions};
+use shell_runtime::{ExecJudge, ExecRequest, ExecVerdict, FileIdentity, ProcessView, Redactions};
 
 use crate::audit::{AuditEntry, AuditLog};
 use crate::quote::quote;
@@ -209,18 +209,29 @@ impl ExecChecks {
             .skip(1)
             .map(|arg| quote(&arg.to_string_lossy()))
             .collect();
+        let names = self.names(request);
+        // The arguments again with their paths resolved as the process sees
+        // them (`$tmp/link/etc` is `/etc`, `/dev/fd/3/x` a file of the
+        // directory on fd 3), when that changes any.
+        let resolved = resolved_operands(request, &names);
         let mut worst: Option<Decision> = None;
-        for name in self.names(request) {
+        let mut candidates = Vec::with_capacity(names.len() * 2);
+        for name in names {
             // A name with `=` would read as an assignment.
             let program = if name.contains('=') {
                 format!("'{}'", name.replace('\'', r"'\''"))
             } else {
                 quote(&name)
             };
-            let text = std::iter::once(program)
-                .chain(args.iter().cloned())
-                .collect::<Vec<_>>()
-                .join(" ");
+            for operands in std::iter::once(&args).chain(resolved.as_ref()) {
+                let text = std::iter::once(program.clone())
+                    .chain(operands.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                candidates.push(text);
+            }
+        }
+        for text in candidates {
             let decision = self.decision(&analyzer, text, &context, home);
             let rank = |decision: &Decision| match decision {
                 Decision::Allow { .. } => 0,
@@ -364,6 +375,69 @@ impl ExecChecks {
         copies.insert(file, found.clone());
         found
     }
+}
+
+/// Programs whose operands are paths the rules protect: for them an
+/// expanded glob that names every entry of a directory is judged as the
+/// glob (`cd ~/.ssh && rm -rf ./*` runs `rm -rf ./id_ed25519 ./known_hosts`).
+const PATH_PROGRAMS: &[&str] = &[
+    "rm", "rmdir", "unlink", "shred", "truncate", "chmod", "chown", "chgrp", "mv", "find",
+];
+
+/// `request`'s arguments, quoted, with each path operand resolved in the
+/// process's view, and for a program of [`PATH_PROGRAMS`] `DIR/*` added
+/// when its operands name every visible entry (two or more) of `DIR`;
+/// `None` when nothing changes.
+fn resolved_operands(request: &ExecRequest, names: &[String]) -> Option<Vec<String>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path_program = names
+        .iter()
+        .any(|name| PATH_PROGRAMS.contains(&name.as_str()));
+    let view = ProcessView::of(request.pid);
+    let mut changed = false;
+    let mut operands = Vec::with_capacity(request.argv.len());
+    let mut by_parent: HashMap<PathBuf, Vec<std::ffi::OsString>> = HashMap::new();
+    for arg in request.argv.iter().skip(1) {
+        let bytes = arg.as_bytes();
+        let is_operand = !bytes.is_empty() && !bytes.starts_with(b"-");
+        let real = (is_operand && (bytes.contains(&b'/') || path_program))
+            .then(|| view.resolve(&request.cwd, arg, false))
+            .flatten();
+        let Some(real) = real else {
+            operands.push(quote(&arg.to_string_lossy()));
+            continue;
+        };
+        if bytes.contains(&b'/') && Path::new(arg) != real {
+            changed = true;
+            operands.push(quote(&real.to_string_lossy()));
+        } else {
+            operands.push(quote(&arg.to_string_lossy()));
+        }
+        if path_program && let (Some(parent), Some(name)) = (real.parent(), real.file_name()) {
+            by_parent
+                .entry(parent.to_path_buf())
+                .or_default()
+                .push(name.to_owned());
+        }
+    }
+    for (parent, named) in by_parent {
+        if named.len() < 2 {
+            continue;
+        }
+        let Some(entries) = view.entries(&parent) else {
+            continue;
+        };
+        let visible: Vec<_> = entries
+            .iter()
+            .filter(|entry| !entry.as_bytes().starts_with(b"."))
+            .collect();
+        if visible.len() >= 2 && visible.iter().all(|entry| named.contains(entry)) {
+            changed = true;
+            let parent = parent.to_string_lossy();
+            operands.push(format!("{}/*", quote(parent.trim_end_matches('/'))));
+        }
+    }
+    changed.then_some(operands)
 }
 
 /// The known programs (and the policy file's) on the server's `PATH`.

@@ -27,6 +27,7 @@ mod instance;
 mod manager;
 mod memfd;
 mod pool;
+mod proc_view;
 mod process;
 mod redact;
 mod spawn;
@@ -48,6 +49,7 @@ pub use instance::{INSTANCE_PREFIX, hold_lock, id_in_name, server_id, try_lock};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ReservedId, ShellId, ShellManager};
 pub use memfd::anonymous_file;
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
+pub use proc_view::ProcessView;
 pub use process::{
     NewOutput, ReadCursor, Screen, ShellProcess, SpillReport, SpillShortfall, Stream,
 };

@@ -210,8 +210,7 @@ const LOADER: &str = "ld.so";
 /// run as a program it runs the program named by its first operand.
 fn is_dynamic_loader(program: &str) -> bool {
     program == LOADER
-        || ((program.starts_with("ld-") || program.starts_with("ld64."))
-            && program.contains(".so"))
+        || ((program.starts_with("ld-") || program.starts_with("ld64.")) && program.contains(".so"))
 }
 
 /// The next unwrapping step for `words`, whose program's name is `program`.

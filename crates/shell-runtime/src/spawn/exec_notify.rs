@@ -22,14 +22,15 @@
     reason = "the filter is installed and the listener sent by the clone child with raw syscalls; the supervisor's ioctls have no safe wrapper"
 )]
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use crate::proc_view::ProcessView;
 use crate::spec::{ExecJudge, ExecRequest, ExecVerdict, FileIdentity};
 
 /// `AUDIT_ARCH_*` of the architecture we are built for.
@@ -379,13 +380,15 @@ fn read_request(listener: &OwnedFd, notif: &libc::seccomp_notif) -> io::Result<R
         (libc::AT_FDCWD, args[0], args[1], 0)
     };
     let path = read_string(&memory, path_at)?;
+    let cwd = std::fs::read_link(proc_dir.join("cwd"))?;
+    let empty_path = path.is_empty() && flags & libc::AT_EMPTY_PATH as u64 != 0;
     // Where the file is, from the process's point of view.
     let base = if dirfd == libc::AT_FDCWD {
         proc_dir.join("cwd")
     } else {
         proc_dir.join("fd").join(dirfd.to_string())
     };
-    let target = if path.is_empty() && flags & libc::AT_EMPTY_PATH as u64 != 0 {
+    let direct = if empty_path {
         base
     } else if path.as_bytes().starts_with(b"/") {
         let mut root = proc_dir.join("root").into_os_string();
@@ -394,15 +397,47 @@ fn read_request(listener: &OwnedFd, notif: &libc::seccomp_notif) -> io::Result<R
     } else {
         base.join(&path)
     };
-    let opened = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(&target)
-    {
-        Ok(file) => Some(file),
-        Err(error) => match error.raw_os_error() {
+    // The file in the process's own terms: opening `direct` resolves an
+    // absolute link on the way (`/dev/fd/4` -> `/proc/self/fd/4`) in this
+    // process, whose fd 4 is another file or none.
+    let view = ProcessView::of(pid);
+    let logical = if empty_path {
+        None
+    } else if dirfd == libc::AT_FDCWD {
+        view.resolve(&cwd, &path, true)
+    } else {
+        view.resolve(
+            Path::new("/"),
+            OsStr::new(&format!("/proc/self/fd/{dirfd}")),
+            true,
+        )
+        .and_then(|dir| view.resolve(&dir, &path, true))
+    };
+    let open = |target: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+            .open(target)
+    };
+    let by_view = logical
+        .as_ref()
+        .map(|logical| open(&view.host_path(logical)));
+    let (opened, real_path) = match by_view {
+        Some(Ok(file)) => (Some(file), logical),
+        // Not found in the process's view either way: the exec fails alone.
+        Some(Err(error)) if open(&direct).is_err() => match error.raw_os_error() {
             Some(errno @ (libc::ENOENT | libc::ENOTDIR)) => return Ok(Read::Missing(errno)),
-            _ => None,
+            _ => (None, None),
+        },
+        _ => match open(&direct) {
+            Ok(file) => {
+                let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok();
+                (Some(file), real)
+            }
+            Err(error) => match error.raw_os_error() {
+                Some(errno @ (libc::ENOENT | libc::ENOTDIR)) => return Ok(Read::Missing(errno)),
+                _ => (None, None),
+            },
         },
     };
     let mut argv = Vec::new();
@@ -421,7 +456,6 @@ fn read_request(listener: &OwnedFd, notif: &libc::seccomp_notif) -> io::Result<R
         }
         argv.push(arg);
     }
-    let cwd = std::fs::read_link(proc_dir.join("cwd"))?;
     let home = std::fs::read(proc_dir.join("environ"))
         .ok()
         .and_then(|environ| {
@@ -439,9 +473,6 @@ fn read_request(listener: &OwnedFd, notif: &libc::seccomp_notif) -> io::Result<R
             mtime: meta.mtime(),
             size: meta.size(),
         });
-    let real_path = opened
-        .as_ref()
-        .and_then(|file| std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok());
     if !still_valid(listener, notif.id) {
         return Ok(Read::Gone);
     }
