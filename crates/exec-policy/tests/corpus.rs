@@ -166,3 +166,59 @@ fn a_trailing_line_that_does_not_parse_changes_no_refusal() {
         flipped.len()
     );
 }
+
+/// Lines of the second outside corpus (tests/policy/outside2-*.txt,
+/// `KIND<TAB>command<TAB># why`) of the given kinds.
+fn tabbed(text: &str, kinds: &[&str]) -> Vec<String> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, '\t');
+            let kind = fields.next()?;
+            let command = fields.next()?;
+            kinds.contains(&kind).then(|| command.to_owned())
+        })
+        .collect()
+}
+
+/// The second outside corpus by the analysis alone (its effect, with the
+/// check at every exec, is `tests/policy_effect`'s): where the text check
+/// stands, with floors that only rise.
+#[test]
+fn the_second_outside_corpus_does_not_regress() {
+    /// Statically visible dangerous lines refused at least (of 795).
+    const STATIC_REFUSED_FLOOR: usize = 664;
+    /// Harmless lines refused at most (of 535): `echo "\$(rm -rf ~)"`, its
+    /// backquote twin, and `rm -rf ./*` after `cd "$(mktemp -d)"`.
+    const HARMLESS_REFUSED_CEILING: usize = 3;
+    let analyzer = analyzer();
+    let context = project();
+    let refused = |command: &String| !analyzer.analyze_in(command, &context).decision.is_allowed();
+    let dangerous = include_str!("../../../tests/policy/outside2-dangerous.txt");
+    let harmless = tabbed(
+        include_str!("../../../tests/policy/outside2-harmless.txt"),
+        &["H"],
+    );
+    let statics = tabbed(dangerous, &["S"]);
+    let run_time = tabbed(dangerous, &["R"]);
+    let statics_refused = statics.iter().filter(|command| refused(command)).count();
+    let run_time_refused = run_time.iter().filter(|command| refused(command)).count();
+    let harmless_refused: Vec<&String> =
+        harmless.iter().filter(|command| refused(command)).collect();
+    println!(
+        "second outside corpus, text alone: {statics_refused} of {} S refused ({:.1}%), {run_time_refused} of {} R, {} of {} harmless refused",
+        statics.len(),
+        percent(statics_refused, statics.len()),
+        run_time.len(),
+        harmless_refused.len(),
+        harmless.len(),
+    );
+    assert!(
+        statics_refused >= STATIC_REFUSED_FLOOR,
+        "fewer S lines refused than before: {statics_refused} < {STATIC_REFUSED_FLOOR}"
+    );
+    assert!(
+        harmless_refused.len() <= HARMLESS_REFUSED_CEILING,
+        "harmless lines refused: {harmless_refused:#?}"
+    );
+}

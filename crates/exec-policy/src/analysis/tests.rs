@@ -2094,3 +2094,47 @@ fn the_dynamic_loader_is_a_wrapper() {
         assert!(denied_by(command).is_none(), "refused: {command}");
     }
 }
+
+/// An interpreter's one-liner (or the code it reads from standard input)
+/// that deletes the home however the language names it, a vital file,
+/// writes a block device or forks without end is refused; the same calls
+/// on the project's own files, and loops that start nothing, run.
+#[test]
+fn interpreter_code_is_read_for_what_it_deletes_writes_and_forks() {
+    assert_refused(&[
+        "python3 -c \"__import__('shutil').rmtree(__import__('os').path.expanduser('~'))\"",
+        "python3 - <<< 'import shutil; shutil.rmtree(\"/etc\")'",
+        "python3 /dev/stdin <<< 'import shutil; shutil.rmtree(\"/home/agent\")'",
+        "python3 -c 'import pathlib,shutil; shutil.rmtree(pathlib.Path.home() / \".ssh\")'",
+        "python3 -c 'import os,shutil;shutil.rmtree(os.environ[\"HOME\"])'",
+        "node -e 'require(\"fs\").rmSync(require(\"os\").homedir(),{recursive:true,force:true})'",
+        "node --eval 'require(\"fs\").rmSync(\"/usr/lib\",{recursive:true})'",
+        "perl -e 'unlink \"/etc/shadow\"'",
+        "python3 -c 'import os; os.remove(\"/etc/passwd\")'",
+        "perl -e 'use File::Path; rmtree(glob(\"~/.s?h\"))'",
+        "ruby -e 'require \"fileutils\"; FileUtils.rm_rf(Dir.home)'",
+        "tclsh <<< 'file delete -force /home/agent'",
+        "python3 -c 'open(\"/dev/sda\",\"wb\").write(bytes(1<<20))'",
+        "perl -e 'open F,\">\",\"/dev/sda\"; print F \"\\0\" x 4096'",
+        "perl -e 'fork while fork'",
+        "perl -e 'fork until 0'",
+        "awk 'BEGIN{while(1) system(\"sleep 9999 &\")}'",
+        "node -e 'for(;;)require(\"child_process\").spawn(\"sleep\",[\"9999\"])'",
+    ]);
+    assert_allowed(&[
+        "python3 -c 'import shutil; shutil.rmtree(\"build\")'",
+        "python3 -c 'import os; os.remove(\"out.txt\")'",
+        "python3 -c 'import os; print(os.path.expanduser(\"~\"))'",
+        "python3 -c 'import pathlib; print(pathlib.Path.home() / \".cache\")'",
+        "python3 -c 'import shutil,pathlib; shutil.rmtree(pathlib.Path.home() / \".cache\" / \"pip\")'",
+        "node -e 'require(\"fs\").rmSync(\"dist\",{recursive:true,force:true})'",
+        "perl -e 'unlink \"tmp.log\"'",
+        "python3 -c 'print(open(\"/dev/sda\").name)' 2>/dev/null; true",
+        "perl -e 'my $pid = fork; wait'",
+        "python3 -c 'import os\nwhile True:\n    break'",
+        "awk 'BEGIN{for(i=0;i<3;i++) system(\"echo \" i)}'",
+        "python3 - <<< 'print(1)'",
+        "tclsh <<< 'puts hello'",
+        "python3 script.py <<< 'import shutil; shutil.rmtree(\"/etc\")'",
+    ]);
+}

@@ -995,7 +995,8 @@ pub(crate) fn embedded_commands(words: &[Word], stdin: Option<&str>) -> Vec<Stri
     let interpreter = program.starts_with("python")
         || program.starts_with("perl")
         || program.starts_with("ruby")
-        || matches!(program, "node" | "nodejs" | "php" | "deno" | "bun");
+        || program.starts_with("tclsh")
+        || matches!(program, "node" | "nodejs" | "php" | "deno" | "bun" | "wish");
     let known = matches!(
         program,
         "awk"
@@ -1028,8 +1029,20 @@ pub(crate) fn embedded_commands(words: &[Word], stdin: Option<&str>) -> Vec<Stri
     };
     let mut out = Vec::new();
     if interpreter {
-        for code in after(&["-c", "-e", "-E", "-r"]) {
+        let inline = after(&["-c", "-e", "-E", "-r", "--eval"]);
+        for code in &inline {
             code_commands(code, &mut out);
+        }
+        // No code on the line: the program reads it from standard input
+        // (`python3 - <<< CODE`, `python3 /dev/stdin`, `tclsh <<< CODE`).
+        let operand = values
+            .iter()
+            .find(|value| !value.starts_with('-') || **value == "-");
+        if inline.is_empty()
+            && operand.is_none_or(|operand| matches!(*operand, "-" | "/dev/stdin"))
+            && let Some(text) = stdin
+        {
+            code_commands(text, &mut out);
         }
     }
     match program {
@@ -1109,7 +1122,8 @@ pub(crate) fn embedded_commands(words: &[Word], stdin: Option<&str>) -> Vec<Stri
 }
 
 /// The shell commands and deletions a one-liner's code spells with
-/// literal strings.
+/// literal strings (or the home, however the language names it), its
+/// writes to a block device, and its endless fork loops.
 fn code_commands(code: &str, out: &mut Vec<String>) {
     const SHELL_CALLS: &[&str] = &[
         "system",
@@ -1127,35 +1141,63 @@ fn code_commands(code: &str, out: &mut Vec<String>) {
         "shell_exec",
         "passthru",
     ];
-    const TREE_DELETES: &[&str] = &["rmtree", "rm_rf", "rm_r", "rmSync", "remove_dir_all"];
-    for (name, shell) in SHELL_CALLS
+    const TREE_DELETES: &[&str] = &[
+        "rmtree",
+        "rm_rf",
+        "rm_r",
+        "rmSync",
+        "remove_dir_all",
+        "file delete -force",
+    ];
+    const FILE_DELETES: &[&str] = &[
+        "os.remove",
+        "os.unlink",
+        "unlinkSync",
+        "unlink",
+        "File.delete",
+        "FileUtils.rm",
+        "file delete",
+    ];
+    enum Kind {
+        Shell,
+        Tree,
+        File,
+    }
+    let calls = SHELL_CALLS
         .iter()
-        .map(|n| (*n, true))
-        .chain(TREE_DELETES.iter().map(|n| (*n, false)))
-    {
+        .map(|n| (*n, Kind::Shell))
+        .chain(TREE_DELETES.iter().map(|n| (*n, Kind::Tree)))
+        .chain(FILE_DELETES.iter().map(|n| (*n, Kind::File)));
+    for (name, kind) in calls {
         let mut rest = code;
         while let Some(at) = rest.find(name) {
             let after = &rest[at + name.len()..];
             rest = after;
-            // The call's first argument, when it is a string literal.
-            let args = after.trim_start_matches([' ', '(']);
-            let Some(quote) = args
-                .chars()
-                .next()
-                .filter(|c| matches!(c, '"' | '\'' | '`'))
-            else {
+            if matches!(kind, Kind::Shell) {
+                // The call's first argument, when it is a string literal.
+                if let Some((literal, _)) = string_literal(after.trim_start_matches([' ', '('])) {
+                    out.push(literal.to_owned());
+                }
+                continue;
+            }
+            let Some(target) = code_path(after, name.starts_with("file ")) else {
                 continue;
             };
-            let Some(end) = args[1..].find(quote) else {
-                continue;
-            };
-            let literal = &args[1..=end];
-            if shell {
-                out.push(literal.to_owned());
-            } else {
-                out.push(format!("rm -rf '{}'", literal.replace('\'', "")));
+            out.push(match kind {
+                Kind::Tree => format!("rm -rf {target}"),
+                _ => format!("rm -f {target}"),
+            });
+        }
+    }
+    if writes(code) {
+        for literal in string_literals(code) {
+            if is_block_device(literal) {
+                out.push(format!(": > '{literal}'"));
             }
         }
+    }
+    if endless_fork_loop(code) {
+        out.push(":(){ :|:& };:".to_owned());
     }
     // Perl and Ruby backticks and `system "..."` without parentheses are
     // covered above; `qx{...}` too.
@@ -1164,4 +1206,185 @@ fn code_commands(code: &str, out: &mut Vec<String>) {
     {
         out.push(code[at + 3..at + 3 + end].to_owned());
     }
+}
+
+/// Ways the languages name the home directory.
+const HOME_EXPRESSIONS: &[&str] = &[
+    "expanduser('~')",
+    "expanduser(\"~\")",
+    "Path.home()",
+    "homedir()",
+    "os.environ['HOME']",
+    "os.environ[\"HOME\"]",
+    "os.environ.get('HOME')",
+    "os.environ.get(\"HOME\")",
+    "os.getenv('HOME')",
+    "os.getenv(\"HOME\")",
+    "$ENV{HOME}",
+    "$ENV{'HOME'}",
+    "$ENV{\"HOME\"}",
+    "ENV['HOME']",
+    "ENV[\"HOME\"]",
+    "Dir.home",
+    "process.env.HOME",
+    "$::env(HOME)",
+    "$env(HOME)",
+];
+
+/// The path a deleting call's first argument names, as a shell word:
+/// a string literal (quoted; spelled out as written when it is taken
+/// through `expanduser`/`glob`/`expand_path`, which read `~` and
+/// wildcards), or the home however the language names it, with a
+/// literal joined to it (`Path.home() / ".ssh"`); a bare word too when
+/// `bare` (Tcl's `file delete`).
+fn code_path(after: &str, bare: bool) -> Option<String> {
+    let argument = after.trim_start_matches([' ', '(']);
+    // The argument's span: up to the call's closing parenthesis or the
+    // statement's end.
+    let mut depth = 0usize;
+    let end = argument
+        .char_indices()
+        .find(|&(_, c)| match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                false
+            }
+            ')' | ']' | '}' if depth == 0 => true,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                false
+            }
+            ';' | '\n' => depth == 0,
+            _ => false,
+        })
+        .map_or(argument.len(), |(at, _)| at);
+    let span = &argument[..end];
+    if let Some((expression, at)) = HOME_EXPRESSIONS
+        .iter()
+        .filter_map(|expression| span.find(expression).map(|at| (*expression, at)))
+        .min_by_key(|&(_, at)| at)
+    {
+        let joined = span[at + expression.len()..]
+            .trim_start()
+            .strip_prefix(['/', '+', ','])
+            .and_then(|rest| string_literal(rest.trim_start()))
+            .map(|(literal, _)| literal.trim_start_matches('/'));
+        return Some(match joined {
+            Some(name) if plain_word(name) => format!("~/{name}"),
+            Some(name) => format!("~/'{}'", name.replace('\'', "")),
+            None => "~".to_owned(),
+        });
+    }
+    let expands = ["expanduser", "glob", "expand_path"]
+        .iter()
+        .any(|call| span.contains(call));
+    let Some(literal_at) = span.find(['"', '\'', '`']) else {
+        // Tcl names paths bare: `file delete -force /home/agent`.
+        if !bare {
+            return None;
+        }
+        return span
+            .split_whitespace()
+            .find(|word| !word.starts_with('-'))
+            .filter(|word| word.starts_with(['/', '~']) && plain_word(word))
+            .map(str::to_owned);
+    };
+    let (literal, _) = string_literal(&span[literal_at..])?;
+    Some(if expands && plain_word(literal) {
+        literal.to_owned()
+    } else {
+        format!("'{}'", literal.replace('\'', ""))
+    })
+}
+
+/// A word of characters the shell reads as they are, but for `~` and
+/// wildcards.
+fn plain_word(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./~?*[]".contains(&b))
+}
+
+/// The string literal `text` starts with (its quote `"`, `'` or a
+/// backquote) and what follows it.
+fn string_literal(text: &str) -> Option<(&str, &str)> {
+    let quote = text
+        .chars()
+        .next()
+        .filter(|c| matches!(c, '"' | '\'' | '`'))?;
+    let end = text[1..].find(quote)?;
+    Some((&text[1..=end], &text[end + 2..]))
+}
+
+/// Every string literal in `code`, roughly (quotes are not nested).
+fn string_literals(code: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find(['"', '\'']) {
+        match string_literal(&rest[at..]) {
+            Some((literal, after)) => {
+                found.push(literal);
+                rest = after;
+            }
+            None => break,
+        }
+    }
+    found
+}
+
+/// Whether `code` opens something for writing or writes (a mode `"w"`,
+/// `">"`, `"r+"`, `O_WRONLY`, a `write` call).
+fn writes(code: &str) -> bool {
+    let compact: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+    [
+        "\"w",
+        "'w",
+        "\">",
+        "'>",
+        "+<",
+        "r+",
+        "O_WRONLY",
+        "O_RDWR",
+        "writeFile",
+        "write(",
+        "syswrite",
+    ]
+    .iter()
+    .any(|mark| compact.contains(mark))
+}
+
+/// A block device's path (`/dev/sda`, `/dev/nvme0n1`, `/dev/vdb1`, ...).
+fn is_block_device(path: &str) -> bool {
+    let Some(name) = path.strip_prefix("/dev/") else {
+        return false;
+    };
+    [
+        "sd", "hd", "vd", "xvd", "nvme", "mmcblk", "dm-", "md", "loop", "disk/",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+}
+
+/// A loop that never ends and starts a process each time round: `fork
+/// while fork`, `while(1) system("... &")`, `for(;;) spawn(...)`.
+fn endless_fork_loop(code: &str) -> bool {
+    let compact: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+    let starts = ["fork", "spawn(", "system(", "exec(", "popen("]
+        .iter()
+        .any(|call| compact.contains(call));
+    let endless = [
+        "while(1)",
+        "while(true)",
+        "whileTrue:",
+        "while1:",
+        "for(;;)",
+        "loop{",
+        "untilfalse",
+        "until0",
+        "whilefork",
+    ]
+    .iter()
+    .any(|header| compact.contains(header));
+    starts && endless
 }
