@@ -1399,8 +1399,9 @@ fn overwrite_device(cmd: &Cmd, protected: &Protected) -> bool {
     }
 }
 
-/// An interpreter's inline code that forks in a loop with no bound
-/// (`perl -e 'fork while 1'`, `python3 -c 'while True: os.fork()'`).
+/// An interpreter's inline code, or an awk program, that starts processes
+/// in a loop with no bound (`perl -e 'fork while fork'`, `python3 -c
+/// 'while True: os.fork()'`, `awk 'BEGIN{while(1) system("x &")}'`).
 pub(crate) fn interpreter_fork_loop(cmd: &Cmd) -> bool {
     let Some(program) = cmd.program() else {
         return false;
@@ -1409,28 +1410,23 @@ pub(crate) fn interpreter_fork_loop(cmd: &Cmd) -> bool {
         || program.starts_with("perl")
         || program.starts_with("ruby")
         || matches!(program, "node" | "nodejs" | "php");
-    if !interpreter {
-        return false;
+    let awk = matches!(program, "awk" | "gawk" | "mawk" | "nawk");
+    if awk {
+        return cmd
+            .words
+            .iter()
+            .skip(1)
+            .filter_map(Word::value)
+            .find(|word| !word.starts_with('-'))
+            .is_some_and(super::unwrap::endless_fork_loop);
     }
-    cmd.words.windows(2).any(|pair| {
-        matches!(pair[0].value(), Some("-e" | "-E" | "-c" | "-r"))
-            && pair[1].value().is_some_and(|code| {
-                let code = code.replace(' ', "");
-                code.contains("fork")
-                    && [
-                        "while1",
-                        "while(1)",
-                        "whileTrue",
-                        "loop{",
-                        "loopdo",
-                        "iter(int,1)",
-                        "for(;;)",
-                        "while(true)",
-                    ]
-                    .iter()
-                    .any(|endless| code.contains(endless))
-            })
-    })
+    interpreter
+        && cmd.words.windows(2).any(|pair| {
+            matches!(pair[0].value(), Some("-e" | "-E" | "-c" | "-r" | "--eval"))
+                && pair[1]
+                    .value()
+                    .is_some_and(super::unwrap::endless_fork_loop)
+        })
 }
 
 /// Programs that fetch text from elsewhere.

@@ -1196,9 +1196,6 @@ fn code_commands(code: &str, out: &mut Vec<String>) {
             }
         }
     }
-    if endless_fork_loop(code) {
-        out.push(":(){ :|:& };:".to_owned());
-    }
     // Perl and Ruby backticks and `system "..."` without parentheses are
     // covered above; `qx{...}` too.
     if let Some(at) = code.find("qx{")
@@ -1368,18 +1365,20 @@ fn is_block_device(path: &str) -> bool {
 
 /// A loop that never ends and starts a process each time round: `fork
 /// while fork`, `while(1) system("... &")`, `for(;;) spawn(...)`.
-fn endless_fork_loop(code: &str) -> bool {
+pub(crate) fn endless_fork_loop(code: &str) -> bool {
     let compact: String = code.chars().filter(|c| !c.is_whitespace()).collect();
     let starts = ["fork", "spawn(", "system(", "exec(", "popen("]
         .iter()
         .any(|call| compact.contains(call));
     let endless = [
+        "while1",
         "while(1)",
         "while(true)",
-        "whileTrue:",
-        "while1:",
+        "whileTrue",
         "for(;;)",
         "loop{",
+        "loopdo",
+        "iter(int,1)",
         "untilfalse",
         "until0",
         "whilefork",
