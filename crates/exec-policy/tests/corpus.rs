@@ -187,7 +187,7 @@ fn tabbed(text: &str, kinds: &[&str]) -> Vec<String> {
 #[test]
 fn the_second_outside_corpus_does_not_regress() {
     /// Statically visible dangerous lines refused at least (of 795).
-    const STATIC_REFUSED_FLOOR: usize = 664;
+    const STATIC_REFUSED_FLOOR: usize = 684;
     /// Harmless lines refused at most (of 535): `echo "\$(rm -rf ~)"`, its
     /// backquote twin, and `rm -rf ./*` after `cd "$(mktemp -d)"`.
     const HARMLESS_REFUSED_CEILING: usize = 3;

@@ -27,11 +27,96 @@ pub struct Rule {
 /// settled before the command runs. They apply only where no deny rule
 /// (of [`RULES`], [`FORK_BOMB`], the seed or policy patterns) does.
 pub static ASK_RULES: &[Rule] = &[
+    DELETE_REPOSITORY,
     UNVERIFIED_SCRIPT,
     UNBOUNDED_DELETE,
     UNCERTAIN_TARGET,
     ANALYSIS_LIMIT,
 ];
+
+/// Deleting a git repository's history: `.git` itself, or its object and
+/// ref stores. Everything else in a project can be brought back from its
+/// history; the history itself cannot (docs/decisions/0022). Cleaning the
+/// work tree (`git clean`, `git reset --hard`) is the agent's work and
+/// runs; a policy file can make it ask (docs/policy.md).
+const DELETE_REPOSITORY: Rule = Rule {
+    id: "delete-repository",
+    reason: "deletes a git repository's history (.git), which nothing can bring back",
+    blocks: &[
+        "rm -rf .git",
+        "rm -rf ./.git/",
+        "rm -rf /home/agent/project/.git",
+        "sudo rm -r vendor/lib/.git",
+        "rm -rf .git/objects",
+        "rm -rf .git/refs/",
+        "rm -rf .g?t",
+        "rm -rf ./* ./.[!.]*",
+        "find .git -delete",
+        "cd .git && cd .. && rm -fr .git",
+    ],
+    allows: &[
+        "rm -rf .github",
+        "rm -f .gitignore",
+        "rm -rf build/.gitkeep",
+        "rm -rf .git/hooks/pre-commit",
+        "rm -f .git/index.lock",
+        "rm -rf .git/rebase-merge",
+        "rm -rf ./*",
+        "rm -rf *.git",
+        "rm -rf ./tmp/* ./tmp/.[!.]*",
+        "find . -name '*.orig' -delete",
+        "git clean -fdx",
+        "git reset --hard",
+    ],
+    check: deletes_repository,
+};
+
+/// Whether `target` is a `.git` directory or its object or ref
+/// store; a glob only where its last component can match one.
+fn repository_target(target: &str, glob: bool) -> bool {
+    let parts = super::paths::components(target);
+    let Some((last, parents)) = parts.split_last() else {
+        return false;
+    };
+    // A pattern matches a name with a leading dot only when it spells it.
+    let names = |name: &str| {
+        if glob {
+            last.starts_with('.') == name.starts_with('.') && crate::glob::glob_match(last, name)
+        } else {
+            *last == name
+        }
+    };
+    names(".git") || (parents.last() == Some(&".git") && (names("objects") || names("refs")))
+}
+
+fn deletes_repository(cmd: &Cmd, _: &Protected) -> bool {
+    // Where the directory is unknown the name still tells (`.git/objects`).
+    // A pattern counts in the working directory only, where the agent's
+    // repository is: `./tmp/.[!.]*` empties a scratch directory.
+    let in_repository = |word: &Word| {
+        let value = word.value().unwrap_or_default();
+        if word.glob && value.trim_start_matches("./").contains('/') {
+            return false;
+        }
+        resolve(word, cmd)
+            .or_else(|| word.value().map(str::to_owned))
+            .is_some_and(|target| repository_target(&target, word.glob))
+    };
+    match cmd.program() {
+        Some("rm") if !asks_help(cmd) => {
+            let (flags, operands) = split_args(&cmd.words);
+            let recursive = has_short(&flags, &['r', 'R']) || has_recursive(&flags, 3);
+            cmd.fed_paths.iter().any(in_repository)
+                || (recursive && operands.into_iter().any(in_repository))
+        }
+        Some("find") if cmd.words.iter().any(|w| w.value() == Some("-delete")) => {
+            super::unwrap::find_start_paths(&cmd.words)
+                .iter()
+                .any(in_repository)
+        }
+        _ => false,
+    }
+}
 
 /// Text that is not a literal, downloaded or decoded, run by a shell or
 /// an interpreter: what runs is known only when it arrives.
