@@ -427,3 +427,41 @@ fn deleting_files_of_an_ordinary_directory_runs() {
     assert!(answer.starts_with("done\n"), "{answer}{}", stderr(&output));
     assert_eq!(std::fs::read_dir(&build).expect("read").count(), 0);
 }
+
+/// A recursive delete of a directory that holds a repository, spelled so
+/// the text check sees only a name, is asked about at its exec (nobody
+/// can be asked here: refused); a scratch clone under /tmp and a plain
+/// directory go.
+#[test]
+fn deleting_a_repository_is_asked_about_at_its_exec() {
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a dir outside /tmp");
+    let repository = base.path().join("repo");
+    std::fs::create_dir_all(repository.join(".git/objects")).expect("a repository");
+    std::fs::create_dir(base.path().join("plain")).expect("a plain dir");
+    let scratch = tempfile::tempdir_in("/tmp").expect("a scratch dir");
+    std::fs::create_dir_all(scratch.path().join("clone/.git")).expect("a scratch clone");
+    let command = format!(
+        "for d in repo; do rm -rf \"$d\"; done; rm -rf plain {}; echo after",
+        scratch.path().join("clone").display()
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["run", "--sandbox", "off", "--cwd"])
+        .arg(base.path())
+        .args(["--", &command])
+        .output()
+        .expect("agent-exec runs");
+    let answer = stdout(&output);
+    assert!(
+        repository.join(".git/objects").exists(),
+        "the repository went: {answer}{}",
+        stderr(&output)
+    );
+    assert!(
+        answer.contains("[refused at run time: rm -rf") && answer.contains("delete-repository"),
+        "{answer}{}",
+        stderr(&output)
+    );
+    assert!(answer.contains("after"), "{answer}");
+    assert!(!base.path().join("plain").exists(), "{answer}");
+    assert!(!scratch.path().join("clone").exists(), "{answer}");
+}

@@ -28,7 +28,7 @@ mod workdir;
 
 pub use analysis::{
     ASK_RULES, Analysis, AnalysisContext, Analyzer, AnalyzerConfig, CommandFacts, Decision, Denial,
-    FORK_BOMB, GitCommit, RULES, Rule, RuleSource,
+    FORK_BOMB, GitCommit, LITERAL_ASK_RULES, RULES, Rule, RuleSource,
 };
 pub use approval_key::{
     ApprovalKey, BOUND_VARIABLES, PlannedCommand, bound_env, is_builtin, is_keyword, script_operand,

@@ -20,7 +20,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use exec_policy::{AnalysisContext, Analyzer, AnalyzerConfig, Decision, Denial, RuleSource};
+use exec_policy::{
+    AnalysisContext, Analyzer, AnalyzerConfig, Decision, Denial, LITERAL_ASK_RULES, RuleSource,
+};
 use shell_runtime::{ExecJudge, ExecRequest, ExecVerdict, FileIdentity, ProcessView, Redactions};
 
 use crate::audit::{AuditEntry, AuditLog};
@@ -249,9 +251,12 @@ impl ExecChecks {
             Some(Decision::Deny(denial)) => (denial, false),
             // A built-in ask is about text whose target is known only at
             // run time: here it is run, and each exec it leads to is
-            // judged again with its literal arguments.
+            // judged again with its literal arguments. Those that stand on
+            // literal arguments (deleting a repository) are asked here.
             Some(Decision::Ask(denial))
-                if denial.source == RuleSource::PolicyFile && !call.approved =>
+                if (denial.source == RuleSource::PolicyFile
+                    || LITERAL_ASK_RULES.contains(&denial.rule_id.as_str()))
+                    && !call.approved =>
             {
                 (denial, true)
             }
@@ -393,6 +398,16 @@ fn resolved_operands(request: &ExecRequest, names: &[String]) -> Option<Vec<Stri
     let path_program = names
         .iter()
         .any(|name| PATH_PROGRAMS.contains(&name.as_str()));
+    // A recursive delete of a directory that holds a repository deletes
+    // its history too (docs/decisions/0022).
+    let recursive_rm = names.iter().any(|name| name == "rm")
+        && request.argv.iter().skip(1).any(|arg| {
+            let arg = arg.as_bytes();
+            arg.starts_with(b"--rec")
+                || (arg.starts_with(b"-")
+                    && !arg.starts_with(b"--")
+                    && arg.iter().any(|b| matches!(b, b'r' | b'R')))
+        });
     let view = ProcessView::of(request.pid);
     let mut changed = false;
     let mut operands = Vec::with_capacity(request.argv.len());
@@ -412,6 +427,17 @@ fn resolved_operands(request: &ExecRequest, names: &[String]) -> Option<Vec<Stri
             operands.push(quote(&real.to_string_lossy()));
         } else {
             operands.push(quote(&arg.to_string_lossy()));
+        }
+        let repository = real.join(".git");
+        // A scratch clone under /tmp goes unasked: its history has a remote.
+        let scratch = real.starts_with("/tmp") || real.starts_with("/var/tmp");
+        if recursive_rm
+            && !scratch
+            && std::fs::symlink_metadata(view.host_path(&repository))
+                .is_ok_and(|meta| meta.is_dir())
+        {
+            changed = true;
+            operands.push(quote(&repository.to_string_lossy()));
         }
         if path_program && let (Some(parent), Some(name)) = (real.parent(), real.file_name()) {
             by_parent

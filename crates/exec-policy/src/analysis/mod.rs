@@ -27,7 +27,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-pub use rules::{ASK_RULES, FORK_BOMB, RULES, Rule};
+pub use rules::{ASK_RULES, FORK_BOMB, LITERAL_ASK_RULES, RULES, Rule};
 
 use crate::policy_file::{PolicyRule, RuleDecision};
 use collect::{Collected, Collector};

@@ -34,6 +34,11 @@ pub static ASK_RULES: &[Rule] = &[
     ANALYSIS_LIMIT,
 ];
 
+/// The ask rules whose finding stands on literal arguments, so that an
+/// exec they find is asked about, not let through to be judged again
+/// (the others are about text whose target only the run tells).
+pub static LITERAL_ASK_RULES: &[&str] = &[DELETE_REPOSITORY.id];
+
 /// Deleting a git repository's history: `.git` itself, or its object and
 /// ref stores. Everything else in a project can be brought back from its
 /// history; the history itself cannot (docs/decisions/0022). Cleaning the
