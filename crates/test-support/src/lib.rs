@@ -1,6 +1,6 @@
 //! Helpers shared by the tests and benchmarks of every crate of the
 //! workspace: processes looked up by pid, waits on events with generous
-//! deadlines, percentiles, a stub tool, the table of escape sequences cleaners are
+//! deadlines, percentiles, a shell's spawn spec ([`spec`]), a stub tool, the table of escape sequences cleaners are
 //! checked against ([`mod@escapes`]), and the figures benchmarks report
 //! ([`mod@bench`]). A dev-dependency only (`cargo xtask check-layers` refuses
 //! it as a normal one, except for xtask, which reads the figures).
@@ -29,6 +29,14 @@ pub use process::{
 pub use stub::{Echo, EchoParams};
 
 use std::time::Duration;
+
+use shell_runtime::SpawnSpec;
+
+/// `bash -c COMMAND` in the temp dir with this process's environment: the
+/// spawn spec shell-runtime's tests, benchmarks and examples start from.
+pub fn spec(command: &str) -> SpawnSpec {
+    SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
+}
 
 /// `text` in single quotes, as bash reads it back literally (tests splice
 /// paths into commands with it).
