@@ -38,6 +38,20 @@ pub fn spec(command: &str) -> SpawnSpec {
     SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
 }
 
+/// A guard each command that signals broadly (`kill -9 -1`) starts with:
+/// it goes on only as PID 2 (a sandbox's shell, its init being PID 1) with
+/// the given host pids invisible, so a namespace that failed to appear can
+/// never let it loose on the host.
+pub fn only_in_a_namespace(host_pids: &[u32]) -> String {
+    let mut guard = String::from("[ \"$$\" = 2 ] || { echo 'not in a namespace'; exit 99; }; ");
+    for pid in host_pids {
+        guard.push_str(&format!(
+            "[ -e /proc/{pid} ] && {{ echo 'host pid {pid} visible'; exit 99; }}; "
+        ));
+    }
+    guard
+}
+
 /// `text` in single quotes, as bash reads it back literally (tests splice
 /// paths into commands with it).
 pub fn single_quoted(text: &str) -> String {
@@ -57,6 +71,15 @@ pub fn percentile(samples: &mut [Duration], pct: usize) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_namespace_guard_checks_pid_2_and_every_host_pid() {
+        let guard = only_in_a_namespace(&[41, 4242]);
+        assert!(guard.starts_with("[ \"$$\" = 2 ] || {"), "{guard}");
+        assert!(guard.contains("[ -e /proc/41 ] && { echo 'host pid 41 visible'; exit 99; }; "));
+        assert!(guard.contains("[ -e /proc/4242 ] &&"), "{guard}");
+        assert!(guard.ends_with("; "), "a command can follow: {guard}");
+    }
 
     #[test]
     fn percentiles_pick_by_rank() {
