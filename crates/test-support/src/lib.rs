@@ -38,6 +38,29 @@ pub fn spec(command: &str) -> SpawnSpec {
     SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
 }
 
+/// `text` fed to shell-runtime's streaming terminal cleaner in pieces cut
+/// at `cuts` (clamped to the text, those inside a character dropped): what
+/// a tty output file holds, and what any chunking must agree with.
+pub fn clean_in_pieces(text: &str, cuts: &[usize]) -> String {
+    let mut cuts: Vec<usize> = cuts
+        .iter()
+        .map(|cut| (*cut).min(text.len()))
+        .filter(|cut| text.is_char_boundary(*cut))
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut cleaner = shell_runtime::TerminalText::new();
+    let mut out = String::new();
+    let mut start = 0;
+    for cut in cuts {
+        cleaner.push(&text[start..cut], &mut out);
+        start = cut;
+    }
+    cleaner.push(&text[start..], &mut out);
+    cleaner.finish(&mut out);
+    out
+}
+
 /// A guard each command that signals broadly (`kill -9 -1`) starts with:
 /// it goes on only as PID 2 (a sandbox's shell, its init being PID 1) with
 /// the given host pids invisible, so a namespace that failed to appear can
