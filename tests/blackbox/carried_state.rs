@@ -40,12 +40,9 @@ pub(crate) async fn bash(client: &Client, command: &str) -> CallToolResult {
 
 /// The resident memory of `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+    let kib = test_support::status_kib(&pid.to_string(), "VmRSS");
+    assert!(kib > 0, "no VmRSS for pid {pid}");
+    kib
 }
 
 /// Plants, for the next 400 calls, every kind of file the state was once

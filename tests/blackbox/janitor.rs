@@ -54,8 +54,7 @@ fn kill_the_server_and_check_its_commands_end(mut server: Peer, dir: &Path) {
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     let sleeper = read_pid(&pid_file);
     assert!(alive(sleeper));
-    server.child.kill().expect("SIGKILL the server");
-    server.child.wait().expect("reap the server");
+    server.kill_hard();
     let deadline = Instant::now() + Duration::from_secs(2);
     while alive(sleeper) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -104,7 +103,7 @@ fn a_janitor_killed_from_outside_is_started_again() {
     // Calls wait for the janitor: it runs once a call has been answered.
     let (text, failed) = server.bash("echo ready");
     assert!(!failed, "{text}");
-    let server_pid = server.child.id();
+    let server_pid = server.pid();
     let first = janitor_of(server_pid).expect("the server has a janitor");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(first).expect("pid")),
@@ -130,7 +129,7 @@ fn a_command_that_kills_the_janitor_does_not_leave_the_server_without_one() {
     );
     let (text, failed) = server.bash("echo ready");
     assert!(!failed, "{text}");
-    let server_pid = server.child.id();
+    let server_pid = server.pid();
     let first = janitor_of(server_pid).expect("the server has a janitor");
     // `[r]`: the pattern does not match the command's own shell. The
     // server is the parent of the shell's parent (the spawner process).

@@ -540,18 +540,6 @@ fn sandboxed(dir: &std::path::Path) -> [&str; 4] {
     ]
 }
 
-/// A guard for commands that signal broadly: they go on only as PID 2 (the
-/// namespace's shell) with the given host pids invisible.
-fn only_in_a_namespace(host_pids: &[u32]) -> String {
-    let mut guard = String::from("[ \"$$\" = 2 ] || { echo 'not in a namespace'; exit 99; }; ");
-    for pid in host_pids {
-        guard.push_str(&format!(
-            "[ -e /proc/{pid} ] && {{ echo 'host pid {pid} visible'; exit 99; }}; "
-        ));
-    }
-    guard
-}
-
 #[test]
 fn sandboxed_commands_see_and_signal_only_their_own_processes() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -600,7 +588,7 @@ fn kill_minus_one_in_the_sandbox_ends_only_the_commands_processes() {
     let mut server = Server::start(&sandboxed(dir.path()));
     // The analysis refuses `kill -9 -1` as typed; a program that means
     // it is what the namespace is for.
-    let guard = only_in_a_namespace(&[server.pid(), std::process::id(), canary.id()]);
+    let guard = test_support::only_in_a_namespace(&[server.pid(), std::process::id(), canary.id()]);
     let result = server.call(
         "Bash",
         json!({

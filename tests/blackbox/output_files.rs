@@ -5,6 +5,7 @@
 //! nothing could be written.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -62,7 +63,7 @@ fn read_shells_and_old_calls_give_their_files_back_and_the_newest_is_whole() {
         &["--cwd", cwd, "--output-budget", &budget],
         &std::env::temp_dir(),
     );
-    let temp = crate::server_temp_dirs(server.child.id());
+    let temp = crate::server_temp_dirs(server.pid());
     assert_eq!(temp.len(), 1, "{temp:?}");
     let mut newest = None;
     let mut peak = 0;
@@ -133,7 +134,7 @@ fn no_output_file_is_named_when_nothing_could_be_written() {
         .as_str()
         .expect("bash_id")
         .to_owned();
-    let temp = crate::server_temp_dirs(server.child.id());
+    let temp = crate::server_temp_dirs(server.pid());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while bytes_under(&temp[0]) < 2_000_000 {
         assert!(
@@ -178,13 +179,10 @@ fn the_budget_is_a_quarter_of_the_free_space_when_that_is_less() {
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let cwd = dir.path().to_str().expect("utf-8");
-    let log = dir.path().join("stderr.log");
-    let mut server = Peer::start_with(
-        &[],
-        &["--cwd", cwd],
-        disk.path(),
-        &[("RUST_LOG", "info")],
-        std::process::Stdio::from(std::fs::File::create(&log).expect("log")),
+    let mut server = Peer::started(
+        Peer::launch(&[], &["--cwd", cwd], disk.path())
+            .env("RUST_LOG", "info")
+            .collect_stderr(),
     );
     let result = call(
         &mut server,
@@ -200,8 +198,10 @@ fn the_budget_is_a_quarter_of_the_free_space_when_that_is_less() {
         marker.ends_with("the server's budget for output files was reached]"),
         "{marker}"
     );
+    let log = server
+        .stderr_until("output files: budget", Duration::from_secs(10))
+        .join("\n");
     server.close();
-    let log = std::fs::read_to_string(&log).expect("the log");
     let line = log
         .lines()
         .find(|line| line.contains("output files: budget"))

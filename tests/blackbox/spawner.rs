@@ -75,9 +75,8 @@ fn commands_come_from_a_separate_undumpable_spawner_that_holds_no_secret() {
         &["--cwd", cwd, "--sandbox", "off"],
         &std::env::temp_dir(),
         &[("OPENAI_API_KEY", SECRET)],
-        std::process::Stdio::inherit(),
     );
-    let server_pid = server.child.id();
+    let server_pid = server.pid();
     let spawner = spawner_of(server_pid).expect("the server has a spawner process");
     // A process of its own, not a thread of the server.
     assert_eq!(
@@ -154,7 +153,7 @@ fn a_commands_parent_is_the_spawner_and_a_clone_parent_sibling_ends_with_it() {
         &["--cwd", cwd, "--sandbox", "off"],
         &std::env::temp_dir(),
     );
-    let server_pid = server.child.id();
+    let server_pid = server.pid();
     let spawner = spawner_of(server_pid).expect("the server has a spawner process");
     // `exec`: python3 is the shell process itself, whose parent is the
     // spawner, so its CLONE_PARENT sibling is the spawner's child.
@@ -187,7 +186,7 @@ fn a_commands_parent_is_the_spawner_and_a_clone_parent_sibling_ends_with_it() {
 
 /// SIGKILLs the server's spawner process and waits for its death.
 fn kill_spawner(server: &Peer) {
-    let spawner = spawner_of(server.child.id()).expect("the server has a spawner process");
+    let spawner = spawner_of(server.pid()).expect("the server has a spawner process");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(spawner).expect("pid")),
         nix::sys::signal::Signal::SIGKILL,
@@ -260,7 +259,7 @@ fn a_contained_commands_init_lives_in_the_spawner_whose_oom_score_stays() {
     let ours = std::fs::read_to_string("/proc/self/oom_score_adj").expect("our score");
     assert_ne!(ours.trim(), "1000", "this test runs at the top score");
     let mut server = Peer::start(&[], &["--cwd", cwd], &std::env::temp_dir());
-    let server_pid = server.child.id();
+    let server_pid = server.pid();
     let spawner = spawner_of(server_pid).expect("the server has a spawner process");
     let (text, failed) =
         server.bash("echo init=$(cat /proc/1/comm); echo score=$(cat /proc/self/oom_score_adj)");

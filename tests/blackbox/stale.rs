@@ -3,12 +3,12 @@
 //! when nobody holds their `lock` file; a live server's stay, in whatever PID
 //! namespace either server runs, and so do its cgroups.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use test_support::mcp::{Launch, RawClient, text_of};
 
 use crate::alive;
 
@@ -20,102 +20,61 @@ fn dead_pid() -> u32 {
     pid
 }
 
-/// A server spoken to in raw JSON-RPC lines.
-pub(crate) struct Peer {
-    pub(crate) child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
+/// A server spoken to in raw JSON-RPC lines: test-support's client with
+/// the server's `TMPDIR` set, answering in the shapes these tests check.
+pub(crate) struct Peer(RawClient);
+
+test_support::deref_to_raw_client!(Peer);
 
 impl Peer {
     /// `prefix` (a wrapper such as `unshare`, or nothing) then the binary's
     /// `mcp` with `args`, under `TMPDIR=tmp`; answers `initialize`.
     pub(crate) fn start(prefix: &[&str], args: &[&str], tmp: &Path) -> Self {
-        Self::start_with(prefix, args, tmp, &[], Stdio::inherit())
+        Self::start_with(prefix, args, tmp, &[])
     }
 
-    /// [`Peer::start`] with more environment variables and stderr sent to
-    /// `stderr`.
+    /// [`Peer::start`] with more environment variables.
     pub(crate) fn start_with(
         prefix: &[&str],
         args: &[&str],
         tmp: &Path,
         vars: &[(&str, &str)],
-        stderr: Stdio,
     ) -> Self {
-        let binary = env!("CARGO_BIN_EXE_agent-exec");
-        let mut command = match prefix.split_first() {
-            Some((program, rest)) => {
-                let mut command = Command::new(program);
-                command.args(rest).arg(binary);
-                command
-            }
-            None => Command::new(binary),
-        };
-        let mut child = command
-            .arg("mcp")
-            .args(args)
-            .env("TMPDIR", tmp)
-            .envs(vars.iter().copied())
-            .stderr(stderr)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut peer = Self {
-            child,
-            stdin,
-            stdout,
-            next_id: 1,
-        };
-        let answer = peer.request(
-            "initialize",
-            &test_support::mcp::initialize_params("blackbox", &json!({})),
-        );
-        assert_eq!(answer["result"]["serverInfo"]["name"], "agent-exec");
-        peer
+        Self(Self::launch(prefix, args, tmp).envs(vars).start())
     }
 
+    /// A server started from [`Peer::launch`] with more set.
+    pub(crate) fn started(launch: Launch) -> Self {
+        Self(launch.start())
+    }
+
+    /// How [`Peer::start`] starts the server, for a test that adds to it.
+    pub(crate) fn launch(prefix: &[&str], args: &[&str], tmp: &Path) -> Launch {
+        Launch::new(test_support::agent_exec_binary!())
+            .wrapper(prefix)
+            .args(args)
+            .env("TMPDIR", tmp)
+    }
+
+    /// Sends a request; the whole response (`result` or `error`).
     pub(crate) fn request(&mut self, method: &str, params: &Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(stdin, "{message}").expect("write");
-        stdin.flush().expect("flush");
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.stdout.read_line(&mut line).expect("read") > 0,
-                "the server closed stdout"
-            );
-            let answer: Value = serde_json::from_str(&line).expect("JSON");
-            if answer["id"] == id {
-                return answer;
-            }
-        }
+        self.0.request(method, params).response.value
     }
 
     /// Runs `command` in the foreground: its text, and whether it failed.
     pub(crate) fn bash(&mut self, command: &str) -> (String, bool) {
-        let answer = self.request(
-            "tools/call",
-            &json!({"name": "Bash", "arguments": {"command": command}}),
-        );
-        let result = &answer["result"];
-        let text = result["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        (text, result["isError"] == true)
+        let result = self.0.call("Bash", &json!({"command": command}));
+        (text_of(&result).to_owned(), result["isError"] == true)
     }
 
-    pub(crate) fn close(mut self) {
-        drop(self.stdin.take());
-        assert!(self.child.wait().expect("the server exits").success());
+    /// SIGKILLs the server and reaps it.
+    pub(crate) fn kill_hard(self) {
+        self.0.kill_hard();
+    }
+
+    /// Closes stdin and checks the server exits with 0.
+    pub(crate) fn close(self) {
+        assert!(self.0.close().success());
     }
 }
 
@@ -171,7 +130,7 @@ fn a_dead_servers_temp_dir_is_removed_after_start_up_and_no_other() {
     for dir in &keep {
         assert!(dir.is_dir(), "{} was removed", dir.display());
     }
-    let own = crate::server_temp_dirs(server.child.id());
+    let own = crate::server_temp_dirs(server.pid());
     assert_eq!(own.len(), 1, "{own:?}");
     assert_eq!(own[0].parent(), Some(base.path()), "under TMPDIR");
     server.close();
@@ -226,7 +185,7 @@ fn a_server_in_another_pid_namespace_leaves_a_live_servers_files_alone() {
         .map(|entry| entry.path())
         .collect();
     assert_eq!(temp.len(), 1, "the first server's temp dir: {temp:?}");
-    let cgroups = server_cgroups(first.child.id());
+    let cgroups = server_cgroups(first.pid());
 
     let mut second = Peer::start(
         &["unshare", "--pid", "--fork", "--mount-proc"],

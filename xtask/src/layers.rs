@@ -19,7 +19,7 @@ use cargo_metadata::{DependencyKind, MetadataCommand, PackageId};
 const LEVELS: &[(&str, u8)] = &[
     ("tool-core", 0),
     ("secret-formats", 0),
-    ("test-support", 1),
+    ("test-support", 2),
     ("exec-policy", 1),
     ("shell-runtime", 1),
     ("exec-tools", 2),

@@ -214,3 +214,264 @@ fn the_benchmark_report_ends_with_the_current_notes() {
          appends it: copy the notes over the report's notes, or run the benchmarks"
     );
 }
+
+/// What marks a line as history rather than the present: a `(before: ...)`
+/// aside beside a figure, or a bisection note. Kept apart from the
+/// work-period rule so each says what it caught.
+fn history_notes(path: &Path) -> Vec<String> {
+    let history = Regex::new(r"(?i)\(before:|\bbisect").expect("valid regex");
+    let text = std::fs::read_to_string(path).expect("a readable Markdown file");
+    prose_lines(&text)
+        .into_iter()
+        .filter(|(_, _, prose)| history.is_match(prose))
+        .map(|(number, line, _)| format!("{}:{number}: {}", relative(path), line.trim()))
+        .collect()
+}
+
+/// README.md and every Markdown file under docs/.
+fn user_docs() -> Vec<PathBuf> {
+    let mut docs = files(&root().join("docs"), ".md");
+    docs.push(root().join("README.md"));
+    docs
+}
+
+#[test]
+fn docs_hold_no_before_asides_or_bisection_notes() {
+    let found: Vec<String> = user_docs()
+        .iter()
+        .flat_map(|path| history_notes(path))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "docs state the present figure: what it was before, and how a regression was \
+         bisected, go in the commit message (or the docs/decisions/ record the choice \
+         belongs to):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn history_patterns_catch_what_they_are_meant_to() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let sample = dir.path().join("sample.md");
+    let offences = [
+        "| 8 accepted (before: 40) | yes |",
+        "every line parses (Before: a cut line glued to the next)",
+        "Bisected with release builds of the commits since the report.",
+        "A bisection over the last ten commits found it.",
+    ];
+    let fine = [
+        "The spawner forks before any secret is read back.",
+        "A state written (before the exit) is read back.",
+        "The `(before: N)` form is not used here.",
+        "```",
+        "(before: 40)",
+        "```",
+    ];
+    std::fs::write(&sample, [&offences[..], &fine[..]].concat().join("\n"))
+        .expect("write the sample");
+    let found = history_notes(&sample);
+    assert_eq!(found.len(), offences.len(), "{found:#?}");
+    for (offence, line) in offences.iter().zip(&found) {
+        assert!(line.ends_with(offence), "{line} for {offence}");
+    }
+}
+
+/// A heading's anchor as GitHub makes it: lower case, punctuation other
+/// than `-` and `_` dropped, each space a `-`; a repeated heading gets
+/// `-1`, `-2`, ... Link syntax in the heading counts by its text only.
+fn heading_anchors(text: &str) -> Vec<String> {
+    let link = Regex::new(r"\[([^\]]*)\]\([^)]*\)").expect("valid regex");
+    let mut anchors: Vec<String> = Vec::new();
+    for (_, line, _) in prose_lines(text) {
+        let trimmed = line.trim_start();
+        let hashes = trimmed.chars().take_while(|&c| c == '#').count();
+        if !(1..=6).contains(&hashes) || !trimmed[hashes..].starts_with(' ') {
+            continue;
+        }
+        let title = link.replace_all(trimmed[hashes..].trim(), "$1");
+        let base: String = title
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let repeats = anchors
+            .iter()
+            .filter(|anchor| {
+                **anchor == base
+                    || anchor
+                        .strip_prefix(base.as_str())
+                        .and_then(|rest| rest.strip_prefix('-'))
+                        .is_some_and(|n| n.parse::<usize>().is_ok())
+            })
+            .count();
+        anchors.push(if repeats == 0 {
+            base
+        } else {
+            format!("{base}-{repeats}")
+        });
+    }
+    anchors
+}
+
+/// Relative links (`[text](path)`, `[text](path#anchor)`, `[text](#anchor)`)
+/// in a Markdown file that lead nowhere: `path:line: target (why)` each.
+/// Links with a scheme (`https:`, `mailto:`) are not followed; links in
+/// code are not links.
+fn dead_links(path: &Path) -> Vec<String> {
+    let link = Regex::new(r#"\]\(([^)\s]+)(?:\s+"[^"]*")?\)"#).expect("valid regex");
+    let scheme = Regex::new(r"^[a-zA-Z][a-zA-Z0-9+.-]*:").expect("valid regex");
+    let text = std::fs::read_to_string(path).expect("a readable Markdown file");
+    let dir = path.parent().expect("a file sits in a directory");
+    let mut found = Vec::new();
+    for (number, _, prose) in prose_lines(&text) {
+        for capture in link.captures_iter(&prose) {
+            let target = &capture[1];
+            if scheme.is_match(target) {
+                continue;
+            }
+            let (file, anchor) = match target.split_once('#') {
+                Some((file, anchor)) => (file, Some(anchor)),
+                None => (target, None),
+            };
+            let resolved = if file.is_empty() {
+                path.to_path_buf()
+            } else {
+                dir.join(file)
+            };
+            let why = if !resolved.exists() {
+                Some("no such file".to_owned())
+            } else if let Some(anchor) = anchor {
+                let heading_text = std::fs::read_to_string(&resolved).unwrap_or_default();
+                (resolved.extension().is_none_or(|ext| ext != "md")
+                    || !heading_anchors(&heading_text).iter().any(|a| a == anchor))
+                .then(|| format!("no heading with the anchor `{anchor}`"))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                found.push(format!("{}:{number}: {target} ({why})", relative(path)));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn links_inside_the_repository_resolve() {
+    let docs = user_docs();
+    assert!(docs.len() > 5, "found the docs: {docs:?}");
+    let found: Vec<String> = docs.iter().flat_map(|path| dead_links(path)).collect();
+    assert!(
+        found.is_empty(),
+        "a relative link must lead to a file, and its anchor to a heading there \
+         (GitHub's anchors: lower case, punctuation dropped, spaces as `-`):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_link_check_catches_what_it_is_meant_to() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    std::fs::create_dir(dir.path().join("sub")).expect("a sub dir");
+    std::fs::write(
+        dir.path().join("sub/other.md"),
+        "# Other\n\n## MCP server (agent-exec)\n\n## Notes\n\n### Notes\n",
+    )
+    .expect("write the target");
+    let sample = dir.path().join("sample.md");
+    let lines = [
+        "# Sample `code` heading",
+        "[ok](sub/other.md) and [dir](sub/) and [web](https://example.invalid/x.md)",
+        "[anchor](sub/other.md#mcp-server-agent-exec), [repeat](sub/other.md#notes-1)",
+        "[here](#sample-code-heading) [mail](mailto:someone@example.invalid)",
+        "`[in code](missing.md)`",
+        "```",
+        "[fenced](missing.md)",
+        "```",
+        "[gone](sub/missing.md)",
+        "[bad anchor](sub/other.md#mcp-server)",
+        "[bad local](#nowhere)",
+        "[not markdown](sub#x)",
+    ];
+    std::fs::write(&sample, lines.join("\n")).expect("write the sample");
+    let found = dead_links(&sample);
+    let lines_found: Vec<&str> = found
+        .iter()
+        .map(|line| {
+            line.split(": ")
+                .next()
+                .and_then(|place| place.rsplit(':').next())
+                .expect("path:line")
+        })
+        .collect();
+    assert_eq!(lines_found, ["9", "10", "11", "12"], "{found:#?}");
+    assert!(
+        found[0].contains("sub/missing.md (no such file)"),
+        "{found:#?}"
+    );
+    assert!(found[1].contains("`mcp-server`"), "{found:#?}");
+}
+
+/// Module files whose first line is not a `//!` doc line: every module
+/// says what it is for before anything else.
+fn modules_without_a_doc_line(dirs: &[PathBuf]) -> Vec<String> {
+    dirs.iter()
+        .flat_map(|dir| files(dir, ".rs"))
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).expect("a readable source file");
+            !text
+                .lines()
+                .next()
+                .is_some_and(|line| line.starts_with("//!"))
+        })
+        .map(|path| relative(&path))
+        .collect()
+}
+
+#[test]
+fn every_module_starts_with_a_doc_line() {
+    let root = root();
+    let mut dirs = vec![root.join("xtask/src")];
+    for entry in std::fs::read_dir(root.join("crates")).expect("the crates directory") {
+        dirs.push(entry.expect("a directory entry").path().join("src"));
+    }
+    let found = modules_without_a_doc_line(&dirs);
+    assert!(
+        found.is_empty(),
+        "every module file starts with a `//!` line saying what it is for:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_doc_line_check_catches_what_it_is_meant_to() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("inner")).expect("the source dirs");
+    let modules = [
+        ("lib.rs", "//! The crate.\n\nmod inner;\n"),
+        ("inner/mod.rs", "//! Inner things.\n"),
+        ("inner/tests.rs", "use super::*;\n"),
+        ("late.rs", "\n//! A doc line after a blank one.\n"),
+        (
+            "plain.rs",
+            "/// An item's doc, not the module's.\nfn f() {}\n",
+        ),
+        ("empty.rs", ""),
+    ];
+    for (name, text) in modules {
+        std::fs::write(src.join(name), text).expect("write a module");
+    }
+    let found = modules_without_a_doc_line(&[src]);
+    let names: Vec<&str> = found
+        .iter()
+        .map(|path| path.rsplit("src/").next().expect("under src"))
+        .collect();
+    assert_eq!(
+        names,
+        ["empty.rs", "inner/tests.rs", "late.rs", "plain.rs"],
+        "{found:#?}"
+    );
+}

@@ -15,16 +15,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use test_support::bench::{Figure, Unit, emit};
-use test_support::percentile;
+use test_support::{percentile, spec};
 
 use exec_tools::{ExecConfig, ExecEnvironment, register_execution_tools};
 use serde_json::json;
-use shell_runtime::{ShellProcess, SpawnSpec, Stream};
+use shell_runtime::{ShellProcess, Stream};
 use tool_core::{ExecutionContext, ToolRegistry};
-
-fn spec(command: &str) -> SpawnSpec {
-    SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
-}
 
 /// Growth between the first and last figure, in words.
 fn growth(first: f64, last: f64, work_ratio: f64) -> &'static str {

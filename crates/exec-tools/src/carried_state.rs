@@ -61,8 +61,9 @@ pub(crate) const MAX_STATE_BYTES: u64 = 1 << 20;
 const END_MARK: &[u8] = b"agent-exec-state-end";
 
 /// Whether `name` is one the shell manages itself (never carried, never
-/// reported).
-fn is_shell_managed(name: &str) -> bool {
+/// reported). Public (hidden) so the carried-state property test draws its
+/// names from this one list instead of a copy.
+pub fn is_shell_managed(name: &str) -> bool {
     NOT_CARRIED.contains(&name) || (name.starts_with("BASH") && name != "BASH_ENV")
 }
 

@@ -1,4 +1,4 @@
-//! What the three tools share within one server: configuration, the policy,
+//! What the four tools share within one server: configuration, the policy,
 //! the scrubbed environment, the shell manager and the output files.
 
 use std::collections::{BTreeMap, VecDeque};

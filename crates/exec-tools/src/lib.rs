@@ -1,5 +1,5 @@
-//! The execution tools (`Bash`, `BashOutput`, `KillShell`), composed from
-//! exec-policy's decisions and shell-runtime's mechanism.
+//! The execution tools (`Bash`, `BashOutput`, `KillShell`, `WriteStdin`),
+//! composed from exec-policy's decisions and shell-runtime's mechanism.
 //!
 //! Hosts build an [`ExecEnvironment`] from an [`ExecConfig`], add the tools
 //! to a [`ToolRegistry`] with [`register_execution_tools`] and serve it
@@ -59,6 +59,11 @@ pub use environment::{
 pub use kill_shell::{KillShellParams, KillShellTool};
 pub use metadata::{BashMetadata, COMMAND_META_CHARS, KillShellMetadata, ShellMetadata};
 pub use write_stdin::{WriteStdinParams, WriteStdinTool};
+
+/// Names bash manages itself, never carried; public only for the
+/// carried-state property test.
+#[doc(hidden)]
+pub use carried_state::is_shell_managed;
 
 /// Quoting for shell text; public only for the fuzz targets.
 #[doc(hidden)]

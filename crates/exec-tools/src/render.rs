@@ -381,35 +381,13 @@ mod tests {
         ))
     }
 
-    /// `text` as a tty output file holds it: fed to the streaming cleaner
-    /// in pieces cut at `cuts`.
-    fn as_in_a_tty_file(text: &str, cuts: &[usize]) -> String {
-        let mut cuts: Vec<usize> = cuts
-            .iter()
-            .map(|cut| (*cut).min(text.len()))
-            .filter(|cut| text.is_char_boundary(*cut))
-            .collect();
-        cuts.sort_unstable();
-        cuts.dedup();
-        let mut cleaner = shell_runtime::TerminalText::new();
-        let mut out = String::new();
-        let mut start = 0;
-        for cut in cuts {
-            cleaner.push(&text[start..cut], &mut out);
-            start = cut;
-        }
-        cleaner.push(&text[start..], &mut out);
-        cleaner.finish(&mut out);
-        out
-    }
-
     #[test]
     fn every_sequence_family_leaves_no_stray_character_in_an_answer() {
         let env = environment();
         for case in test_support::escapes::ESCAPE_FAMILIES {
             assert_eq!(clean(&env, case.text), case.cleaned, "{}", case.family);
             assert_eq!(
-                as_in_a_tty_file(case.text, &[]),
+                test_support::clean_in_pieces(case.text, &[]),
                 case.cleaned,
                 "{} (tty file)",
                 case.family
@@ -425,7 +403,7 @@ mod tests {
         ) {
             let env = environment();
             let answer = clean(&env, &text);
-            proptest::prop_assert_eq!(&answer, &as_in_a_tty_file(&text, &cuts));
+            proptest::prop_assert_eq!(&answer, &test_support::clean_in_pieces(&text, &cuts));
             proptest::prop_assert!(
                 !answer.chars().any(|c| c.is_control() && c != '\t' && c != '\n'),
                 "{:?}",

@@ -1,5 +1,5 @@
-//! `WriteStdin`: typing into a `tty` shell (CONTRACT.md, Interactive
-//! sessions). Lines typed to a shell in front (bash, sh, dash, zsh) are
+//! `WriteStdin`: typing into a `tty` shell (docs/interactive.md, How it
+//! goes). Lines typed to a shell in front (bash, sh, dash, zsh) are
 //! checked like a `Bash` command before they are written; input to any
 //! other program is written as is (the sandbox is the boundary there).
 

@@ -21,13 +21,9 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 use test_support::bench::{Figure, Metric, Op, Unit, emit, save_samples};
-use test_support::percentile;
+use test_support::{percentile, spec};
 
-use shell_runtime::{ShellProcess, SpawnSpec};
-
-fn spec(command: &str) -> SpawnSpec {
-    SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
-}
+use shell_runtime::ShellProcess;
 
 #[expect(
     clippy::disallowed_methods,

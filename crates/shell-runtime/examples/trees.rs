@@ -11,11 +11,8 @@
 
 use std::time::Duration;
 
-use shell_runtime::{ShellManager, SpawnSpec};
-
-fn spec(command: &str) -> SpawnSpec {
-    SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
-}
+use shell_runtime::ShellManager;
+use test_support::spec;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {

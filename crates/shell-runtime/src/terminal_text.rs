@@ -254,31 +254,13 @@ impl TerminalText {
 mod tests {
     use super::{CleanOptions, HELD_LINE_BYTES, TerminalText, clean_text};
     use proptest::prelude::*;
+    use test_support::clean_in_pieces;
     use test_support::escapes::{ESCAPE_FAMILIES, ESCAPE_HEAVY_TEXT};
 
     fn clean(text: &str) -> String {
         let mut cleaner = TerminalText::new();
         let mut out = String::new();
         cleaner.push(text, &mut out);
-        cleaner.finish(&mut out);
-        out
-    }
-
-    fn clean_in_pieces(text: &str, cuts: &[usize]) -> String {
-        let mut cleaner = TerminalText::new();
-        let mut out = String::new();
-        let mut start = 0;
-        let mut cuts: Vec<usize> = cuts
-            .iter()
-            .map(|cut| (*cut).min(text.len()))
-            .filter(|cut| text.is_char_boundary(*cut))
-            .collect();
-        cuts.sort_unstable();
-        for cut in cuts {
-            cleaner.push(&text[start..cut], &mut out);
-            start = cut;
-        }
-        cleaner.push(&text[start..], &mut out);
         cleaner.finish(&mut out);
         out
     }

@@ -271,19 +271,6 @@ fn writes_in(dir: &std::path::Path) -> ConfinementSpec {
     }
 }
 
-/// A guard each command that signals broadly starts with: it goes on only
-/// where the given host pids are invisible and it is PID 2 (the init's
-/// shell), so a namespace that failed to appear can never let it loose.
-fn only_in_a_namespace(host_pids: &[u32]) -> String {
-    let mut guard = String::from("[ \"$$\" = 2 ] || { echo 'not in a namespace'; exit 99; }; ");
-    for pid in host_pids {
-        guard.push_str(&format!(
-            "[ -e /proc/{pid} ] && {{ echo 'host pid {pid} visible'; exit 99; }}; "
-        ));
-    }
-    guard
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandboxed_command_sees_and_signals_only_its_own_processes() {
     let dir = tempfile::tempdir().expect("dir");
@@ -333,7 +320,7 @@ async fn kill_minus_one_inside_ends_only_the_commands_processes() {
     let command = format!(
         "{}sleep 300 & a=$!; sleep 300 & b=$!; kill -9 -1; wait; \
          kill -0 $a 2>/dev/null || kill -0 $b 2>/dev/null || echo both ended; echo shell alive",
-        only_in_a_namespace(&[std::process::id(), canary_pid])
+        test_support::only_in_a_namespace(&[std::process::id(), canary_pid])
     );
     let shell = run_confined(&command, &confinement).await;
     // (bash reports the killed jobs on stderr.)

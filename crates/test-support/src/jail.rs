@@ -32,6 +32,7 @@
 //! Needs root, `unshare`, `mount`, `bwrap`, `getfattr` and cgroups;
 //! [`Jail::new`] says which is missing.
 
+use crate::is_root;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -869,10 +870,6 @@ fn cgroup_dirs(name: &str) -> Option<(PathBuf, PathBuf)> {
 /// root needs no write bit there).
 fn writable_dir(dir: &Path) -> bool {
     is_root() && dir.is_dir() && dir.join("cgroup.procs").exists()
-}
-
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
 }
 
 fn find_program(name: &str) -> Option<PathBuf> {

@@ -1,6 +1,6 @@
 //! Helpers shared by the tests and benchmarks of every crate of the
 //! workspace: processes looked up by pid, waits on events with generous
-//! deadlines, percentiles, a stub tool, the table of escape sequences cleaners are
+//! deadlines, percentiles, a shell's spawn spec ([`spec`]), a stub tool, the table of escape sequences cleaners are
 //! checked against ([`mod@escapes`]), and the figures benchmarks report
 //! ([`mod@bench`]). A dev-dependency only (`cargo xtask check-layers` refuses
 //! it as a normal one, except for xtask, which reads the figures).
@@ -30,6 +30,51 @@ pub use stub::{Echo, EchoParams};
 
 use std::time::Duration;
 
+use shell_runtime::SpawnSpec;
+
+/// `bash -c COMMAND` in the temp dir with this process's environment: the
+/// spawn spec shell-runtime's tests, benchmarks and examples start from.
+pub fn spec(command: &str) -> SpawnSpec {
+    SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
+}
+
+/// `text` fed to shell-runtime's streaming terminal cleaner in pieces cut
+/// at `cuts` (clamped to the text, those inside a character dropped): what
+/// a tty output file holds, and what any chunking must agree with.
+pub fn clean_in_pieces(text: &str, cuts: &[usize]) -> String {
+    let mut cuts: Vec<usize> = cuts
+        .iter()
+        .map(|cut| (*cut).min(text.len()))
+        .filter(|cut| text.is_char_boundary(*cut))
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut cleaner = shell_runtime::TerminalText::new();
+    let mut out = String::new();
+    let mut start = 0;
+    for cut in cuts {
+        cleaner.push(&text[start..cut], &mut out);
+        start = cut;
+    }
+    cleaner.push(&text[start..], &mut out);
+    cleaner.finish(&mut out);
+    out
+}
+
+/// A guard each command that signals broadly (`kill -9 -1`) starts with:
+/// it goes on only as PID 2 (a sandbox's shell, its init being PID 1) with
+/// the given host pids invisible, so a namespace that failed to appear can
+/// never let it loose on the host.
+pub fn only_in_a_namespace(host_pids: &[u32]) -> String {
+    let mut guard = String::from("[ \"$$\" = 2 ] || { echo 'not in a namespace'; exit 99; }; ");
+    for pid in host_pids {
+        guard.push_str(&format!(
+            "[ -e /proc/{pid} ] && {{ echo 'host pid {pid} visible'; exit 99; }}; "
+        ));
+    }
+    guard
+}
+
 /// `text` in single quotes, as bash reads it back literally (tests splice
 /// paths into commands with it).
 pub fn single_quoted(text: &str) -> String {
@@ -49,6 +94,15 @@ pub fn percentile(samples: &mut [Duration], pct: usize) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_namespace_guard_checks_pid_2_and_every_host_pid() {
+        let guard = only_in_a_namespace(&[41, 4242]);
+        assert!(guard.starts_with("[ \"$$\" = 2 ] || {"), "{guard}");
+        assert!(guard.contains("[ -e /proc/41 ] && { echo 'host pid 41 visible'; exit 99; }; "));
+        assert!(guard.contains("[ -e /proc/4242 ] &&"), "{guard}");
+        assert!(guard.ends_with("; "), "a command can follow: {guard}");
+    }
 
     #[test]
     fn percentiles_pick_by_rank() {

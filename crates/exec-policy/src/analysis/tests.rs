@@ -1,3 +1,5 @@
+//! Unit tests of the analysis: decisions on commands, by rule and by construct.
+
 use super::*;
 
 fn check(command: &str) -> Decision {

@@ -8,14 +8,9 @@
 
 use std::time::{Duration, Instant};
 
-use shell_runtime::{ShellProcess, SpawnSpec, Stream};
+use shell_runtime::{ShellProcess, Stream};
 
-/// `bash -c COMMAND` in the temp dir with this process's environment.
-pub fn spec(command: &str) -> SpawnSpec {
-    SpawnSpec::shell(command, std::env::temp_dir()).with_env(std::env::vars_os())
-}
-
-pub use test_support::{alive, gone, numbers_in, pids_in, read_pid};
+pub use test_support::{alive, gone, numbers_in, pids_in, read_pid, spec};
 
 /// What the shell wrote so far: stdout, then stderr.
 pub fn text(shell: &ShellProcess) -> String {

@@ -1,3 +1,5 @@
+//! Unit tests of input schemas: generation, validation and the messages that name a field.
+
 use super::*;
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
