@@ -114,20 +114,4 @@ mod tests {
         assert_eq!(error.to_string(), "cannot start `bash`");
         assert!(!error.to_string().contains(&cause.to_string()));
     }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn sandbox_errors_with_a_source_do_not_repeat_it() {
-        use crate::ConfineError;
-        for error in [
-            ConfineError::BadPath {
-                path: PathBuf::from("/nowhere"),
-                source: io::Error::from_raw_os_error(2),
-            },
-            ConfineError::Io(io::Error::from_raw_os_error(1)),
-        ] {
-            let cause = error.source().expect("a source").to_string();
-            assert!(!error.to_string().contains(&cause), "{error}");
-        }
-    }
 }

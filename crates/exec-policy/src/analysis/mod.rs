@@ -29,7 +29,7 @@ use regex::Regex;
 
 pub use rules::{ASK_RULES, FORK_BOMB, RULES, Rule};
 
-use crate::policy_file::{PolicyRule, RuleDecision};
+use crate::policy_rule::{PolicyRule, RuleDecision};
 use collect::{Collected, Collector};
 use command::Cmd;
 use paths::Protected;

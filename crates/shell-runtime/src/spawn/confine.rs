@@ -1057,3 +1057,24 @@ mod wire_tests {
         original.cgroup = None;
     }
 }
+
+#[cfg(test)]
+mod error_tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn sandbox_errors_with_a_source_do_not_repeat_it() {
+        for error in [
+            ConfineError::BadPath {
+                path: PathBuf::from("/nowhere"),
+                source: io::Error::from_raw_os_error(2),
+            },
+            ConfineError::Io(io::Error::from_raw_os_error(1)),
+        ] {
+            let cause = error.source().expect("a source").to_string();
+            assert!(!error.to_string().contains(&cause), "{error}");
+        }
+    }
+}

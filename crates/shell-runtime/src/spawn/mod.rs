@@ -17,9 +17,10 @@ use tokio::io::AsyncRead;
 use tokio::sync::oneshot;
 
 use crate::error::SpawnError;
+use crate::orphans::live_shells;
 use crate::spec::{SCRIPT_VAR, SpawnSpec};
 use crate::status::ExitInfo;
-use crate::tree::{SHELL_TAG_VAR, live_shells};
+use crate::tree::SHELL_TAG_VAR;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod arguments;
