@@ -9,7 +9,7 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleDecision {
-    /// An exemption: the simple command skips the seed regexes and the
+    /// An exemption: the simple command skips the built-in patterns and the
     /// built-in ask rules (never a built-in deny rule or a user deny or
     /// ask rule).
     Allow,
