@@ -9,6 +9,9 @@
 //!   may lift the workspace's `unsafe_code = "deny"`.
 //! - docs/BENCHMARKS.md ends with docs/benchmarks-notes.md, as
 //!   `cargo xtask bench` writes it.
+//! - No crate's top-level modules use each other in a cycle, read from
+//!   their `crate::` and `super::` paths; the edges still allowed to close
+//!   one are listed with their reasons.
 
 #![allow(
     clippy::expect_used,
