@@ -590,11 +590,11 @@ fn check_cwd(spec: &SpawnSpec) -> Result<(), SpawnError> {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(SpawnError::BadWorkingDir {
             path: spec.cwd.clone(),
-            reason: "not a directory".into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
         }),
-        Err(error) => Err(SpawnError::BadWorkingDir {
+        Err(source) => Err(SpawnError::BadWorkingDir {
             path: spec.cwd.clone(),
-            reason: error.to_string(),
+            source,
         }),
     }
 }
