@@ -9,6 +9,9 @@
 //!   may lift the workspace's `unsafe_code = "deny"`.
 //! - docs/BENCHMARKS.md ends with docs/benchmarks-notes.md, as
 //!   `cargo xtask bench` writes it.
+//! - No crate's top-level modules use each other in a cycle, read from
+//!   their `crate::` and `super::` paths; the edges still allowed to close
+//!   one are listed with their reasons.
 
 #![allow(
     clippy::expect_used,
@@ -474,4 +477,346 @@ fn the_doc_line_check_catches_what_it_is_meant_to() {
         ["empty.rs", "inner/tests.rs", "late.rs", "plain.rs"],
         "{found:#?}"
     );
+}
+
+/// Edges between top-level modules that may close a cycle, as (crate's
+/// `src`, from, to, reason). Nothing else may: modules in a cycle cannot be
+/// read, tested or moved alone. An edge listed here that no longer exists
+/// fails the test too, so the list only shrinks.
+const MODULE_CYCLES_ALLOWED: &[(&str, &str, &str, &str)] = &[
+    // The spawn pair: the spawn code uses the spec, cgroups and trees it
+    // starts commands with, while these reach into it for what only
+    // `unsafe` code can do. The containment issue moves it into a crate of
+    // its own, which ends these three.
+    (
+        "crates/shell-runtime/src",
+        "spec",
+        "spawn",
+        "`SpawnSpec` carries the prepared `Confinement`",
+    ),
+    (
+        "crates/shell-runtime/src",
+        "sys",
+        "spawn",
+        "`sys::adopter` asks for the spawner process's pid",
+    ),
+    (
+        "crates/shell-runtime/src",
+        "pool",
+        "spawn",
+        "`release_free_memory` calls glibc's `malloc_trim`",
+    ),
+    // Issue 30 item 3 (one policy gate for Bash and WriteStdin) gives the
+    // approval its own verdict; until then it answers with Bash's type.
+    (
+        "crates/exec-tools/src",
+        "approval",
+        "bash",
+        "`approval` answers with `BashAnswer`",
+    ),
+];
+
+/// A use tree (`a::{b, c::{d, self}}`, or an expression path
+/// `a::b::f(x)`) read from the start of `text`, as the paths it names.
+fn use_tree_paths(text: &str) -> Vec<Vec<String>> {
+    fn skip_space(chars: &[char], at: &mut usize) {
+        while chars.get(*at).is_some_and(|c| c.is_whitespace()) {
+            *at += 1;
+        }
+    }
+    fn tree(chars: &[char], at: &mut usize) -> Vec<Vec<String>> {
+        skip_space(chars, at);
+        if chars.get(*at) == Some(&'{') {
+            *at += 1;
+            let mut paths = Vec::new();
+            loop {
+                skip_space(chars, at);
+                match chars.get(*at) {
+                    Some('}') => {
+                        *at += 1;
+                        break;
+                    }
+                    Some(',') => *at += 1,
+                    None => break,
+                    Some(_) => {
+                        let before = *at;
+                        paths.extend(tree(chars, at));
+                        if *at == before {
+                            break;
+                        }
+                    }
+                }
+            }
+            return paths;
+        }
+        let start = *at;
+        while chars
+            .get(*at)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+        {
+            *at += 1;
+        }
+        if start == *at {
+            return vec![Vec::new()];
+        }
+        let ident: String = chars[start..*at].iter().collect();
+        skip_space(chars, at);
+        if chars.get(*at) == Some(&':') && chars.get(*at + 1) == Some(&':') {
+            *at += 2;
+            return tree(chars, at)
+                .into_iter()
+                .map(|rest| {
+                    let mut path = vec![ident.clone()];
+                    path.extend(rest.into_iter().filter(|segment| segment != "self"));
+                    path
+                })
+                .collect();
+        }
+        if ident == "self" {
+            return vec![Vec::new()];
+        }
+        vec![vec![ident]]
+    }
+    let chars: Vec<char> = text.chars().collect();
+    tree(&chars, &mut 0)
+}
+
+/// `text` without its line comments: a doc link is not a dependency.
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .map(|line| line.find("//").map_or(line, |at| &line[..at]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The crate-level paths a module file names: every `crate::` path, and
+/// every `super::` chain long enough to reach the crate root from a file
+/// `depth` modules deep (`src/a.rs` is 1, `src/a/b.rs` 2).
+fn crate_level_paths(text: &str, depth: usize) -> Vec<Vec<String>> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let text = without_comments(text);
+    let mut paths = Vec::new();
+    for (at, _) in text.match_indices("crate::") {
+        if text[..at].ends_with(is_ident) {
+            continue;
+        }
+        paths.extend(use_tree_paths(&text[at + "crate::".len()..]));
+    }
+    let mut at = 0;
+    while let Some(found) = text[at..].find("super::") {
+        let start = at + found;
+        let mut end = start;
+        let mut chain = 0;
+        while text[end..].starts_with("super::") {
+            end += "super::".len();
+            chain += 1;
+        }
+        if !text[..start].ends_with(is_ident) && chain >= depth {
+            paths.extend(use_tree_paths(&text[end..]));
+        }
+        at = end;
+    }
+    paths
+}
+
+/// One crate root (`lib.rs` or `main.rs`): the top-level modules it
+/// declares and the names it brings into the crate root from them (`pub use
+/// a::{B, c::D}` makes `crate::B` and `crate::D` mean module `a`).
+fn crate_root_modules(root_file: &Path) -> (Vec<String>, Vec<(String, String)>) {
+    let text = without_comments(&std::fs::read_to_string(root_file).expect("a readable root"));
+    let declaration = Regex::new(r"(?m)^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+([a-z_0-9]+)\s*;")
+        .expect("valid regex");
+    let modules: Vec<String> = declaration
+        .captures_iter(&text)
+        .map(|captures| captures[1].to_owned())
+        .collect();
+    let import = Regex::new(r"(?m)^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+").expect("valid regex");
+    let mut names = Vec::new();
+    for found in import.find_iter(&text) {
+        for path in use_tree_paths(&text[found.end()..]) {
+            if let (Some(first), Some(last)) = (path.first(), path.last())
+                && path.len() > 1
+                && modules.contains(first)
+            {
+                names.push((last.clone(), first.clone()));
+            }
+        }
+    }
+    (modules, names)
+}
+
+/// The dependency edges among one crate root's top-level modules, as
+/// (from, to) pairs, each once.
+fn module_edges(src: &Path, root_file: &Path) -> Vec<(String, String)> {
+    let (modules, names) = crate_root_modules(root_file);
+    let mut edges = Vec::new();
+    for module in &modules {
+        let single = src.join(format!("{module}.rs"));
+        let mut module_files: Vec<PathBuf> = files(&src.join(module), ".rs");
+        if single.exists() {
+            module_files.push(single);
+        }
+        for path in module_files {
+            let inside = path.strip_prefix(src).expect("a file under src");
+            let mut depth = inside.components().count();
+            if inside.ends_with("mod.rs") {
+                depth -= 1;
+            }
+            let text = std::fs::read_to_string(&path).expect("a readable source file");
+            for crate_path in crate_level_paths(&text, depth) {
+                let Some(first) = crate_path.first() else {
+                    continue;
+                };
+                let target = if modules.contains(first) {
+                    Some(first.clone())
+                } else {
+                    names
+                        .iter()
+                        .find(|(name, _)| name == first)
+                        .map(|(_, module)| module.clone())
+                };
+                if let Some(target) = target
+                    && target != *module
+                    && !edges.contains(&(module.clone(), target.clone()))
+                {
+                    edges.push((module.clone(), target));
+                }
+            }
+        }
+    }
+    edges.sort();
+    edges
+}
+
+/// The groups of modules that reach each other through `edges` (the
+/// strongly connected components with more than one module), sorted.
+fn module_cycles(edges: &[(String, String)]) -> Vec<Vec<String>> {
+    let reaches = |from: &str, to: &str| {
+        let mut seen = vec![from.to_owned()];
+        let mut pending = vec![from.to_owned()];
+        while let Some(module) = pending.pop() {
+            for (_, next) in edges.iter().filter(|(source, _)| *source == module) {
+                if next == to {
+                    return true;
+                }
+                if !seen.contains(next) {
+                    seen.push(next.clone());
+                    pending.push(next.clone());
+                }
+            }
+        }
+        false
+    };
+    let mut modules: Vec<&String> = edges.iter().flat_map(|(from, to)| [from, to]).collect();
+    modules.sort();
+    modules.dedup();
+    let mut cycles: Vec<Vec<String>> = Vec::new();
+    for module in modules {
+        if cycles.iter().any(|cycle| cycle.contains(module)) {
+            continue;
+        }
+        let mut cycle: Vec<String> = edges
+            .iter()
+            .filter(|(_, to)| to != module && reaches(module, to) && reaches(to, module))
+            .map(|(_, to)| to.clone())
+            .collect();
+        if !cycle.is_empty() {
+            cycle.push(module.clone());
+            cycle.sort();
+            cycle.dedup();
+            cycles.push(cycle);
+        }
+    }
+    cycles
+}
+
+/// Every crate root in the workspace with its `src` directory.
+fn crate_roots() -> Vec<(PathBuf, PathBuf)> {
+    let root = root();
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .expect("the crates directory")
+        .map(|entry| entry.expect("a directory entry").path().join("src"))
+        .collect();
+    sources.push(root.join("xtask/src"));
+    sources.sort();
+    let mut roots = Vec::new();
+    for src in sources {
+        for name in ["lib.rs", "main.rs"] {
+            if src.join(name).exists() {
+                roots.push((src.clone(), src.join(name)));
+            }
+        }
+    }
+    roots
+}
+
+#[test]
+fn no_crate_has_a_cycle_among_its_top_level_modules() {
+    let roots = crate_roots();
+    assert!(roots.len() > 6, "found the crates: {roots:?}");
+    let mut found = Vec::new();
+    let mut allowed_seen = Vec::new();
+    for (src, root_file) in roots {
+        let edges: Vec<(String, String)> = module_edges(&src, &root_file)
+            .into_iter()
+            .filter(|(from, to)| {
+                let allowed =
+                    MODULE_CYCLES_ALLOWED
+                        .iter()
+                        .find(|(dir, allowed_from, allowed_to, _)| {
+                            relative(&src) == *dir && from == allowed_from && to == allowed_to
+                        });
+                allowed_seen.extend(allowed);
+                allowed.is_none()
+            })
+            .collect();
+        for cycle in module_cycles(&edges) {
+            let inside: Vec<String> = edges
+                .iter()
+                .filter(|(from, to)| cycle.contains(from) && cycle.contains(to))
+                .map(|(from, to)| format!("{from} -> {to}"))
+                .collect();
+            found.push(format!(
+                "{}: {} ({})",
+                relative(&root_file),
+                cycle.join(", "),
+                inside.join(", ")
+            ));
+        }
+    }
+    for allowed in MODULE_CYCLES_ALLOWED {
+        if !allowed_seen.contains(&allowed) {
+            found.push(format!(
+                "{}: {} -> {} is allowed but no longer used: drop it from MODULE_CYCLES_ALLOWED",
+                allowed.0, allowed.1, allowed.2
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "top-level modules use each other: move the shared piece into a module \
+         both use, or turn one dependency around:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn module_paths_are_read_in_every_form() {
+    assert_eq!(
+        crate_level_paths("use crate::{tree::{kill, Tag}, sys};", 1),
+        [vec!["tree", "kill"], vec!["tree", "Tag"], vec!["sys"]]
+    );
+    assert_eq!(
+        crate_level_paths("let x = crate::pool::MemoryPool::new(1); // crate::doc", 1),
+        [vec!["pool", "MemoryPool", "new"]]
+    );
+    assert_eq!(
+        crate_level_paths("use super::super::env::Rules; use super::words;", 2),
+        [vec!["env", "Rules"]]
+    );
+    assert!(crate_level_paths("$crate::x; my_crate::y; use super::tests;", 2).len() == 1);
+    let edges = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("e", "d")]
+        .map(|(from, to)| (from.to_owned(), to.to_owned()));
+    assert_eq!(module_cycles(&edges), [vec!["a", "b", "c"]]);
+    assert!(module_cycles(&edges[1..]).is_empty());
 }

@@ -123,18 +123,24 @@ pub(crate) fn setup(
     }
     if !sandbox.is_off() {
         let prepared = if sandbox.mode.contains() && fake_no_namespaces() {
-            Err(shell_runtime::ConfineError::NoNamespace(
-                "namespaces refused (AGENT_EXEC_TEST_NO_NAMESPACES, a test switch)".to_owned(),
-            ))
+            Err(shell_runtime::ConfineError::NoNamespace {
+                reason: "namespaces refused (AGENT_EXEC_TEST_NO_NAMESPACES, a test switch)"
+                    .to_owned(),
+                source: None,
+            })
         } else {
             exec_tools::prepare_sandbox(&sandbox)
         };
         let prepared = match prepared {
             // The default mode never refuses to start: it says, once, what
             // is not contained and why, and so does tools/list.
-            Err(shell_runtime::ConfineError::NoNamespace(reason))
+            Err(shell_runtime::ConfineError::NoNamespace { reason, source })
                 if sandbox.mode == exec_policy::SandboxMode::Contain =>
             {
+                let reason = match source {
+                    Some(source) => format!("{reason}: {source}"),
+                    None => reason,
+                };
                 crate::report(&format!(
                     "agent-exec: warning: commands are not contained (no PID, mount or IPC namespace of their own; the client, the server and the user's processes stay visible to them): {reason}"
                 ));

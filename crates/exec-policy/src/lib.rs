@@ -23,6 +23,7 @@ mod env;
 mod exports;
 mod glob;
 mod policy_file;
+mod policy_rule;
 mod sandbox;
 mod workdir;
 
@@ -38,9 +39,9 @@ pub use env::{
 };
 pub use exports::{NotCarried, export_carries};
 pub use policy_file::{
-    MIN_MEMORY_LIMIT, Policy, PolicyError, PolicyRule, RedactRules, RuleDecision, RuleMatcher,
-    parse_memory_limit, parse_size,
+    MIN_MEMORY_LIMIT, Policy, PolicyError, RedactRules, parse_memory_limit, parse_size,
 };
+pub use policy_rule::{PolicyRule, RuleDecision, RuleMatcher};
 pub use sandbox::{
     NOT_CONTAINED, NetworkAccess, ResourceLimits, SandboxMode, SandboxSpec, SkippedWritable,
 };

@@ -576,6 +576,9 @@ fn ceil_char_boundary(text: &str, index: usize) -> usize {
 }
 
 #[cfg(test)]
+mod pool_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

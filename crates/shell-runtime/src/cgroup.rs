@@ -676,7 +676,7 @@ pub fn end_all_contained() {
             end_tree(&extra.parent);
         }
     }
-    crate::tree::end_adopted();
+    crate::orphans::end_adopted();
 }
 
 /// What the janitor does for a server that is gone: [`end_tree`] of its
@@ -738,7 +738,7 @@ fn empty_dir(dir: &Path, kind: Kind) -> bool {
         for pid in live {
             sys::send(pid, Signal::SIGKILL);
         }
-        crate::tree::reap_orphans();
+        crate::orphans::reap_orphans();
         std::thread::sleep(Duration::from_millis(2));
     }
     tracing::warn!(cgroup = %dir.display(), "processes still appear after 400 rounds of SIGKILL");

@@ -26,6 +26,7 @@ mod fds;
 mod instance;
 mod manager;
 mod memfd;
+mod orphans;
 mod pool;
 mod proc_view;
 mod process;

@@ -29,40 +29,40 @@ use regex::Regex;
 
 pub use rules::{ASK_RULES, FORK_BOMB, LITERAL_ASK_RULES, RULES, Rule};
 
-use crate::policy_file::{PolicyRule, RuleDecision};
+use crate::policy_rule::{PolicyRule, RuleDecision};
 use collect::{Collected, Collector};
 use command::Cmd;
 use paths::Protected;
 use scope::Scope;
 
-/// The seed's patterns, each applied to every unwrapped simple command from
-/// its program word on (never to the raw text), anchored so relative and
-/// `/tmp` paths do not match.
-const SEED_PATTERNS: &[(&str, &str)] = &[
-    ("seed.rm-rf-root", r"^rm\s+-rf\s+/\*?(\s|$)"),
+/// The built-in patterns, each applied to every unwrapped simple command
+/// from its program word on (never to the raw text), anchored so relative
+/// and `/tmp` paths do not match. Each id says what it catches.
+const BUILT_IN_PATTERNS: &[(&str, &str)] = &[
+    ("rm-rf-root", r"^rm\s+-rf\s+/\*?(\s|$)"),
     // On a device: `mkfs.ext4 disk.img` makes an image, and is allowed.
-    ("seed.mkfs", r"^mkfs\.\S*\s(.*\s)?/dev/"),
+    ("mkfs-on-device", r"^mkfs\.\S*\s(.*\s)?/dev/"),
     (
-        "seed.dd-to-disk",
+        "dd-to-disk",
         r"^dd\s+if=.+of=/dev/(sd|nvme|vd|xvd|hd|mmcblk|disk)",
     ),
-    ("seed.write-to-disk", r">\s*/dev/sd"),
-    ("seed.chmod-777-root", r"^chmod\s+-R\s+777\s+/(\s|$)"),
+    ("redirect-to-disk", r">\s*/dev/sd"),
+    ("chmod-777-root", r"^chmod\s+-R\s+777\s+/(\s|$)"),
 ];
 
-/// [`SEED_PATTERNS`] compiled, each with its id. They are constants, so
-/// one that does not compile is a bug in this crate: it panics on the first
-/// analysis instead of dropping a rule unseen, and the unit test
-/// `every_seed_pattern_compiles` catches it before any release.
-static SEED: LazyLock<Vec<(&str, Regex)>> = LazyLock::new(|| {
-    SEED_PATTERNS
+/// [`BUILT_IN_PATTERNS`] compiled, each with its id. They are constants,
+/// so one that does not compile is a bug in this crate: it panics on the
+/// first analysis instead of dropping a rule unseen, and the unit test
+/// `every_built_in_pattern_compiles` catches it before any release.
+static BUILT_IN: LazyLock<Vec<(&str, Regex)>> = LazyLock::new(|| {
+    BUILT_IN_PATTERNS
         .iter()
         .map(|&(id, pattern)| {
             #[expect(
                 clippy::expect_used,
-                reason = "the seed patterns are constants; a unit test compiles every one"
+                reason = "the built-in patterns are constants; a unit test compiles every one"
             )]
-            let re = Regex::new(pattern).expect("a seed pattern compiles");
+            let re = Regex::new(pattern).expect("a built-in pattern compiles");
             (id, re)
         })
         .collect()
@@ -89,7 +89,7 @@ pub struct AnalyzerConfig {
 /// Where the rule that refused a command comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuleSource {
-    /// A built-in rule or a seed pattern: the command is dangerous.
+    /// A built-in rule or pattern: the command is dangerous.
     BuiltIn,
     /// The policy file (`[deny] regex`, a `[[rule]]`): the command is
     /// refused or asked about by choice, not necessarily dangerous.
@@ -99,7 +99,7 @@ pub enum RuleSource {
 /// Why a command may not run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
-    /// The rule's id (`recursive-delete-protected`, `seed.mkfs`, `policy.deny[0]`...).
+    /// The rule's id (`recursive-delete-protected`, `mkfs-on-device`, `policy.deny[0]`...).
     pub rule_id: String,
     /// Where the rule comes from (it decides the wording of the message).
     pub source: RuleSource,
@@ -513,11 +513,12 @@ impl Analyzer {
             if self.allow.iter().any(|re| matches_from_start(re, &matched)) {
                 continue;
             }
-            // A `[[rule]]` allow exempts from the seed patterns only, and so
-            // do `--help` and `--version`, which only print (`mkfs.ext4
-            // --help`); the user's own `[deny]` regexes still refuse them.
+            // A `[[rule]]` allow exempts from the built-in patterns only,
+            // and so do `--help` and `--version`, which only print
+            // (`mkfs.ext4 --help`); the user's own `[deny]` regexes still
+            // refuse them.
             let exempt = found.allow.is_some() || rules::asks_help(cmd);
-            let seed = SEED
+            let built_in = BUILT_IN
                 .iter()
                 .filter(|(_, re)| !exempt && re.is_match(&matched));
             let policy = self
@@ -525,11 +526,11 @@ impl Analyzer {
                 .iter()
                 .filter(|(_, re)| matches_from_start(re, &matched))
                 .map(|(id, re)| (id.as_str(), re));
-            if let Some((id, re)) = seed.map(|(id, re)| (*id, re)).chain(policy).next() {
+            if let Some((id, re)) = built_in.map(|(id, re)| (*id, re)).chain(policy).next() {
                 let reason = if id.starts_with(POLICY_PREFIX) {
                     format!("matches `{}`", re.as_str())
                 } else {
-                    format!("matches the seed pattern `{}`", re.as_str())
+                    format!("matches the built-in pattern `{}`", re.as_str())
                 };
                 let mut refusal = denial(id, &reason, text);
                 refusal.matched = re.find(&matched).map(|m| m.as_str().to_owned());

@@ -25,7 +25,7 @@ pub struct Rule {
 
 /// Built-in rules whose finding is `ask`, not `deny`: danger that cannot be
 /// settled before the command runs. They apply only where no deny rule
-/// (of [`RULES`], [`FORK_BOMB`], the seed or policy patterns) does.
+/// (of [`RULES`], [`FORK_BOMB`], the built-in or policy patterns) does.
 pub static ASK_RULES: &[Rule] = &[
     DELETE_REPOSITORY,
     UNVERIFIED_SCRIPT,

@@ -97,17 +97,59 @@ fn git_commit_is_located_after_the_commit_word() {
 
 /// A broken built-in pattern must not drop its rule unseen.
 #[test]
-fn every_seed_pattern_compiles() {
-    for (id, pattern) in SEED_PATTERNS {
+fn every_built_in_pattern_compiles() {
+    for (id, pattern) in BUILT_IN_PATTERNS {
         assert!(Regex::new(pattern).is_ok(), "{id}: `{pattern}`");
     }
-    assert_eq!(SEED.len(), SEED_PATTERNS.len());
-    for (id, _) in SEED_PATTERNS {
+    assert_eq!(BUILT_IN.len(), BUILT_IN_PATTERNS.len());
+    for (id, _) in BUILT_IN_PATTERNS {
         assert!(
-            SEED.iter().any(|(seed_id, _)| seed_id == id),
+            BUILT_IN.iter().any(|(built_in_id, _)| built_in_id == id),
             "{id} is checked"
         );
     }
+}
+
+/// The built-in patterns' ids say what they catch, in the built-in rules'
+/// style (lower-case words joined by `-`, no prefix), and name no other
+/// rule: a refusal's `rule` is one rule.
+#[test]
+fn built_in_pattern_ids_say_what_they_catch() {
+    let ids: Vec<&str> = BUILT_IN_PATTERNS.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        ids,
+        [
+            "rm-rf-root",
+            "mkfs-on-device",
+            "dd-to-disk",
+            "redirect-to-disk",
+            "chmod-777-root"
+        ]
+    );
+    let rule_ids: Vec<&str> = RULES
+        .iter()
+        .chain(ASK_RULES)
+        .map(|rule| rule.id)
+        .chain([FORK_BOMB.id])
+        .collect();
+    for id in ids {
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+            "{id}"
+        );
+        assert!(!rule_ids.contains(&id), "{id} is also a rule's id");
+    }
+    // The rules leave `/dev/null` to the pattern, which refuses any `/dev/`.
+    let Decision::Deny(denial) = Analyzer::default().check("mkfs.foo x /dev/null") else {
+        panic!("allowed")
+    };
+    assert_eq!(denial.rule_id, "mkfs-on-device");
+    assert!(
+        denial.reason.starts_with("matches the built-in pattern"),
+        "{}",
+        denial.reason
+    );
 }
 
 #[test]
@@ -194,7 +236,7 @@ fn policy_patterns_see_the_unwrapped_program_with_its_path_reduced() {
             .check("/usr/bin/curl https://evil.com")
             .is_allowed()
     );
-    // And so do the seed patterns.
+    // And so do the built-in patterns.
     let analyzer = Analyzer::default();
     let Decision::Deny(denial) = analyzer.check("/sbin/mkfs.ext4 /dev/sdb") else {
         panic!("allowed")
@@ -996,7 +1038,7 @@ fn abbreviations_multiarch_dirs_and_dbus_stops_are_refused() {
 
 /// `--help`/`--version` (before `--`), and a lone `-V`/`-h`, of the
 /// filesystem, wiping and delete tools only print and exit (`mkfs.TYPE`
-/// stays refused by the seed's `^mkfs\.` pattern).
+/// stays refused by the built-in `^mkfs\.` pattern).
 #[test]
 fn help_and_version_of_destructive_tools_run() {
     for command in [

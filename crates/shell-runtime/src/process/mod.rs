@@ -19,7 +19,7 @@ use crate::redact::StreamReplacer;
 use crate::spec::SpawnSpec;
 use crate::status::{EndRequest, ExitInfo, ShellStatus};
 use crate::sys;
-use crate::tree::{self, TreeId};
+use crate::tree::TreeId;
 
 use capture::{Capture, Spill, read_stream};
 pub use capture::{SpillReport, SpillShortfall};
@@ -125,7 +125,7 @@ impl ShellProcess {
     /// inside a tokio runtime with I/O and time enabled.
     pub async fn spawn(mut spec: SpawnSpec) -> Result<Arc<Self>, SpawnError> {
         ensure_subreaper();
-        tree::ensure_reaper();
+        crate::orphans::ensure_reaper();
         let tag = next_tag();
         // Before the fork: the command's own run time is never under-reported.
         let started_at = Instant::now();

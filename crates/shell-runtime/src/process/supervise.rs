@@ -10,6 +10,7 @@ use nix::sys::signal::Signal;
 use tokio::task::JoinHandle;
 
 use super::{KILL_WAIT, ShellProcess};
+use crate::orphans;
 use crate::spec::{SpawnSpec, name_matches};
 use crate::status::{EndRequest, ExitInfo, ShellStatus};
 use crate::sys;
@@ -45,7 +46,7 @@ pub(super) async fn supervise(
             }
         }
     };
-    tree::forget_shell(shell.pid);
+    orphans::forget_shell(shell.pid);
     let exit = waited.unwrap_or(ExitInfo {
         code: -1,
         signal: None,
@@ -96,7 +97,7 @@ pub(super) async fn supervise(
         // A kept process still holds the pipe: stop reading it.
         reader.abort();
     }
-    tree::reap_orphans();
+    orphans::reap_orphans();
     {
         let mut state = shell.run_state();
         state.ended_jobs = ended_jobs;
@@ -135,9 +136,9 @@ impl Drop for AbandonGuard {
             .name("shell-reaper".into())
             .spawn(move || {
                 sys::wait_blocking(pid);
-                tree::forget_shell(pid);
+                orphans::forget_shell(pid);
             });
-        tree::reap_orphans();
+        orphans::reap_orphans();
         {
             let mut state = shell.run_state();
             state.request.get_or_insert(EndRequest::Kill);
@@ -160,7 +161,7 @@ fn left_anything(tree: &TreeId) -> bool {
     if sys::group_alive(tree.shell_pid) || tree.cgroup_populated() {
         return true;
     }
-    let shells = tree::live_shells().clone();
+    let shells = orphans::live_shells().clone();
     sys::main_thread_children()
         .into_iter()
         .any(|pid| pid != tree.shell_pid && !shells.contains(&pid))
@@ -204,7 +205,7 @@ async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
     }
     let deadline = Instant::now() + spec.leftover_grace;
     loop {
-        tree::reap_orphans();
+        orphans::reap_orphans();
         let still: Vec<i32> = targets
             .iter()
             .copied()
@@ -232,7 +233,7 @@ async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
     {
         sys::send(member.pid, Signal::SIGKILL);
     }
-    tree::reap_orphans();
+    orphans::reap_orphans();
     jobs
 }
 

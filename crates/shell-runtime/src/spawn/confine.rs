@@ -20,12 +20,14 @@ use std::path::{Path, PathBuf};
 use super::filter::{self, MAX_PROGRAMS};
 use crate::spec::ConfinementSpec;
 
-/// Why a confinement cannot be enforced on this machine.
+/// Why a confinement cannot be enforced on this machine. Where the kernel
+/// refused, its error is the `source()`, never repeated in the message (a
+/// printer walking the chain, `{:#}` in anyhow, shows it once).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfineError {
     /// The kernel has no Landlock (or it is disabled).
-    #[error("the kernel does not support Landlock (needed for --sandbox): {0}")]
-    NoLandlock(io::Error),
+    #[error("the kernel does not support Landlock (needed for --sandbox)")]
+    NoLandlock(#[source] io::Error),
     /// A path given as writable cannot be opened.
     #[error("cannot open `{path}` for a Landlock rule")]
     BadPath {
@@ -34,12 +36,22 @@ pub enum ConfineError {
         /// Why.
         source: io::Error,
     },
-    /// seccomp filters are unavailable, or this architecture is not supported.
+    /// The kernel refused seccomp (`PR_GET_SECCOMP` failed).
+    #[error("cannot install the sandbox's seccomp filter")]
+    SeccompRefused(#[source] io::Error),
+    /// The seccomp programs cannot be built for this architecture, or do
+    /// not fit.
     #[error("cannot install the sandbox's seccomp filter: {0}")]
     NoSeccomp(String),
     /// No PID and mount namespace can be made for a command.
-    #[error("cannot give commands a PID namespace of their own: {0}")]
-    NoNamespace(String),
+    #[error("cannot give commands a PID namespace of their own: {reason}")]
+    NoNamespace {
+        /// Why, in words, with a hint where one helps.
+        reason: String,
+        /// What the kernel said, where it refused.
+        #[source]
+        source: Option<io::Error>,
+    },
     /// Another kernel refusal.
     #[error("cannot prepare the sandbox")]
     Io(#[from] io::Error),
@@ -303,10 +315,13 @@ impl Confinement {
 impl Namespace {
     fn prepare() -> Result<Self, ConfineError> {
         if !super::raw::SUPPORTED {
-            return Err(ConfineError::NoNamespace(format!(
-                "the namespace's init is not built for {}",
-                std::env::consts::ARCH
-            )));
+            return Err(ConfineError::NoNamespace {
+                reason: format!(
+                    "the namespace's init is not built for {}",
+                    std::env::consts::ARCH
+                ),
+                source: None,
+            });
         }
         // The commands' inits share our memory: not dumpable, nothing of
         // it reads through `/proc/PID/mem`, `environ` or `maps` but with
@@ -314,10 +329,10 @@ impl Namespace {
         // Landlock's; agent-exec does so at start-up already).
         // SAFETY: prctl with integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } != 0 {
-            return Err(ConfineError::NoNamespace(format!(
-                "cannot make this process undumpable: {}",
-                io::Error::last_os_error()
-            )));
+            return Err(ConfineError::NoNamespace {
+                reason: "cannot make this process undumpable".to_owned(),
+                source: Some(io::Error::last_os_error()),
+            });
         }
         // SAFETY: geteuid and getegid have no preconditions.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -346,7 +361,7 @@ impl Namespace {
 /// Starts an init in probe mode (no shell) under the whole confinement
 /// and checks that it could enter its namespaces and apply the rest.
 fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), ConfineError> {
-    let why_not = |reason: String| {
+    let why_not = |reason: &str, source: Option<io::Error>| {
         let hint = if namespace.user.is_some() {
             "; as a normal user this needs unprivileged user namespaces \
              (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, \
@@ -354,7 +369,10 @@ fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), Confine
         } else {
             ""
         };
-        ConfineError::NoNamespace(format!("{reason}{hint}"))
+        ConfineError::NoNamespace {
+            reason: format!("{reason}{hint}"),
+            source,
+        }
     };
     let plan = confinement.plan();
     // An empty program: the init answers as PID 1 and exits.
@@ -370,18 +388,15 @@ fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), Confine
         &[],
         None,
     )
-    .map_err(|error| {
-        why_not(format!(
-            "starting a process in new namespaces failed: {error}"
-        ))
-    })?;
+    .map_err(|error| why_not("starting a process in new namespaces failed", Some(error)))?;
     let status = super::vfork::wait_blocking(&child);
     if status == Some(0) {
         Ok(())
     } else {
-        Err(why_not(format!(
-            "the namespace's init reported {status:?}, not 0"
-        )))
+        Err(why_not(
+            &format!("the namespace's init reported {status:?}, not 0"),
+            None,
+        ))
     }
 }
 
@@ -651,9 +666,7 @@ unsafe fn write_file(path: &std::ffi::CStr, text: *const libc::c_char) -> bool {
 fn seccomp_programs(deny_network: bool) -> Result<Vec<Vec<libc::sock_filter>>, ConfineError> {
     // SAFETY: PR_GET_SECCOMP takes no arguments.
     if unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) } < 0 {
-        return Err(ConfineError::NoSeccomp(
-            io::Error::last_os_error().to_string(),
-        ));
+        return Err(ConfineError::SeccompRefused(io::Error::last_os_error()));
     }
     let programs = filter::programs(deny_network).map_err(ConfineError::NoSeccomp)?;
     if programs.len() > MAX_PROGRAMS
@@ -1055,5 +1068,58 @@ mod wire_tests {
         // Neither removes a cgroup on drop: neither holds one now.
         let mut original = original;
         original.cgroup = None;
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn sandbox_errors_with_a_source_do_not_repeat_it() {
+        for error in [
+            ConfineError::BadPath {
+                path: PathBuf::from("/nowhere"),
+                source: io::Error::from_raw_os_error(2),
+            },
+            ConfineError::Io(io::Error::from_raw_os_error(1)),
+            ConfineError::NoLandlock(io::Error::from_raw_os_error(38)),
+            ConfineError::SeccompRefused(io::Error::from_raw_os_error(22)),
+            ConfineError::NoNamespace {
+                reason: "cannot make this process undumpable".to_owned(),
+                source: Some(io::Error::from_raw_os_error(1)),
+            },
+        ] {
+            let cause = error.source().expect("a source").to_string();
+            assert!(!error.to_string().contains(&cause), "{error}");
+        }
+    }
+
+    /// The kernel's error is carried as itself, not as its text: a caller
+    /// can tell ENOSYS from EPERM.
+    #[test]
+    fn the_kernels_error_is_the_source_with_its_kind() {
+        let source_of = |error: &ConfineError| {
+            error
+                .source()
+                .and_then(|source| source.downcast_ref::<io::Error>())
+                .map(io::Error::kind)
+        };
+        let landlock = ConfineError::NoLandlock(io::Error::from_raw_os_error(38));
+        assert_eq!(source_of(&landlock), Some(io::ErrorKind::Unsupported));
+        let seccomp = ConfineError::SeccompRefused(io::Error::from_raw_os_error(22));
+        assert_eq!(source_of(&seccomp), Some(io::ErrorKind::InvalidInput));
+        let namespace = ConfineError::NoNamespace {
+            reason: "starting a process in new namespaces failed".to_owned(),
+            source: Some(io::Error::from_raw_os_error(1)),
+        };
+        assert_eq!(source_of(&namespace), Some(io::ErrorKind::PermissionDenied));
+        let no_kernel_word = ConfineError::NoNamespace {
+            reason: "the namespace's init reported None, not 0".to_owned(),
+            source: None,
+        };
+        assert!(no_kernel_word.source().is_none());
     }
 }

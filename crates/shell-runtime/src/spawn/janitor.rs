@@ -39,7 +39,7 @@ impl Janitor {
     pub fn wait(&mut self) -> io::Result<ExitStatus> {
         let status = self.child.wait();
         if let Ok(pid) = i32::try_from(self.child.id()) {
-            crate::tree::forget_shell(pid);
+            crate::orphans::forget_shell(pid);
         }
         status
     }
@@ -71,7 +71,7 @@ pub fn start_janitor(program: &Path, args: &[OsString]) -> io::Result<Janitor> {
     let child = command.spawn()?;
     // Never a shell's orphan: the reaper and the tree walks pass it by.
     if let Ok(pid) = i32::try_from(child.id()) {
-        crate::tree::live_shells().push(pid);
+        crate::orphans::live_shells().push(pid);
     }
     Ok(Janitor {
         _pipe: write.into(),

@@ -17,9 +17,10 @@ use tokio::io::AsyncRead;
 use tokio::sync::oneshot;
 
 use crate::error::SpawnError;
+use crate::orphans::live_shells;
 use crate::spec::{SCRIPT_VAR, SpawnSpec};
 use crate::status::ExitInfo;
-use crate::tree::{SHELL_TAG_VAR, live_shells};
+use crate::tree::SHELL_TAG_VAR;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod arguments;
@@ -589,11 +590,11 @@ fn check_cwd(spec: &SpawnSpec) -> Result<(), SpawnError> {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(SpawnError::BadWorkingDir {
             path: spec.cwd.clone(),
-            reason: "not a directory".into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
         }),
-        Err(error) => Err(SpawnError::BadWorkingDir {
+        Err(source) => Err(SpawnError::BadWorkingDir {
             path: spec.cwd.clone(),
-            reason: error.to_string(),
+            source,
         }),
     }
 }
