@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use shell_runtime::{
     EndRequest, ExitInfo, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream,
+    TERMINAL_COLUMNS, TERMINAL_ROWS,
 };
 use tool_core::{
     Answer, Approval, ExecutionContext, ProgressUpdate, Tool, ToolAnnotations, ToolCategory,
@@ -26,7 +27,7 @@ use crate::carried_state::{
     CaptureError, CarriedStateSlot, STATE_FD, STATELESS_BUILTINS, StateChannel, Vars,
     may_change_state, wrap_command,
 };
-use crate::environment::{AskFallback, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
+use crate::environment::{AskFallback, DEFAULT_TIMEOUT, ExecEnvironment, OUTPUT_FILE_CAP};
 use crate::exec_judge::{CallContext, Checks};
 use crate::metadata::{BashMetadata, capped_command};
 use crate::render::{Rendered, render_streams};
@@ -52,21 +53,49 @@ pub struct BashParams {
     pub description: Option<String>,
     /// Run this command in this directory (relative to the session's directory, or absolute; inside the allowed roots). The session's directory stays as it was.
     pub workdir: Option<String>,
-    /// Timeout in milliseconds (1000-600000). Foreground default 120000; in the background, only when given.
-    #[schemars(range(min = 1000, max = 600_000))]
+    /// Timeout in milliseconds; the schema states its bounds and the
+    /// foreground default ([`timeout_description`]).
+    #[schemars(range(min = MIN_TIMEOUT_MS, max = MAX_TIMEOUT_MS), description = timeout_description())]
     pub timeout: Option<u64>,
     /// Start the command in the background and return at once with its id.
     #[serde(default)]
     #[schemars(default = "default_false")]
     pub run_in_background: bool,
-    /// Run under a terminal (120x40): only for programs that prompt or are interactive (REPLs, `read`, ssh/password prompts, pagers, editors). Answers when the program waits for input; talk to it with `WriteStdin`.
+    /// Run under a terminal: only for programs that prompt or are
+    /// interactive; the schema states the terminal's size ([`tty_description`]).
     #[serde(default)]
-    #[schemars(default = "default_false")]
+    #[schemars(default = "default_false", description = tty_description())]
     pub tty: bool,
 }
 
 fn default_false() -> bool {
     false
+}
+
+/// The shortest `timeout` a call may give, in milliseconds.
+const MIN_TIMEOUT_MS: u64 = 1000;
+/// The longest `timeout` a call may give, in milliseconds.
+const MAX_TIMEOUT_MS: u64 = 600_000;
+
+/// `timeout`'s description, from the bounds and the default it states.
+fn timeout_description() -> String {
+    format!(
+        "Timeout in milliseconds ({MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS}). Foreground default {}; in the background, only when given.",
+        DEFAULT_TIMEOUT.as_millis()
+    )
+}
+
+/// `tty`'s description, from the terminal size it states.
+fn tty_description() -> String {
+    format!(
+        "Run under a terminal ({}): only for programs that prompt or are interactive (REPLs, `read`, ssh/password prompts, pagers, editors). Answers when the program waits for input; talk to it with `WriteStdin`.",
+        terminal_size()
+    )
+}
+
+/// The size of the terminals `tty: true` commands get, as `COLUMNSxROWS`.
+fn terminal_size() -> String {
+    format!("{TERMINAL_COLUMNS}x{TERMINAL_ROWS}")
 }
 
 /// Runs shell commands.
@@ -82,18 +111,26 @@ impl BashTool {
     }
 }
 
-const DESCRIPTION: &str = "Runs a bash command and returns its output (stdout, then `[stderr]` and stderr).\n\
+/// The tool's description, stating the configured foreground default
+/// timeout and answer size, the `timeout` bounds and the terminal size.
+fn description(default_timeout: Duration, max_output_chars: usize) -> String {
+    let default_ms = default_timeout.as_millis();
+    let terminal = terminal_size();
+    format!(
+        "Runs a bash command and returns its output (stdout, then `[stderr]` and stderr).\n\
 \n\
 - Each call starts a fresh `bash -c`, but the working directory and exported variables a foreground command leaves (`cd`, `export`) carry over to later calls, foreground and background; when the directory changes the answer ends with `[cwd now PATH]`.\n\
 - `workdir` runs one command elsewhere without moving the session: prefer it to `cd DIR && ...` when later commands should stay where they are.\n\
 - Quote paths that contain spaces or special characters: `cd \"my dir\"`. Chain dependent steps with `&&`, independent ones with `;`.\n\
-- Foreground commands time out after 120000 ms unless `timeout` says otherwise (1000-600000); on timeout every process the command started is ended.\n\
+- Foreground commands time out after {default_ms} ms unless `timeout` says otherwise ({MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS}); on timeout every process the command started is ended.\n\
 - For servers, watchers and anything long, set `run_in_background: true`: the call returns a `bash_id` at once; read new output with BashOutput and stop it with KillShell. Background jobs (`cmd &`) left by a foreground command are ended when it returns.\n\
-- Output over 30000 characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
+- Output over {max_output_chars} characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
 - Commands run without a terminal: stdin is empty, editors fail and pagers print. For everything scriptable stay so (use `git --no-pager`, `-y` flags, here-docs and the like).\n\
-- `tty: true` is for what cannot be scripted: prompts (`read`, a password or host-key question, `git add -p`), REPLs (python3, node, psql), full-screen programs (less, vim, top). The command runs under a 120x40 terminal (stdout and stderr merged); when it waits for input the call answers with the output so far and `Waiting for input: shell_xxxxxxxx`, and it goes on as a background shell: type into it with WriteStdin, read its screen with BashOutput `screen: true`, end it with KillShell. Its `cd`/`export` do not carry over, and without an explicit `timeout` it runs until it exits or is killed; one that neither exits nor waits for input (a server, a `sleep`) answers after 120000 ms at most with the output so far and `[still running after MS ms: continues as background shell shell_xxxxxxxx]`, and goes on in the background.\n\
+- `tty: true` is for what cannot be scripted: prompts (`read`, a password or host-key question, `git add -p`), REPLs (python3, node, psql), full-screen programs (less, vim, top). The command runs under a {terminal} terminal (stdout and stderr merged); when it waits for input the call answers with the output so far and `Waiting for input: shell_xxxxxxxx`, and it goes on as a background shell: type into it with WriteStdin, read its screen with BashOutput `screen: true`, end it with KillShell. Its `cd`/`export` do not carry over, and without an explicit `timeout` it runs until it exits or is killed; one that neither exits nor waits for input (a server, a `sleep`) answers after {default_ms} ms at most with the output so far and `[still running after MS ms: continues as background shell shell_xxxxxxxx]`, and goes on in the background.\n\
 - Dangerous commands (recursive deletes of system or home directories, disk formatting, fork bombs) are refused.\n\
-- Commands whose effect is known only when they run (downloaded or decoded scripts piped into a shell, `rm -rf \"$VAR\"`) and those the policy file names may need the person's approval; the call waits for the answer, and a refusal says why.";
+- Commands whose effect is known only when they run (downloaded or decoded scripts piped into a shell, `rm -rf \"$VAR\"`) and those the policy file names may need the person's approval; the call waits for the answer, and a refusal says why."
+    )
+}
 
 #[async_trait]
 impl Tool for BashTool {
@@ -105,14 +142,8 @@ impl Tool for BashTool {
     }
 
     fn description(&self) -> String {
-        let mut description = DESCRIPTION.to_owned();
-        let max = self.exec.config.max_output_chars;
-        if max != MAX_OUTPUT_CHARS {
-            description = description.replace(
-                &format!("Output over {MAX_OUTPUT_CHARS} characters"),
-                &format!("Output over {max} characters"),
-            );
-        }
+        let config = &self.exec.config;
+        let description = description(config.default_timeout, config.max_output_chars);
         match &self.exec.config.description_note {
             Some(note) => format!("{description}\n- {note}"),
             None => description,
@@ -1416,6 +1447,47 @@ mod tests {
     #![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests")]
 
     use super::*;
+
+    /// The description and the schema state the configured default
+    /// timeout, the answer size, the `timeout` bounds and the terminal size
+    /// from the values the code uses, never from copies.
+    #[test]
+    fn the_descriptions_state_the_configured_numbers() {
+        let mut config = crate::ExecConfig::new(vec![std::env::temp_dir()], std::env::temp_dir());
+        config.default_timeout = Duration::from_millis(4321);
+        config.max_output_chars = 1234;
+        let tool = BashTool::new(Arc::new(ExecEnvironment::new(config)));
+        let text = Tool::description(&tool);
+        assert!(text.contains("time out after 4321 ms unless"), "{text}");
+        assert!(text.contains("answers after 4321 ms at most"), "{text}");
+        assert!(text.contains("Output over 1234 characters"), "{text}");
+        assert!(!text.contains("120000"), "{text}");
+        let terminal = format!("{TERMINAL_COLUMNS}x{TERMINAL_ROWS} terminal");
+        assert!(text.contains(&terminal), "{text}");
+        assert!(
+            description(DEFAULT_TIMEOUT, crate::MAX_OUTPUT_CHARS)
+                .contains(&format!("after {} ms unless", DEFAULT_TIMEOUT.as_millis())),
+        );
+
+        let schema = tool_core::InputSchema::for_type::<BashParams>().unwrap();
+        let timeout = &schema.json()["properties"]["timeout"];
+        let stated = timeout["description"].as_str().unwrap();
+        assert!(
+            stated.contains(&format!("default {};", DEFAULT_TIMEOUT.as_millis())),
+            "{stated}"
+        );
+        assert!(
+            stated.contains(&format!("({}-{})", timeout["minimum"], timeout["maximum"])),
+            "{stated}"
+        );
+        let tty = schema.json()["properties"]["tty"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(
+            tty.contains(&format!("({TERMINAL_COLUMNS}x{TERMINAL_ROWS})")),
+            "{tty}"
+        );
+    }
 
     /// The spawn gets the path that was checked, not one that a symlink
     /// could redirect after the check.

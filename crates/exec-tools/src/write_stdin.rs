@@ -29,11 +29,13 @@ pub struct WriteStdinParams {
     #[serde(default)]
     #[schemars(default = "empty")]
     pub input: String,
-    /// Named keys typed after `input`: Enter, Tab, Escape, Backspace, Up, Down, Left, Right, Ctrl-C, Ctrl-D, Ctrl-Z, Ctrl-L.
+    /// Named keys typed after `input` (the schema lists them: [`keys_description`]).
     #[serde(default)]
+    #[schemars(description = keys_description())]
     pub keys: Vec<String>,
-    /// Wait up to this many milliseconds for the program to exit or to wait for input again (after at least 200 ms of quiet).
-    #[schemars(range(min = 0, max = 600_000))]
+    /// How long to wait for the program to exit or to wait for input
+    /// again, in milliseconds ([`wait_description`] states the bounds).
+    #[schemars(range(min = 0, max = MAX_WAIT_MS), description = wait_description())]
     #[serde(default = "default_wait")]
     #[schemars(default = "default_wait")]
     pub wait_ms: u64,
@@ -43,8 +45,34 @@ fn empty() -> String {
     String::new()
 }
 
+/// `wait_ms` when the call names none.
+const DEFAULT_WAIT_MS: u64 = 1000;
+/// The longest `wait_ms` a call may give.
+const MAX_WAIT_MS: u64 = 600_000;
+
 fn default_wait() -> u64 {
-    1000
+    DEFAULT_WAIT_MS
+}
+
+/// `wait_ms`'s description, from the quiet it states.
+fn wait_description() -> String {
+    format!(
+        "Wait up to this many milliseconds for the program to exit or to wait for input again (after at least {} ms of quiet).",
+        QUIET_AFTER_INPUT.as_millis()
+    )
+}
+
+/// The named keys, as the description lists them.
+fn key_names() -> String {
+    KEYS.iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `keys`'s description, listing the keys [`KEYS`] knows.
+fn keys_description() -> String {
+    format!("Named keys typed after `input`: {}.", key_names())
 }
 
 /// The keys `keys` may name, with the bytes a terminal sends for each
@@ -191,15 +219,17 @@ impl Tool for WriteStdinTool {
     }
 
     fn description(&self) -> String {
-        "Types into a shell started by Bash with `tty: true` (a prompt, a REPL, a full-screen program), then answers as BashOutput does: the status line and the output new since the last read.\n\
+        format!(
+            "Types into a shell started by Bash with `tty: true` (a prompt, a REPL, a full-screen program), then answers as BashOutput does: the status line and the output new since the last read.\n\
 \n\
-- `input` is typed as is (\"\\n\" is Enter); `keys` are named keys typed after it: Enter, Tab, Escape, Backspace, Up, Down, Left, Right, Ctrl-C, Ctrl-D, Ctrl-Z, Ctrl-L.\n\
-- Waits up to `wait_ms` (default 1000) for the program to exit or to wait for input again; the status line then reads `Status: running (waiting for input)`.\n\
+- `input` is typed as is (\"\\n\" is Enter); `keys` are named keys typed after it: {}.\n\
+- Waits up to `wait_ms` (default {DEFAULT_WAIT_MS}) for the program to exit or to wait for input again; the status line then reads `Status: running (waiting for input)`.\n\
 - A line typed to a shell (bash, sh, dash, zsh) is checked like a Bash command when Enter comes (echo on or off), and a refused line is not typed; line-editing and history keys are refused while a shell is in front. Input to other programs is not checked.\n\
 - To a program reading lines (not a REPL with line editing), lines go one at a time, each once the previous one was read; lines not read within `wait_ms` are not typed (the answer says how many), and text after the last Enter is held until its Enter.\n\
 - Input typed while the terminal hides it (a password prompt) never appears in answers or logs.\n\
-- To a shell without a terminal only `keys: [\"Ctrl-C\"]` can be sent (SIGINT to its process group)."
-            .to_owned()
+- To a shell without a terminal only `keys: [\"Ctrl-C\"]` can be sent (SIGINT to its process group).",
+            key_names()
+        )
     }
 
     fn category(&self) -> ToolCategory {
@@ -808,7 +838,10 @@ fn with_audit(answer: ShellAnswer, written: Result<(), crate::audit::AuditError>
 mod tests {
     use std::collections::VecDeque;
 
-    use super::{Typed, lines_in, merge, next_line, parse_keys, shown};
+    use super::{
+        DEFAULT_WAIT_MS, KEYS, MAX_WAIT_MS, QUIET_AFTER_INPUT, Typed, WriteStdinParams,
+        WriteStdinTool, lines_in, merge, next_line, parse_keys, shown,
+    };
 
     fn pending(items: &[Typed]) -> VecDeque<Typed> {
         items.iter().cloned().collect()
@@ -872,6 +905,34 @@ mod tests {
         assert!(error.contains("`F13`"), "{error}");
         assert!(error.contains("Enter, Tab, Escape"), "{error}");
         assert!(error.contains("Ctrl-L"), "{error}");
+    }
+
+    /// The description and the schema name every key `KEYS` knows and
+    /// the waits the code uses.
+    #[test]
+    fn the_descriptions_state_the_keys_and_waits_in_use() {
+        let schema = tool_core::InputSchema::for_type::<WriteStdinParams>().expect("schema");
+        let properties = &schema.json()["properties"];
+        let keys = properties["keys"]["description"].as_str().expect("text");
+        let wait = properties["wait_ms"]["description"].as_str().expect("text");
+        let config = crate::ExecConfig::new(vec![std::env::temp_dir()], std::env::temp_dir());
+        let tool = WriteStdinTool::new(std::sync::Arc::new(crate::ExecEnvironment::new(config)));
+        let text = tool_core::Tool::description(&tool);
+        for (name, _) in KEYS {
+            assert!(keys.contains(name), "{keys}");
+            assert!(
+                text.contains(&format!("{name},")) || text.contains(&format!("{name}.")),
+                "{name}"
+            );
+        }
+        assert!(
+            text.contains(&format!("(default {DEFAULT_WAIT_MS})")),
+            "{text}"
+        );
+        assert_eq!(properties["wait_ms"]["default"], DEFAULT_WAIT_MS);
+        assert_eq!(properties["wait_ms"]["maximum"], MAX_WAIT_MS);
+        let quiet = format!("at least {} ms of quiet", QUIET_AFTER_INPUT.as_millis());
+        assert!(wait.contains(&quiet), "{wait}");
     }
 
     #[test]
