@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use exec_policy::{
-    AnalysisContext, CommandFacts, Decision, Denial, GitCommit, WorkdirError, is_within_roots,
-    nearest_existing_ancestor,
+    CommandFacts, GitCommit, WorkdirError, is_within_roots, nearest_existing_ancestor,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -15,20 +14,17 @@ use shell_runtime::{
     EndRequest, ExitInfo, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream,
     TERMINAL_COLUMNS, TERMINAL_ROWS,
 };
-use tool_core::{
-    Answer, Approval, ExecutionContext, ProgressUpdate, Tool, ToolAnnotations, ToolCategory,
-};
+use tool_core::{Answer, ExecutionContext, ProgressUpdate, Tool, ToolAnnotations, ToolCategory};
 
-use crate::approval::{
-    Asked, Waiting, approval_key, approval_message, declined, timed_out, wait_for_approval,
-};
 use crate::audit::{AuditEntry, AuditError, AuditLog, with_notes};
 use crate::carried_state::{
     CaptureError, CarriedStateSlot, STATE_FD, STATELESS_BUILTINS, StateChannel, Vars,
     may_change_state, wrap_command,
 };
-use crate::environment::{AskFallback, DEFAULT_TIMEOUT, ExecEnvironment, OUTPUT_FILE_CAP};
+use crate::environment::{DEFAULT_TIMEOUT, ExecEnvironment, OUTPUT_FILE_CAP};
 use crate::exec_judge::{CallContext, Checks};
+use crate::gate::{self, Reason};
+use crate::input_wait::input_wait;
 use crate::metadata::{BashMetadata, capped_command};
 use crate::render::{Rendered, render_streams};
 
@@ -189,22 +185,65 @@ impl BashTool {
                 m.description.clone_from(&params.description);
             })
         };
+        let place = match self.place(context, &carried, state.cwd.as_deref(), &params) {
+            Ok(place) => place,
+            Err(answer) => return meta(*answer),
+        };
+        // Every answer of this call ends with the moved directory's note.
+        let moved_note = place.moved_note.clone();
+        let meta = |result: BashAnswer| meta(with_note(result, moved_note.as_deref()));
+        let vars = state.environment(exec.base_env());
+        let request = gate::Request {
+            subject: gate::Subject::Command,
+            text: &params.command,
+            cwd: &place.cwd,
+            vars: vars
+                .iter()
+                .filter_map(|(name, value)| Some((name.clone(), value.to_str()?.to_owned())))
+                .collect(),
+        };
+        let cleared = match gate::clear(exec, context, request).await {
+            gate::Verdict::Run(cleared) => *cleared,
+            gate::Verdict::Refused(refusal) => return meta(refused(exec, &refusal)),
+        };
+        let approved_by = cleared.approved_by;
+        let rule = cleared.rule();
+        let saved_note = cleared.saved_note.clone();
+        let answer = self
+            .run(context, &carried, &params, (place, vars), cleared)
+            .await;
+        let answer = with_note(meta(answer), saved_note.as_deref());
+        match approved_by {
+            Some(by) => answer.meta(|m| {
+                m.decision = Some("ask");
+                m.rule = rule;
+                m.approved_by = Some(by);
+            }),
+            None => answer,
+        }
+    }
 
-        // The working directory: the carried state's, or the context's. The
-        // command runs in the canonical path that was checked, so a symlink
-        // on the way that changes after the check cannot move it elsewhere.
-        let session_dir = match working_dir(state.cwd.as_deref(), context, &exec.config.roots) {
+    /// Where the call runs: the session's directory (moved up to an
+    /// existing ancestor when it was deleted, said in a note), or `workdir`.
+    fn place(
+        &self,
+        context: &ExecutionContext,
+        carried: &CarriedStateSlot,
+        carried_cwd: Option<&std::path::Path>,
+        params: &BashParams,
+    ) -> Result<Place, Box<BashAnswer>> {
+        let exec = &self.exec;
+        // The command runs in the canonical path that was checked, so a
+        // symlink on the way that changes after the check cannot move it.
+        let session_dir = match gate::working_dir(carried_cwd, context, &exec.config.roots) {
             Ok(found) => found,
             Err(message) => {
-                if state.cwd.is_some() {
+                if carried_cwd.is_some() {
                     carried.lock().cwd = None;
                 }
-                return meta(BashAnswer::fail(message));
+                return Err(Box::new(BashAnswer::fail(message)));
             }
         };
-        // A session directory that was deleted: the session moves up to the
-        // nearest ancestor that still exists, and every answer of this call
-        // says so in its last line (inside the budget of a foreground one).
         let moved_note = session_dir.moved.map(|(gone, ancestor)| {
             let note = format!(
                 "[cwd {} no longer exists: now in {}]",
@@ -214,202 +253,94 @@ impl BashTool {
             carried.lock().cwd = Some(ancestor);
             note
         });
-        let meta = |result: BashAnswer| meta(with_note(result, moved_note.as_deref()));
-        let cwd = match params.workdir.as_deref() {
-            None => session_dir.canonical,
-            Some(workdir) => {
-                match exec_policy::resolve_working_dir(
-                    &session_dir.canonical.join(workdir),
-                    &exec.config.roots,
-                ) {
-                    Ok(canonical) => canonical,
-                    Err(error) => {
-                        return meta(BashAnswer::fail(format!(
-                            "Command not run: `workdir` refused: {}",
-                            crate::error_chain(&error)
-                        )));
-                    }
-                }
-            }
-        };
-        // With `workdir` the session's directory stays where it is.
-        let keeps_cwd = params.workdir.is_some();
+        let cwd = gate::call_dir(
+            &session_dir.canonical,
+            params.workdir.as_deref(),
+            &exec.config.roots,
+        );
+        match cwd {
+            Ok(cwd) => Ok(Place {
+                cwd,
+                // With `workdir` the session's directory stays where it is.
+                keeps_cwd: params.workdir.is_some(),
+                moved_note,
+            }),
+            Err(message) => Err(Box::new(with_note(
+                BashAnswer::fail(message),
+                moved_note.as_deref(),
+            ))),
+        }
+    }
 
-        // The analysis sees the session as the command will: its working
-        // directory and the variables earlier calls exported.
-        let vars = state.environment(exec.base_env());
-        let session = AnalysisContext {
-            cwd: cwd.to_str().map(str::to_owned),
-            vars: vars
-                .iter()
-                .filter_map(|(name, value)| Some((name.clone(), value.to_str()?.to_owned())))
-                .collect(),
-        };
-        let analysis = exec.analyzer.analyze_in(&params.command, &session);
-        let denial = analysis.decision.denial();
+    /// Runs a cleared command: the dry run's answer, or the `running` line
+    /// and then the command in the background, under a terminal or in the
+    /// foreground.
+    async fn run(
+        &self,
+        context: &ExecutionContext,
+        carried: &CarriedStateSlot,
+        params: &BashParams,
+        (place, vars): (Place, Vars),
+        cleared: gate::Cleared,
+    ) -> BashAnswer {
+        let exec = &self.exec;
         let audit = exec.config.audit.as_deref();
-        let decided = AuditEntry {
-            event: "decision",
-            call: audit.map_or(0, AuditLog::next_call),
-            tool: "Bash",
-            command: Some(shown_command.clone()),
-            cwd: Some(cwd.to_string_lossy().into_owned()),
-            decision: Some(analysis.decision.name()),
-            rule: denial.map(|d| d.rule_id.clone()),
-            ..AuditEntry::default()
-        };
-        // The decision line goes out before the answer, and before the
-        // command runs: no log, no run.
-        let record = |status: &str, approved_by: Option<&'static str>| {
-            audit.map_or(Ok(()), |log| {
+        let approved_by = cleared.approved_by;
+        let decided = cleared.decided;
+        if context.dry_run() {
+            let written = audit.map_or(Ok(()), |log| {
                 log.write(&AuditEntry {
-                    status: Some(status.to_owned()),
+                    status: Some("dry_run".to_owned()),
                     approved_by,
                     ..decided.clone()
                 })
-            })
-        };
-        // What became of a `save` answer, said at the end of the answer.
-        let mut saved_note = None;
-        let approved_by = match (&analysis.decision, denial) {
-            (Decision::Deny(_), Some(denial)) => {
-                let answer = refusal(exec, &analysis.decision, denial);
-                return meta(with_audit_failure(answer, record("blocked", None)));
-            }
-            (Decision::Ask(_), Some(denial)) => {
-                let key = approval_key(exec, &params.command, &cwd, &session.vars);
-                let asked = match context.approver() {
-                    _ if exec.is_remembered(&key) => Asked::Approved("remembered"),
-                    // A dry run never asks: it answers as the fallback would.
-                    Some(approver) if !context.dry_run() => {
-                        let message = exec.redact(&approval_message(
-                            &shown_command,
-                            &cwd,
-                            denial,
-                            &session.vars,
-                        ));
-                        match wait_for_approval(exec, context, approver.as_ref(), message).await {
-                            // The binding is taken again once the person
-                            // answers: an approval holds only for what
-                            // was there when it was given.
-                            Waiting::Answer(Approval::Accept { .. } | Approval::Save)
-                                if approval_key(exec, &params.command, &cwd, &session.vars)
-                                    != key =>
-                            {
-                                Asked::Changed
-                            }
-                            Waiting::Answer(Approval::Accept { remember }) => {
-                                if remember {
-                                    exec.remember(key);
-                                }
-                                Asked::Approved("user")
-                            }
-                            Waiting::Answer(Approval::Save) => {
-                                exec.remember(key);
-                                saved_note = Some(save_note(exec, &params.command));
-                                Asked::Approved("user")
-                            }
-                            Waiting::Answer(Approval::Decline | Approval::Cancel) => {
-                                Asked::Declined
-                            }
-                            Waiting::TimedOut => Asked::TimedOut,
-                            Waiting::CallCancelled => Asked::CallCancelled,
-                            Waiting::Answer(Approval::Unavailable) => Asked::Nobody,
-                        }
-                    }
-                    _ => Asked::Nobody,
-                };
-                match asked {
-                    Asked::Approved(by) => Some(by),
-                    Asked::Nobody if exec.config.ask_fallback == AskFallback::Allow => {
-                        Some("fallback")
-                    }
-                    Asked::Nobody => {
-                        let answer = refusal(exec, &analysis.decision, denial);
-                        return meta(with_audit_failure(answer, record("blocked", None)));
-                    }
-                    Asked::Declined => {
-                        let answer = declined(exec, denial);
-                        return meta(with_audit_failure(answer, record("declined", None)));
-                    }
-                    Asked::Changed => {
-                        let answer = crate::approval::changed(exec, denial);
-                        return meta(with_audit_failure(answer, record("blocked", None)));
-                    }
-                    Asked::TimedOut => {
-                        let answer = timed_out(exec, denial);
-                        return meta(with_audit_failure(answer, record("timed_out", None)));
-                    }
-                    Asked::CallCancelled => {
-                        let answer = BashAnswer::fail(
-                            "Command not run: the call was cancelled while waiting for approval",
-                        )
-                        .meta(|m| {
-                            m.status = Some("cancelled");
-                            m.decision = Some("ask");
-                        });
-                        return meta(with_audit_failure(answer, record("cancelled", None)));
-                    }
-                }
-            }
-            _ => None,
-        };
-        // Asked or not, this call is done deciding: later calls' questions
-        // need not wait for it.
-        crate::approval::done_deciding(context);
-        let meta = |result: BashAnswer| {
-            let result = with_note(meta(result), saved_note.as_deref());
-            match approved_by {
-                Some(by) => result.meta(|m| {
-                    m.decision = Some("ask");
-                    m.rule = denial.map(|d| d.rule_id.clone());
-                    m.approved_by = Some(by);
-                }),
-                None => result,
-            }
-        };
-
+            });
+            return match written {
+                Ok(()) => BashAnswer::ok(format!(
+                    "[Dry Run] Would execute: {}",
+                    exec.redact(&params.command)
+                ))
+                .meta(|m| m.dry_run = Some(true)),
+                Err(error) => audit_refusal(&error),
+            };
+        }
         let command = match &exec.config.coauthor {
-            Some(coauthor) => add_coauthor(&params.command, &analysis.git_commits, coauthor),
+            Some(coauthor) => {
+                add_coauthor(&params.command, &cleared.analysis.git_commits, coauthor)
+            }
             None => params.command.clone(),
         };
-
-        if context.dry_run() {
-            if let Err(error) = record("dry_run", approved_by) {
-                return meta(audit_refusal(&error));
-            }
-            return meta(
-                BashAnswer::ok(format!("[Dry Run] Would execute: {shown_command}"))
-                    .meta(|m| m.dry_run = Some(true)),
-            );
-        }
-
         // Every exec of the command is judged again as it runs.
         let checks = exec_checks(exec, decided.call, approved_by.is_some());
         // A background shell's id is taken now, so the decision line names it.
         let reserved = params.run_in_background.then(|| exec.manager.reserve_id());
+        let entry = AuditEntry {
+            approved_by,
+            bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
+            ..decided
+        };
         let running = audit.map_or(Ok(()), |log| {
             log.write(&AuditEntry {
                 status: Some("running".to_owned()),
-                approved_by,
-                bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
-                ..decided.clone()
+                ..entry.clone()
             })
         });
         if let Err(error) = running {
-            return meta(audit_refusal(&error));
+            return audit_refusal(&error);
         }
+        // Also the end line of a shell that could not start names its id.
         let ended = exec.config.audit.clone().map(|log| {
             let entry = AuditEntry {
                 event: "ended",
-                approved_by,
-                // Also on the end line of a shell that could not start.
-                bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
-                ..decided.clone()
+                ..entry
             };
             (log, entry)
         });
-
+        let Place {
+            cwd,
+            keeps_cwd,
+            moved_note,
+        } = place;
         if let Some(reserved) = reserved {
             let timeout = params.timeout.map(Duration::from_millis);
             let spec = Background {
@@ -418,81 +349,108 @@ impl BashTool {
                 tty: params.tty,
                 checks,
             };
-            return meta(start_background(exec, reserved, &command, &vars, spec, ended).await)
+            return start_background(exec, reserved, &command, &vars, spec, ended)
+                .await
                 .meta(|m| m.timeout_ms = params.timeout);
         }
         if params.tty {
             let timeout = params.timeout.map(Duration::from_millis);
-            return meta(
-                run_tty(
-                    exec,
-                    context,
-                    &command,
-                    (cwd, &vars),
-                    timeout,
-                    ended,
-                    checks,
-                )
-                .await,
+            let answer = run_tty(
+                exec,
+                context,
+                &command,
+                (cwd, &vars),
+                timeout,
+                ended,
+                checks,
             )
-            .meta(|m| m.timeout_ms = params.timeout);
+            .await;
+            return answer.meta(|m| m.timeout_ms = params.timeout);
         }
         let timeout = params
             .timeout
             .map_or(exec.config.default_timeout, Duration::from_millis);
+        // The moved directory's note is said inside the answer's budget.
         let budget = exec.config.max_output_chars.saturating_sub(
             moved_note
                 .as_ref()
                 .map_or(0, |note| note.chars().count() + 1),
         );
-        let result = run_foreground(
-            exec,
-            context,
-            &carried,
-            &command,
-            Foreground {
-                cwd,
-                keeps_cwd,
-                vars,
-                timeout,
-                facts: analysis.facts,
-                budget,
-                checks,
-            },
+        let foreground = Foreground {
+            command,
+            cwd,
+            keeps_cwd,
+            vars,
+            timeout,
+            facts: cleared.analysis.facts,
+            budget,
+            checks,
             ended,
-        )
-        .await;
-        meta(result).meta(|m| {
-            m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-        })
+        };
+        run_foreground(exec, context, carried, foreground)
+            .await
+            .meta(|m| {
+                m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+            })
     }
 }
 
-/// Saves an approval of `command` as an `allow` rule in the policy file
-/// ([`crate::save`]); the line the answer ends with says which rule, or
-/// why nothing was saved (the approval is remembered either way).
-fn save_note(exec: &ExecEnvironment, command: &str) -> String {
-    let saved = if exec.redact(command) == command {
-        crate::save::save_rule(&exec.analyzer, exec.config.policy_file.as_deref(), command)
-    } else {
-        Err(
-            "the command holds a secret value, which is never written to the policy file"
-                .to_owned(),
-        )
+/// Where a call runs, as [`BashTool::place`] found it.
+struct Place {
+    /// Canonical, checked.
+    cwd: PathBuf,
+    /// Whether the session's directory stays as it was (`workdir` given).
+    keeps_cwd: bool,
+    /// The session's directory was deleted and moved up: the answer's last line.
+    moved_note: Option<String>,
+}
+
+/// A refused command's answer: the reason, and the metadata every refusal
+/// carries (`status`, `decision`, `rule`), with a note when its audit line
+/// could not be written.
+fn refused(exec: &ExecEnvironment, refusal: &gate::Refusal) -> BashAnswer {
+    let denial = &refusal.denial;
+    let message = match refusal.reason {
+        Reason::Denied | Reason::Hidden => denial.message(),
+        Reason::CannotAsk => format!("{}. {HOW_TO_ALLOW}", denial.ask_message()),
+        Reason::Declined => format!(
+            "Command blocked: approval declined (rule `{}`: {}) in `{}`",
+            denial.rule_id, denial.reason, denial.command
+        ),
+        // Worded apart from a refusal by the person, who may never have seen it.
+        Reason::TimedOut => format!(
+            "Command blocked: the approval question timed out unanswered after {} ms \
+             (`--ask-timeout`; rule `{}`: {}) in `{}`; nothing ran",
+            exec.config.ask_timeout.as_millis(),
+            denial.rule_id,
+            denial.reason,
+            denial.command
+        ),
+        // The person approved what they were shown, which is no longer
+        // what would run.
+        Reason::Changed => format!(
+            "Command blocked: what `{}` runs changed while the question was open \
+             (a script's content, a link, the program `PATH` finds, or the environment; \
+             rule `{}`); nothing ran. Run it again to be asked about what it runs now",
+            denial.command, denial.rule_id
+        ),
+        Reason::Cancelled => {
+            let answer = BashAnswer::fail(
+                "Command not run: the call was cancelled while waiting for approval",
+            )
+            .meta(|m| {
+                m.status = Some("cancelled");
+                m.decision = Some("ask");
+            });
+            return with_audit_failure(answer, refusal.audited.as_ref());
+        }
     };
-    match saved {
-        Ok(id) => format!(
-            "[approval saved as rule {id} in {}]",
-            exec.config
-                .policy_file
-                .as_deref()
-                .map_or_else(String::new, |path| exec.redact(&path.to_string_lossy()))
-        ),
-        Err(why) => format!(
-            "[approval not saved as a rule: {}; remembered until the server stops]",
-            exec.redact(&why)
-        ),
-    }
+    let answer = BashAnswer::fail(exec.redact(&message)).meta(|m| {
+        m.status = Some("blocked");
+        m.decision = Some(refusal.decision);
+        m.rule = Some(denial.rule_id.clone());
+    });
+    with_audit_failure(answer, refusal.audited.as_ref())
 }
 
 /// How an `ask` command refused for want of someone to ask can be allowed.
@@ -547,11 +505,11 @@ fn audit_not_started(ended: Option<(Arc<AuditLog>, AuditEntry)>) {
 }
 
 /// `answer`, noting that its audit line could not be written.
-fn with_audit_failure(answer: BashAnswer, written: Result<(), AuditError>) -> BashAnswer {
+fn with_audit_failure(answer: BashAnswer, written: Result<&(), &AuditError>) -> BashAnswer {
     match written {
         Ok(()) => answer,
         Err(error) => {
-            let text = format!("{}\n[{}]", answer.text(), audit_message(&error));
+            let text = format!("{}\n[{}]", answer.text(), audit_message(error));
             BashAnswer::fail(text).meta(|m| m.audit_error = Some(true))
         }
     }
@@ -597,20 +555,6 @@ fn audit_refusal(error: &AuditError) -> BashAnswer {
     })
 }
 
-/// A refused command's answer: the reason, and the metadata every refusal
-/// carries (`status`, `decision`, `rule`).
-fn refusal(exec: &ExecEnvironment, decision: &Decision, denial: &Denial) -> BashAnswer {
-    let message = match decision {
-        Decision::Ask(_) => format!("{}. {HOW_TO_ALLOW}", denial.ask_message()),
-        _ => denial.message(),
-    };
-    BashAnswer::fail(exec.redact(&message)).meta(|m| {
-        m.status = Some("blocked");
-        m.decision = Some(decision.name());
-        m.rule = Some(denial.rule_id.clone());
-    })
-}
-
 /// The empty-stdin note, when the command read the stdin it was given
 /// (empty without a terminal) and then failed or printed nothing.
 fn empty_stdin_note(
@@ -627,50 +571,6 @@ fn empty_stdin_note(
     exit_code
         .is_some_and(|code| code != 0 || silent)
         .then(|| EMPTY_STDIN_NOTE.to_owned())
-}
-
-/// Where a command runs: the carried directory, else the context's,
-/// canonical and checked against `roots`. The carried state goes on storing
-/// `$PWD` as bash reports it; what `pwd` prints does not change, since
-/// bash derives it from the directory reached, not the path used.
-///
-/// A directory that no longer exists (deleted by an earlier command, or
-/// from outside) gives way to its nearest existing ancestor inside the
-/// roots: `moved` holds the directory gone and that ancestor, which becomes
-/// the session's directory.
-fn working_dir(
-    carried_cwd: Option<&std::path::Path>,
-    context: &ExecutionContext,
-    roots: &[PathBuf],
-) -> Result<SessionDir, String> {
-    let cwd = carried_cwd.unwrap_or_else(|| context.working_dir());
-    let refused =
-        |error: &WorkdirError| format!("Cannot run the command: {}", crate::error_chain(error));
-    match exec_policy::resolve_working_dir(cwd, roots) {
-        Ok(canonical) => Ok(SessionDir {
-            canonical,
-            moved: None,
-        }),
-        Err(error @ (WorkdirError::NotFound { .. } | WorkdirError::NotADirectory { .. })) => {
-            match nearest_existing_ancestor(cwd, roots) {
-                Some((ancestor, canonical)) => Ok(SessionDir {
-                    canonical,
-                    moved: Some((cwd.to_owned(), ancestor)),
-                }),
-                None => Err(refused(&error)),
-            }
-        }
-        Err(error) => Err(refused(&error)),
-    }
-}
-
-/// The session's directory as a call finds it.
-#[derive(Debug, PartialEq, Eq)]
-struct SessionDir {
-    /// Where commands run (canonical, checked).
-    canonical: PathBuf,
-    /// The directory that no longer exists and the ancestor taken instead.
-    moved: Option<(PathBuf, PathBuf)>,
 }
 
 /// `result` with `note` as its last line.
@@ -855,8 +755,11 @@ async fn start_background(
     }
 }
 
-/// How a foreground command runs.
+/// A foreground command, prepared: everything its run needs besides the
+/// server and the call.
 struct Foreground {
+    /// What bash runs (with the co-author trailer).
+    command: String,
     /// Where (canonical, checked).
     cwd: PathBuf,
     /// Whether the session's directory stays as it was (`workdir` given):
@@ -868,17 +771,18 @@ struct Foreground {
     /// Characters the answer may take.
     budget: usize,
     checks: Checks,
+    /// The log and the line its end is written from.
+    ended: Option<(Arc<AuditLog>, AuditEntry)>,
 }
 
 async fn run_foreground(
     exec: &ExecEnvironment,
     context: &ExecutionContext,
     carried: &CarriedStateSlot,
-    command: &str,
     run: Foreground,
-    ended: Option<(Arc<AuditLog>, AuditEntry)>,
 ) -> BashAnswer {
     let Foreground {
+        command,
         cwd,
         keeps_cwd,
         vars,
@@ -886,7 +790,9 @@ async fn run_foreground(
         facts,
         budget,
         checks,
+        ended,
     } = run;
+    let command = command.as_str();
     let stem = exec.next_path("bash");
     // A command that cannot change the state runs as it is.
     let stateful = may_change_state(command, &vars);
@@ -1007,39 +913,6 @@ async fn run_foreground(
         m.duration_ms = Some(duration_ms);
         m.runtime_refusals = (refused > 0).then_some(refused);
     })
-}
-
-/// How long a terminal stays quiet before its foreground group's reads
-/// count as waiting for input (CONTRACT.md, Interactive sessions).
-pub(crate) const INPUT_QUIET: Duration = Duration::from_millis(300);
-
-/// How often a quiet terminal is checked for a wait for input: well inside
-/// the 2 s the contract allows between the wait's start and the answer.
-const INPUT_POLL: Duration = Duration::from_millis(100);
-
-/// Resolves once `shell` waits for terminal input (never for a shell
-/// without a terminal). `/proc` is read only while the shell is quiet.
-pub(crate) async fn input_wait(shell: &ShellProcess) {
-    let mut events = shell.subscribe_output();
-    loop {
-        let quiet_left = INPUT_QUIET.saturating_sub(shell.quiet_for());
-        if !quiet_left.is_zero() {
-            match tokio::time::timeout(quiet_left, events.changed()).await {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) => return std::future::pending().await,
-                Err(_quiet) => {}
-            }
-        }
-        if shell.waits_for_input(INPUT_QUIET) {
-            return;
-        }
-        if !shell.is_running() || !shell.has_terminal() {
-            return std::future::pending().await;
-        }
-        if let Ok(Err(_)) = tokio::time::timeout(INPUT_POLL, events.changed()).await {
-            return std::future::pending().await;
-        }
-    }
 }
 
 /// A foreground command under a terminal: answers when it exits, or once it
@@ -1487,29 +1360,5 @@ mod tests {
             tty.contains(&format!("({TERMINAL_COLUMNS}x{TERMINAL_ROWS})")),
             "{tty}"
         );
-    }
-
-    /// The spawn gets the path that was checked, not one that a symlink
-    /// could redirect after the check.
-    #[test]
-    fn a_command_runs_in_the_canonical_directory_that_was_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        let real = root.join("real");
-        std::fs::create_dir(&real).unwrap();
-        let link = root.join("link");
-        std::os::unix::fs::symlink(&real, &link).unwrap();
-        let roots = [root.clone()];
-        let context = ExecutionContext::new(&link);
-        let found = |dir: Result<SessionDir, String>| dir.map(|dir| dir.canonical);
-        assert_eq!(found(working_dir(None, &context, &roots)), Ok(real.clone()));
-        let elsewhere = ExecutionContext::new(&root);
-        assert_eq!(
-            found(working_dir(Some(&link), &elsewhere, &roots)),
-            Ok(real)
-        );
-        let outside = tempfile::tempdir().unwrap();
-        let message = working_dir(Some(outside.path()), &context, &roots).unwrap_err();
-        assert!(message.contains("outside the allowed roots"), "{message}");
     }
 }

@@ -173,7 +173,7 @@ fn screen_answer(env: &ExecEnvironment, id: &str, shell: &ShellProcess) -> Shell
 
 /// Whether a tty shell waits for input now.
 pub(crate) fn waiting_for_input(shell: &ShellProcess) -> bool {
-    shell.is_running() && shell.waits_for_input(crate::bash::INPUT_QUIET)
+    shell.is_running() && shell.waits_for_input(crate::input_wait::INPUT_QUIET)
 }
 
 fn keep_matching(text: &str, filter: Option<&Regex>) -> String {
@@ -262,7 +262,7 @@ impl BashOutputTool {
             let _ = tokio::time::timeout(Duration::from_millis(params.wait_ms), async {
                 tokio::select! {
                     _ = shell.wait() => {}
-                    () = crate::bash::input_wait(&shell) => {}
+                    () = crate::input_wait::input_wait(&shell) => {}
                 }
             })
             .await;

@@ -35,6 +35,8 @@ mod binding;
 mod carried_state;
 mod environment;
 mod exec_judge;
+mod gate;
+mod input_wait;
 mod kill_shell;
 mod metadata;
 mod network;

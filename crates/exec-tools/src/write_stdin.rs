@@ -8,16 +8,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use exec_policy::{AnalysisContext, Decision};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tool_core::{Approval, ExecutionContext, Tool, ToolAnnotations, ToolCategory};
+use tool_core::{ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
-use crate::approval::{Waiting, approval_key, approval_message, wait_for_approval};
-use crate::audit::{AuditEntry, with_notes};
+use crate::audit::{AuditEntry, AuditError, with_notes};
 use crate::bash_output::{ShellAnswer, not_found, read_answer};
 use crate::carried_state::CarriedStateSlot;
-use crate::environment::{AskFallback, ExecEnvironment};
+use crate::environment::ExecEnvironment;
+use crate::gate::{self, Reason};
 
 /// Arguments of `WriteStdin`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -363,7 +362,7 @@ impl WriteStdinTool {
                     env.redact(&shown(&typed))
                 };
                 match self
-                    .check_lines(context, &id, &rest, cwd.as_deref(), hidden)
+                    .check_lines(context, (&id, &logged), &rest, cwd.as_deref(), hidden)
                     .await
                 {
                     Ok((bytes, name)) => {
@@ -375,8 +374,9 @@ impl WriteStdinTool {
                         }
                     }
                     Err(refused) => {
-                        let (answer, name) = *refused;
-                        let written = self.audit(&id, logged, name, "blocked");
+                        let RefusedLine { answer, audited } = *refused;
+                        let written =
+                            audited.unwrap_or_else(|| self.audit(&id, logged, None, "blocked"));
                         return with_audit(answer.meta(|m| m.bash_id = Some(id)), written);
                     }
                 }
@@ -501,7 +501,7 @@ impl WriteStdinTool {
     async fn check_lines(
         &self,
         context: &ExecutionContext,
-        id: &str,
+        (id, logged): (&str, &str),
         typed: &[Typed],
         cwd: Option<&std::path::Path>,
         hidden: bool,
@@ -515,12 +515,9 @@ impl WriteStdinTool {
             match item {
                 Typed::Text(text) => items.extend(text.chars().map(|c| (c, None))),
                 Typed::Key(name, _) if EDITING_KEYS.contains(name) => {
-                    return Err(Box::new((
-                        ShellAnswer::fail(format!(
-                            "Key {name} refused: a shell is in front, and line editing and history are refused there; type the whole line as `input` (nothing was typed)"
-                        )),
-                        None,
-                    )));
+                    return Err(unchecked(ShellAnswer::fail(format!(
+                        "Key {name} refused: a shell is in front, and line editing and history are refused there; type the whole line as `input` (nothing was typed)"
+                    ))));
                 }
                 Typed::Key("Enter", _) => items.push(('\r', None)),
                 Typed::Key(name, key) => {
@@ -531,7 +528,9 @@ impl WriteStdinTool {
         for (c, key) in items {
             match c {
                 '\r' | '\n' => {
-                    let name = self.check_line(context, &line, cwd, hidden).await?;
+                    let name = self
+                        .check_line(context, (id, logged), &line, cwd, hidden)
+                        .await?;
                     decision = merge(decision, name);
                     bytes.extend_from_slice(line.as_bytes());
                     bytes.push(b'\r');
@@ -544,11 +543,8 @@ impl WriteStdinTool {
                 }
                 '\x04' | '\x1a' | '\x0c' => {
                     if !line.is_empty() && c == '\x04' {
-                        return Err(Box::new((
-                            ShellAnswer::fail(
-                                "Key Ctrl-D refused: a shell is in front with a partial line (nothing was typed)",
-                            ),
-                            None,
+                        return Err(unchecked(ShellAnswer::fail(
+                            "Key Ctrl-D refused: a shell is in front with a partial line (nothing was typed)",
                         )));
                     }
                     let mut buffer = [0u8; 4];
@@ -556,12 +552,9 @@ impl WriteStdinTool {
                 }
                 c if c.is_control() => {
                     let what = key.map_or_else(|| format!("{c:?}"), str::to_owned);
-                    return Err(Box::new((
-                        ShellAnswer::fail(format!(
-                            "Control character {what} refused: a shell is in front, and line editing and history are refused there (nothing was typed)"
-                        )),
-                        None,
-                    )));
+                    return Err(unchecked(ShellAnswer::fail(format!(
+                        "Control character {what} refused: a shell is in front, and line editing and history are refused there (nothing was typed)"
+                    ))));
                 }
                 c => line.push(c),
             }
@@ -607,11 +600,13 @@ impl WriteStdinTool {
             .unwrap_or_default()
     }
 
-    /// Checks one whole line as `Bash` checks a command; an `ask` line
-    /// waits for approval as a command would.
+    /// Checks one whole line as `Bash` checks a command, through the
+    /// policy gate (which logs a refusal as this call's line, `logged`);
+    /// an `ask` line waits for approval as a command would.
     async fn check_line(
         &self,
         context: &ExecutionContext,
+        (id, logged): (&str, &str),
         line: &str,
         cwd: Option<&std::path::Path>,
         hidden: bool,
@@ -631,98 +626,24 @@ impl WriteStdinTool {
             || context.working_dir().to_path_buf(),
             std::path::Path::to_path_buf,
         );
-        let session = AnalysisContext {
-            cwd: cwd.to_str().map(str::to_owned),
-            vars: vars.clone(),
+        let request = gate::Request {
+            subject: gate::Subject::Line {
+                bash_id: id,
+                logged,
+                hidden,
+            },
+            text: line,
+            cwd: &cwd,
+            vars,
         };
-        let analysis = env.analyzer.analyze_in(line, &session);
-        let name = Some(analysis.decision.name());
-        let refused = |message: String| {
-            Err(Box::new((
-                ShellAnswer::fail(format!("Line not typed: {message}")).meta(|m| {
-                    m.status = Some("blocked");
-                    m.decision = Some(analysis.decision.name());
-                    m.rule = analysis.decision.denial().map(|d| d.rule_id.clone());
-                }),
-                name,
-            )))
-        };
-        if hidden {
-            // The line was typed while the terminal hides input: neither
-            // the answer nor an approver may see it, so an `ask` line is
-            // refused as a `deny` one is, naming only the rule.
-            return match analysis.decision.denial() {
-                None => Ok(name),
-                Some(_)
-                    if matches!(analysis.decision, Decision::Ask(_))
-                        && env.is_remembered(&approval_key(env, line, &cwd, &vars)) =>
-                {
-                    Ok(name)
-                }
-                Some(denial) => refused(format!(
-                    "a line typed while the terminal hides input (not shown) was refused by rule {} ({}); hidden input is never shown to an approver",
-                    denial.rule_id,
-                    analysis.decision.name()
-                )),
-            };
-        }
-        match &analysis.decision {
-            Decision::Allow { .. } => Ok(name),
-            Decision::Deny(denial) => refused(env.redact(&denial.message())),
-            Decision::Ask(denial) => {
-                let key = approval_key(env, line, &cwd, &vars);
-                if env.is_remembered(&key) {
-                    return Ok(name);
-                }
-                let answer = match context.approver() {
-                    Some(approver) if !context.dry_run() => {
-                        let message =
-                            env.redact(&approval_message(&env.redact(line), &cwd, denial, &vars));
-                        wait_for_approval(env, context, approver.as_ref(), message).await
-                    }
-                    _ => Waiting::Answer(Approval::Unavailable),
-                };
-                match answer {
-                    Waiting::Answer(Approval::Accept { .. } | Approval::Save)
-                        if approval_key(env, line, &cwd, &vars) != key =>
-                    {
-                        refused(env.redact(&format!(
-                            "what the line runs changed while the question was open ({}); nothing was typed",
-                            denial.rule_id
-                        )))
-                    }
-                    Waiting::Answer(Approval::Accept { remember }) => {
-                        if remember {
-                            env.remember(key);
-                        }
-                        Ok(name)
-                    }
-                    // A typed line is remembered, not saved: a rule would
-                    // also allow it as a `Bash` command.
-                    Waiting::Answer(Approval::Save) => {
-                        env.remember(key);
-                        Ok(name)
-                    }
-                    Waiting::Answer(Approval::Unavailable)
-                        if env.config.ask_fallback == AskFallback::Allow =>
-                    {
-                        Ok(name)
-                    }
-                    Waiting::Answer(Approval::Unavailable) => {
-                        refused(env.redact(&format!("{} (nobody to ask)", denial.ask_message())))
-                    }
-                    Waiting::Answer(Approval::Decline | Approval::Cancel) => {
-                        refused(env.redact(&format!("approval declined ({})", denial.rule_id)))
-                    }
-                    Waiting::TimedOut => refused(env.redact(&format!(
-                        "the approval question timed out unanswered after {} ms ({})",
-                        env.config.ask_timeout.as_millis(),
-                        denial.rule_id
-                    ))),
-                    Waiting::CallCancelled => {
-                        refused("the call was cancelled while waiting for approval".to_owned())
-                    }
-                }
+        match gate::clear(env, context, request).await {
+            gate::Verdict::Run(cleared) => Ok(Some(cleared.analysis.decision.name())),
+            gate::Verdict::Refused(refusal) => {
+                let answer = line_refused(env, &refusal);
+                Err(Box::new(RefusedLine {
+                    answer,
+                    audited: Some(refusal.audited),
+                }))
             }
         }
     }
@@ -734,7 +655,7 @@ impl WriteStdinTool {
         input: String,
         decision: Option<&'static str>,
         status: &str,
-    ) -> Result<(), crate::audit::AuditError> {
+    ) -> Result<(), AuditError> {
         let Some(log) = &self.env.config.audit else {
             return Ok(());
         };
@@ -759,6 +680,14 @@ const HIDDEN: &str = "[hidden input]";
 fn merge(seen: Option<&'static str>, name: Option<&'static str>) -> Option<&'static str> {
     seen.or(name)
         .map(|seen| if name == Some("ask") { "ask" } else { seen })
+}
+
+/// A refusal made before any line was checked: the call logs it.
+fn unchecked(answer: ShellAnswer) -> Refused {
+    Box::new(RefusedLine {
+        answer,
+        audited: None,
+    })
 }
 
 /// Writes `bytes` to the terminal.
@@ -818,11 +747,49 @@ fn lines_in(pending: &[Typed]) -> usize {
     count
 }
 
-/// A refused line's answer and the check's decision name, boxed: the
-/// answer is large and this is the rare path.
-type Refused = Box<(ShellAnswer, Option<&'static str>)>;
+/// A refused line's answer, boxed: the answer is large and this is the
+/// rare path.
+type Refused = Box<RefusedLine>;
 
-fn with_audit(answer: ShellAnswer, written: Result<(), crate::audit::AuditError>) -> ShellAnswer {
+/// A line not typed.
+struct RefusedLine {
+    answer: ShellAnswer,
+    /// Whether the gate wrote the refusal's audit line; `None` for a
+    /// refusal before any check (an editing key), which the call logs.
+    audited: Option<Result<(), AuditError>>,
+}
+
+/// A refused line's answer (`Line not typed: ...`), from the gate's verdict.
+fn line_refused(env: &ExecEnvironment, refusal: &gate::Refusal) -> ShellAnswer {
+    let denial = &refusal.denial;
+    let rule = &denial.rule_id;
+    let message = match refusal.reason {
+        Reason::Denied => env.redact(&denial.message()),
+        Reason::CannotAsk => env.redact(&format!("{} (nobody to ask)", denial.ask_message())),
+        Reason::Declined => env.redact(&format!("approval declined ({rule})")),
+        Reason::Changed => env.redact(&format!(
+            "what the line runs changed while the question was open ({rule}); nothing was typed"
+        )),
+        Reason::TimedOut => env.redact(&format!(
+            "the approval question timed out unanswered after {} ms ({rule})",
+            env.config.ask_timeout.as_millis()
+        )),
+        Reason::Cancelled => "the call was cancelled while waiting for approval".to_owned(),
+        // Neither the answer nor an approver may see a hidden line: only
+        // the rule is named.
+        Reason::Hidden => format!(
+            "a line typed while the terminal hides input (not shown) was refused by rule {rule} ({}); hidden input is never shown to an approver",
+            refusal.decision
+        ),
+    };
+    ShellAnswer::fail(format!("Line not typed: {message}")).meta(|m| {
+        m.status = Some("blocked");
+        m.decision = Some(refusal.decision);
+        m.rule = Some(rule.clone());
+    })
+}
+
+fn with_audit(answer: ShellAnswer, written: Result<(), AuditError>) -> ShellAnswer {
     match written {
         Ok(()) => answer,
         Err(error) => ShellAnswer::fail(format!(
