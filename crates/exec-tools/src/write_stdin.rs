@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use shell_runtime::ShellProcess;
 use tool_core::{ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
 use crate::audit::{AuditEntry, AuditError, with_notes};
@@ -286,211 +287,325 @@ impl WriteStdinTool {
         }
         let wait = Duration::from_millis(params.wait_ms);
         let Some(terminal) = shell.terminal() else {
-            if shell.has_terminal() {
-                return ShellAnswer::fail(format!("Shell {id} is not running"));
-            }
-            if typed != [Typed::Key("Ctrl-C", b"\x03")] {
-                return ShellAnswer::fail(format!(
-                    "Shell {id} has no terminal: only keys [\"Ctrl-C\"] (SIGINT to its process group) can be sent to it; start it with Bash `tty: true` to type into it"
-                ));
-            }
-            shell.send_interrupt();
-            let written = self.audit(&id, "[Ctrl-C]".to_owned(), None, "written");
-            let _ = shell.wait_timeout(wait).await;
-            return with_audit(read_answer(env, &id, &shell, None, false), written);
+            return self.interrupt(&id, &shell, &typed, wait).await;
         };
-
         let started = Instant::now();
-        // What is still to type: a line held from an earlier call (kept
-        // until its Enter), then this call's input.
+        let call = Call {
+            context,
+            id: &id,
+            shell: &shell,
+            terminal: &terminal,
+            typed: &typed,
+            started,
+            wait,
+        };
+        let not_typed = match self.type_input(&call).await {
+            Ok(not_typed) => not_typed,
+            Err(answer) => return *answer,
+        };
+        drop(terminal);
+        answer_after_typing(env, &id, &shell, (started, wait), not_typed).await
+    }
+
+    /// A shell without a terminal: only Ctrl-C may be sent (SIGINT to its
+    /// process group).
+    async fn interrupt(
+        &self,
+        id: &str,
+        shell: &ShellProcess,
+        typed: &[Typed],
+        wait: Duration,
+    ) -> ShellAnswer {
+        if shell.has_terminal() {
+            return ShellAnswer::fail(format!("Shell {id} is not running"));
+        }
+        if typed != [Typed::Key("Ctrl-C", b"\x03")] {
+            return ShellAnswer::fail(format!(
+                "Shell {id} has no terminal: only keys [\"Ctrl-C\"] (SIGINT to its process group) can be sent to it; start it with Bash `tty: true` to type into it"
+            ));
+        }
+        shell.send_interrupt();
+        let written = self.audit(id, "[Ctrl-C]".to_owned(), None, "written");
+        let _ = shell.wait_timeout(wait).await;
+        with_audit(read_answer(&self.env, id, shell, None, false), written)
+    }
+
+    /// Types the call's input (after a line held from an earlier call):
+    /// to a shell in front, checked lines; to another program, as is, one
+    /// line at a time when it reads lines. Returns how many lines were not
+    /// typed for want of a reader within `wait_ms`.
+    async fn type_input(&self, call: &Call<'_>) -> Result<usize, Box<ShellAnswer>> {
+        let Call {
+            id, shell, typed, ..
+        } = *call;
         let mut pending: VecDeque<Typed> = VecDeque::new();
-        let held = self.partial_line(&id);
+        let held = self.partial_line(id);
         if !held.is_empty() {
             pending.push_back(Typed::Text(held));
         }
         pending.extend(typed.iter().cloned());
         let mut audited = false;
-        let mut not_typed = 0;
         while !pending.is_empty() {
             // Anything but a signal key waits for a program to read the
             // terminal: typed ahead, it would reach whoever reads next.
-            if !only_signals(pending.make_contiguous()) {
-                let mut reading = shell.waits_for_input(Duration::ZERO);
-                while !reading && shell.is_running() && started.elapsed() < wait {
-                    tokio::time::sleep(POLL).await;
-                    reading = shell.waits_for_input(Duration::ZERO);
+            if !only_signals(pending.make_contiguous()) && !call.reader_waits().await {
+                if !audited {
+                    let answer = ShellAnswer::fail(format!(
+                        "Shell {id} is not waiting for input: nothing was typed (the program in front does not read the terminal; keys [\"Ctrl-C\"] interrupts it)"
+                    ));
+                    return Err(Box::new(answer.meta(|m| {
+                        m.bash_id = Some(id.to_owned());
+                        m.waiting_for_input = Some(false);
+                    })));
                 }
-                if !reading {
-                    if !audited {
-                        let answer = ShellAnswer::fail(format!(
-                            "Shell {id} is not waiting for input: nothing was typed (the program in front does not read the terminal; keys [\"Ctrl-C\"] interrupts it)"
-                        ));
-                        return answer.meta(|m| {
-                            m.bash_id = Some(id);
-                            m.waiting_for_input = Some(false);
-                        });
-                    }
-                    not_typed = lines_in(pending.make_contiguous());
-                    self.hold(&id, String::new());
-                    break;
-                }
+                self.hold(id, String::new());
+                return Ok(lines_in(pending.make_contiguous()));
             }
-            let hidden = terminal.hides_input();
             // The program in front is the one reading the terminal (with
             // `bash -c python3`, python, not the bash of the same group).
             let reader = shell.input_reader();
             let in_front = reader
-                .or_else(|| terminal.foreground_group())
+                .or_else(|| call.terminal.foreground_group())
                 .map(program_of);
             let shell_in_front = in_front
                 .as_ref()
                 .and_then(|(exe, _)| exe.as_deref())
                 .is_some_and(|exe| SHELLS.contains(&exe));
             if shell_in_front {
-                // A shell reads the rest: every line is checked, echo or
-                // not (`stty -echo; exec sh` must not open a way round).
                 let rest: Vec<Typed> = pending.drain(..).collect();
                 let cwd = in_front.and_then(|(_, cwd)| cwd);
-                // The call's input, or, after lines that went to another
-                // program, the part the shell reads (a held line was logged
-                // by the call that typed it).
-                let logged = if hidden {
-                    HIDDEN.to_owned()
-                } else if audited {
-                    env.redact(&shown(&rest))
-                } else {
-                    env.redact(&shown(&typed))
-                };
-                match self
-                    .check_lines(context, (&id, &logged), &rest, cwd.as_deref(), hidden)
-                    .await
-                {
-                    Ok((bytes, name)) => {
-                        if let Err(answer) = self.audit_before_typing(&id, logged, name) {
-                            return *answer;
-                        }
-                        if let Err(answer) = type_bytes(&terminal, &id, &bytes).await {
-                            return answer;
-                        }
-                    }
-                    Err(refused) => {
-                        let RefusedLine { answer, audited } = *refused;
-                        let written =
-                            audited.unwrap_or_else(|| self.audit(&id, logged, None, "blocked"));
-                        return with_audit(answer.meta(|m| m.bash_id = Some(id)), written);
-                    }
-                }
-                break;
+                self.type_to_shell(call, &rest, cwd.as_deref(), audited)
+                    .await?;
+                return Ok(0);
             }
-            let screen = shell.screen();
-            let application_cursor = screen.as_ref().is_some_and(|s| s.application_cursor);
-            let paste = screen.as_ref().is_some_and(|s| s.bracketed_paste);
-            // In raw mode (readline, an editor) input goes at once, as a
-            // paste where the program asked for one; in canonical mode one
-            // line at a time, and never as a paste (a program reading lines
-            // that turned bracketed paste on must not get several at once).
-            let canonical = terminal.canonical();
-            let paste = paste && !canonical;
-            let (unit, complete) = if canonical {
-                next_line(&mut pending, &terminal.read_ends())
-            } else {
-                (pending.drain(..).collect(), true)
-            };
-            let mut bytes = Vec::new();
-            for item in &unit {
-                match item {
-                    Typed::Text(text) => type_text(&mut bytes, text, paste),
-                    Typed::Key(name, key) => {
-                        bytes.extend_from_slice(&key_bytes(name, key, application_cursor));
-                    }
-                }
-            }
-            if !complete {
-                // A partial line to a program reading lines: held until its
-                // Enter, for if that program ends first the next reader (a
-                // shell) would take it as the start of its own line.
-                self.hold(&id, String::from_utf8_lossy(&bytes).into_owned());
-                break;
-            }
-            self.hold(&id, String::new());
-            if !audited {
-                let logged = if hidden {
-                    HIDDEN.to_owned()
-                } else {
-                    env.redact(&shown(&typed))
-                };
-                if let Err(answer) = self.audit_before_typing(&id, logged, None) {
-                    return *answer;
-                }
-                audited = true;
-            }
-            let before = reader.and_then(|pid| Some((pid, shell_runtime::read_calls(pid)?)));
-            if let Err(answer) = type_bytes(&terminal, &id, &bytes).await {
-                return answer;
-            }
-            if pending.is_empty() {
-                break;
-            }
-            // One line at a time: the next one is decided once this one is
-            // taken (the reader reads again, or another program reads).
-            let mut pause = Duration::from_millis(1);
-            let taken = loop {
-                if !shell.is_running() {
-                    break false;
-                }
-                if shell.waits_for_input(Duration::ZERO) {
-                    let now = shell.input_reader();
-                    let advanced = match (before, now) {
-                        (Some((pid, calls)), Some(reader)) if pid == reader => {
-                            shell_runtime::read_calls(pid).is_some_and(|count| count > calls)
-                        }
-                        _ => true,
-                    };
-                    if advanced {
-                        break true;
-                    }
-                }
-                if started.elapsed() >= wait {
-                    break false;
-                }
-                // Most readers take a line within a millisecond or two:
-                // look again soon, then back off to the usual poll.
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(POLL);
-            };
-            if !taken {
-                not_typed = lines_in(pending.make_contiguous());
-                break;
+            match self
+                .type_to_program(call, &mut pending, reader, &mut audited)
+                .await?
+            {
+                Progress::Held | Progress::AllTyped => return Ok(0),
+                Progress::More => {}
+                Progress::NotTaken => return Ok(lines_in(pending.make_contiguous())),
             }
         }
-        drop(terminal);
-        let typed_at = Instant::now();
-        // The answer: once it exits, or once it waits for input again after
-        // the input was read and it has been quiet for a while.
-        let mut waiting = false;
+        Ok(0)
+    }
+
+    /// Types to a shell in front, which reads the rest: every line is
+    /// checked, echo or not (`stty -echo; exec sh` must not open a way
+    /// round).
+    async fn type_to_shell(
+        &self,
+        call: &Call<'_>,
+        rest: &[Typed],
+        cwd: Option<&std::path::Path>,
+        audited: bool,
+    ) -> Result<(), Box<ShellAnswer>> {
+        let env = &self.env;
+        let Call {
+            context,
+            id,
+            terminal,
+            typed,
+            ..
+        } = *call;
+        let hidden = terminal.hides_input();
+        // The call's input, or, after lines that went to another program,
+        // the part the shell reads (a held line was logged by the call
+        // that typed it).
+        let logged = if hidden {
+            HIDDEN.to_owned()
+        } else if audited {
+            env.redact(&shown(rest))
+        } else {
+            env.redact(&shown(typed))
+        };
+        match self
+            .check_lines(context, (id, &logged), rest, cwd, hidden)
+            .await
+        {
+            Ok((bytes, name)) => {
+                self.audit_before_typing(id, logged, name)?;
+                type_bytes(terminal, id, &bytes).await.map_err(Box::new)
+            }
+            Err(refused) => {
+                let RefusedLine { answer, audited } = *refused;
+                let written = audited.unwrap_or_else(|| self.audit(id, logged, None, "blocked"));
+                let answer = answer.meta(|m| m.bash_id = Some(id.to_owned()));
+                Err(Box::new(with_audit(answer, written)))
+            }
+        }
+    }
+
+    /// Types the next unit to a program that is not a shell: in raw mode
+    /// (readline, an editor) all of it at once, as a paste where the
+    /// program asked for one; in canonical mode one line, and never as a
+    /// paste (a program reading lines that turned bracketed paste on must
+    /// not get several at once).
+    async fn type_to_program(
+        &self,
+        call: &Call<'_>,
+        pending: &mut VecDeque<Typed>,
+        reader: Option<i32>,
+        audited: &mut bool,
+    ) -> Result<Progress, Box<ShellAnswer>> {
+        let Call {
+            id,
+            shell,
+            terminal,
+            typed,
+            ..
+        } = *call;
+        let screen = shell.screen();
+        let application_cursor = screen.as_ref().is_some_and(|s| s.application_cursor);
+        let canonical = terminal.canonical();
+        let paste = screen.as_ref().is_some_and(|s| s.bracketed_paste) && !canonical;
+        let (unit, complete) = if canonical {
+            next_line(pending, &terminal.read_ends())
+        } else {
+            (pending.drain(..).collect(), true)
+        };
+        let mut bytes = Vec::new();
+        for item in &unit {
+            match item {
+                Typed::Text(text) => type_text(&mut bytes, text, paste),
+                Typed::Key(name, key) => {
+                    bytes.extend_from_slice(&key_bytes(name, key, application_cursor));
+                }
+            }
+        }
+        if !complete {
+            // A partial line to a program reading lines: held until its
+            // Enter, for if that program ends first the next reader (a
+            // shell) would take it as the start of its own line.
+            self.hold(id, String::from_utf8_lossy(&bytes).into_owned());
+            return Ok(Progress::Held);
+        }
+        self.hold(id, String::new());
+        if !*audited {
+            let logged = if terminal.hides_input() {
+                HIDDEN.to_owned()
+            } else {
+                self.env.redact(&shown(typed))
+            };
+            self.audit_before_typing(id, logged, None)?;
+            *audited = true;
+        }
+        let before = reader.and_then(|pid| Some((pid, shell_runtime::read_calls(pid)?)));
+        type_bytes(terminal, id, &bytes).await.map_err(Box::new)?;
+        if pending.is_empty() {
+            return Ok(Progress::AllTyped);
+        }
+        // One line at a time: the next one is decided once this one is
+        // taken (the reader reads again, or another program reads).
+        Ok(if call.line_taken(before).await {
+            Progress::More
+        } else {
+            Progress::NotTaken
+        })
+    }
+}
+
+/// One `WriteStdin` call's shell and input.
+struct Call<'a> {
+    context: &'a ExecutionContext,
+    id: &'a str,
+    shell: &'a ShellProcess,
+    terminal: &'a shell_runtime::TerminalWriter,
+    typed: &'a [Typed],
+    started: Instant,
+    wait: Duration,
+}
+
+impl Call<'_> {
+    /// Whether a program reads the terminal, waiting for one up to `wait_ms`.
+    async fn reader_waits(&self) -> bool {
+        let shell = self.shell;
+        let mut reading = shell.waits_for_input(Duration::ZERO);
+        while !reading && shell.is_running() && self.started.elapsed() < self.wait {
+            tokio::time::sleep(POLL).await;
+            reading = shell.waits_for_input(Duration::ZERO);
+        }
+        reading
+    }
+
+    /// Whether the line just typed was taken within `wait_ms`: the reader
+    /// (`before`: its pid and read count) read again, or another program
+    /// reads.
+    async fn line_taken(&self, before: Option<(i32, u64)>) -> bool {
+        let shell = self.shell;
+        let mut pause = Duration::from_millis(1);
         loop {
             if !shell.is_running() {
-                break;
+                return false;
             }
-            if typed_at.elapsed() >= QUIET_AFTER_INPUT && shell.waits_for_input(QUIET_AFTER_INPUT) {
-                waiting = true;
-                break;
+            if shell.waits_for_input(Duration::ZERO) {
+                let advanced = match (before, shell.input_reader()) {
+                    (Some((pid, calls)), Some(reader)) if pid == reader => {
+                        shell_runtime::read_calls(pid).is_some_and(|count| count > calls)
+                    }
+                    _ => true,
+                };
+                if advanced {
+                    return true;
+                }
             }
-            let left = wait.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                break;
+            if self.started.elapsed() >= self.wait {
+                return false;
             }
-            let _ = shell.wait_timeout(left.min(POLL)).await;
+            // Most readers take a line within a millisecond or two: look
+            // again soon, then back off to the usual poll.
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(POLL);
         }
-        let mut answer = read_answer(env, &id, &shell, None, waiting);
-        if not_typed > 0 {
-            answer.output.push_str(&format!(
-                "\n[{not_typed} line(s) not typed: the program did not read the terminal again within wait_ms; type them again once it waits for input]"
-            ));
-            answer = answer.meta(|m| m.lines_not_typed = Some(not_typed));
-        }
-        answer
     }
+}
+
+/// What [`WriteStdinTool::type_to_program`] did.
+enum Progress {
+    /// A partial line was held for its Enter.
+    Held,
+    /// Everything was typed.
+    AllTyped,
+    /// A line was typed and taken; more is pending.
+    More,
+    /// A line was typed but not taken within `wait_ms`.
+    NotTaken,
+}
+
+/// The answer once the input is typed: when the program exits, or once it
+/// waits for input again after the input was read and it has been quiet
+/// for a while, or at `wait_ms`; with how many lines were not typed.
+async fn answer_after_typing(
+    env: &ExecEnvironment,
+    id: &str,
+    shell: &ShellProcess,
+    (started, wait): (Instant, Duration),
+    not_typed: usize,
+) -> ShellAnswer {
+    let typed_at = Instant::now();
+    let mut waiting = false;
+    loop {
+        if !shell.is_running() {
+            break;
+        }
+        if typed_at.elapsed() >= QUIET_AFTER_INPUT && shell.waits_for_input(QUIET_AFTER_INPUT) {
+            waiting = true;
+            break;
+        }
+        let left = wait.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        let _ = shell.wait_timeout(left.min(POLL)).await;
+    }
+    let mut answer = read_answer(env, id, shell, None, waiting);
+    if not_typed > 0 {
+        answer.output.push_str(&format!(
+            "\n[{not_typed} line(s) not typed: the program did not read the terminal again within wait_ms; type them again once it waits for input]"
+        ));
+        answer = answer.meta(|m| m.lines_not_typed = Some(not_typed));
+    }
+    answer
 }
 
 impl WriteStdinTool {
