@@ -284,25 +284,9 @@ impl BashTool {
         cleared: gate::Cleared,
     ) -> BashAnswer {
         let exec = &self.exec;
-        let audit = exec.config.audit.as_deref();
         let approved_by = cleared.approved_by;
-        let decided = cleared.decided;
         if context.dry_run() {
-            let written = audit.map_or(Ok(()), |log| {
-                log.write(&AuditEntry {
-                    status: Some("dry_run".to_owned()),
-                    approved_by,
-                    ..decided.clone()
-                })
-            });
-            return match written {
-                Ok(()) => BashAnswer::ok(format!(
-                    "[Dry Run] Would execute: {}",
-                    exec.redact(&params.command)
-                ))
-                .meta(|m| m.dry_run = Some(true)),
-                Err(error) => audit_refusal(&error),
-            };
+            return dry_run(exec, &params.command, cleared.decided, approved_by);
         }
         let command = match &exec.config.coauthor {
             Some(coauthor) => {
@@ -311,31 +295,18 @@ impl BashTool {
             None => params.command.clone(),
         };
         // Every exec of the command is judged again as it runs.
-        let checks = exec_checks(exec, decided.call, approved_by.is_some());
+        let checks = exec_checks(exec, cleared.decided.call, approved_by.is_some());
         // A background shell's id is taken now, so the decision line names it.
         let reserved = params.run_in_background.then(|| exec.manager.reserve_id());
         let entry = AuditEntry {
             approved_by,
             bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
-            ..decided
+            ..cleared.decided
         };
-        let running = audit.map_or(Ok(()), |log| {
-            log.write(&AuditEntry {
-                status: Some("running".to_owned()),
-                ..entry.clone()
-            })
-        });
-        if let Err(error) = running {
-            return audit_refusal(&error);
-        }
-        // Also the end line of a shell that could not start names its id.
-        let ended = exec.config.audit.clone().map(|log| {
-            let entry = AuditEntry {
-                event: "ended",
-                ..entry
-            };
-            (log, entry)
-        });
+        let ended = match log_running(exec, entry) {
+            Ok(ended) => ended,
+            Err(error) => return audit_refusal(&error),
+        };
         let Place {
             cwd,
             keeps_cwd,
@@ -393,6 +364,51 @@ impl BashTool {
                 m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
             })
     }
+}
+
+/// A dry run's answer, once its line (`dry_run`) is written.
+fn dry_run(
+    exec: &ExecEnvironment,
+    command: &str,
+    decided: AuditEntry,
+    approved_by: Option<&'static str>,
+) -> BashAnswer {
+    let written = exec.config.audit.as_deref().map_or(Ok(()), |log| {
+        log.write(&AuditEntry {
+            status: Some("dry_run".to_owned()),
+            approved_by,
+            ..decided
+        })
+    });
+    match written {
+        Ok(()) => BashAnswer::ok(format!("[Dry Run] Would execute: {}", exec.redact(command)))
+            .meta(|m| m.dry_run = Some(true)),
+        Err(error) => audit_refusal(&error),
+    }
+}
+
+/// Writes the `running` line from `entry` (the decision line with who
+/// approved and the reserved id) before anything runs; the log and the
+/// line its end is written from. Without a log line, nothing runs.
+fn log_running(
+    exec: &ExecEnvironment,
+    entry: AuditEntry,
+) -> Result<Option<(Arc<AuditLog>, AuditEntry)>, AuditError> {
+    let Some(log) = exec.config.audit.clone() else {
+        return Ok(None);
+    };
+    log.write(&AuditEntry {
+        status: Some("running".to_owned()),
+        ..entry.clone()
+    })?;
+    // Also the end line of a shell that could not start names its id.
+    Ok(Some((
+        log,
+        AuditEntry {
+            event: "ended",
+            ..entry
+        },
+    )))
 }
 
 /// Where a call runs, as [`BashTool::place`] found it.
@@ -836,11 +852,7 @@ async fn run_foreground(
     // The end line goes out before the answer.
     let audit_failed =
         ended.and_then(|(log, entry)| log.write_ended(&ended_entry(&entry, &shell, None)).err());
-
-    let exit = shell.exit();
     let request = shell.end_request();
-    let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
-
     let (mut notes, refused) = checks.new_lines();
     if shell.ended_jobs() > 0 {
         notes.push(format!(
@@ -860,22 +872,55 @@ async fn run_foreground(
     }
     drop(channel);
     // Not after a timeout or an interruption: those did not end by themselves.
-    if let Some(note) = empty_stdin_note(
-        facts,
-        &shell,
-        exit.filter(|_| request.is_none()).map(|exit| exit.code),
-    ) {
-        notes.push(note);
-    }
-    if let Some(note) = network_note(exec, command, &shell) {
-        notes.push(note);
-    }
-
-    let prefix = end_line(
+    let exit_code = shell
+        .exit()
+        .filter(|_| request.is_none())
+        .map(|exit| exit.code);
+    notes.extend(empty_stdin_note(facts, &shell, exit_code));
+    notes.extend(network_note(exec, command, &shell));
+    let end = End {
         request,
+        timeout: Some(timeout),
+        notes,
+        refused,
+        budget,
+        audit_failed,
+    };
+    ended_answer(exec, &shell, &stem, end).meta(|m| m.status = Some(shell.status().as_str()))
+}
+
+/// How a foreground command (with or without a terminal) ended, for its answer.
+struct End {
+    /// The end the server asked for (timeout, interrupt), if any.
+    request: Option<EndRequest>,
+    /// The timeout the answer names when it ended the command.
+    timeout: Option<Duration>,
+    /// The lines after the output.
+    notes: Vec<String>,
+    /// Execs refused at run time.
+    refused: u64,
+    /// Characters the answer may take.
+    budget: usize,
+    /// Why the end line could not be written (it is queued for a retry).
+    audit_failed: Option<AuditError>,
+}
+
+/// The answer of an ended foreground command: the end line (when it did
+/// not end well by itself), its output and notes, in `end.budget`
+/// characters, with the full output in a file when cut.
+fn ended_answer(
+    exec: &ExecEnvironment,
+    shell: &ShellProcess,
+    stem: &std::path::Path,
+    end: End,
+) -> BashAnswer {
+    let exit = shell.exit();
+    let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
+    let prefix = end_line(
+        end.request,
         exit,
         shell.out_of_memory(),
-        Some(timeout),
+        end.timeout,
         duration_ms,
     );
     let Rendered {
@@ -888,30 +933,28 @@ async fn run_foreground(
         &shell.snapshot(Stream::Stdout),
         &shell.snapshot(Stream::Stderr),
         prefix.as_deref(),
-        &notes,
-        budget,
-        Some((&shell, &stem)),
+        &end.notes,
+        end.budget,
+        Some((shell, stem)),
     );
-    let success = prefix.is_none();
-    let result = if success {
+    let result = if prefix.is_none() {
         BashAnswer::ok(text)
     } else {
         BashAnswer::fail(text)
     };
-    let result = match audit_failed {
+    let result = match end.audit_failed {
         Some(error) => with_unlogged_end(result, &error),
         None => result,
     };
     result.meta(|m| {
-        m.status = Some(shell.status().as_str());
         m.exit_code = exit
-            .filter(|_| request != Some(EndRequest::Timeout))
+            .filter(|_| end.request != Some(EndRequest::Timeout))
             .map(|exit| exit.code);
         m.truncated = Some(truncated);
         m.output_file = output_file.map(|path| path.to_string_lossy().into_owned());
         m.omitted_chars = omitted_chars;
         m.duration_ms = Some(duration_ms);
-        m.runtime_refusals = (refused > 0).then_some(refused);
+        m.runtime_refusals = (end.refused > 0).then_some(end.refused);
     })
 }
 
@@ -1015,54 +1058,28 @@ async fn run_tty(
     }
     let audit_failed =
         ended.and_then(|(log, entry)| log.write_ended(&ended_entry(&entry, &shell, None)).err());
-    let exit = shell.exit();
     let (request, timeout) = if timed_out {
         (Some(EndRequest::Timeout), Some(default_timeout))
     } else {
         (shell.end_request(), timeout)
     };
-    let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
-    let prefix = end_line(request, exit, shell.out_of_memory(), timeout, duration_ms);
     let (mut notes, refused) = checks.new_lines();
     notes.extend(network_note(exec, command, &shell));
-    let Rendered {
-        text,
-        truncated,
-        output_file,
-        omitted_chars,
-    } = render_streams(
-        exec,
-        &shell.snapshot(Stream::Stdout),
-        &shell.snapshot(Stream::Stderr),
-        prefix.as_deref(),
-        &notes,
-        exec.config.max_output_chars,
-        Some((&shell, &stem)),
-    );
-    let result = if prefix.is_none() {
-        BashAnswer::ok(text)
-    } else {
-        BashAnswer::fail(text)
+    let end = End {
+        request,
+        timeout,
+        notes,
+        refused,
+        budget: exec.config.max_output_chars,
+        audit_failed,
     };
-    let result = match audit_failed {
-        Some(error) => with_unlogged_end(result, &error),
-        None => result,
-    };
-    result.meta(|m| {
+    ended_answer(exec, &shell, &stem, end).meta(|m| {
         m.status = Some(if timed_out {
             ShellStatus::Timeout.as_str()
         } else {
             shell.status().as_str()
         });
-        m.exit_code = exit
-            .filter(|_| request != Some(EndRequest::Timeout))
-            .map(|exit| exit.code);
-        m.truncated = Some(truncated);
-        m.output_file = output_file.map(|path| path.to_string_lossy().into_owned());
-        m.omitted_chars = omitted_chars;
         m.waiting_for_input = Some(false);
-        m.duration_ms = Some(duration_ms);
-        m.runtime_refusals = (refused > 0).then_some(refused);
     })
 }
 
