@@ -14,10 +14,10 @@ use shell_runtime::ShellProcess;
 use tool_core::{ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
 use crate::audit::{AuditEntry, AuditError, with_notes};
-use crate::bash_output::{ShellAnswer, not_found, read_answer};
 use crate::carried_state::CarriedStateSlot;
 use crate::environment::ExecEnvironment;
 use crate::gate::{self, Reason};
+use crate::shell_answer::{ShellAnswer, not_found, read_answer};
 
 /// Arguments of `WriteStdin`.
 #[derive(Debug, Deserialize, JsonSchema)]
