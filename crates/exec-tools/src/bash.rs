@@ -312,30 +312,19 @@ impl BashTool {
             keeps_cwd,
             moved_note,
         } = place;
-        if let Some(reserved) = reserved {
-            let timeout = params.timeout.map(Duration::from_millis);
-            let spec = Background {
+        if params.run_in_background || params.tty {
+            let run = Prepared {
+                command,
                 cwd,
-                timeout,
-                tty: params.tty,
+                vars,
+                timeout: params.timeout.map(Duration::from_millis),
                 checks,
-            };
-            return start_background(exec, reserved, &command, &vars, spec, ended)
-                .await
-                .meta(|m| m.timeout_ms = params.timeout);
-        }
-        if params.tty {
-            let timeout = params.timeout.map(Duration::from_millis);
-            let answer = run_tty(
-                exec,
-                context,
-                &command,
-                (cwd, &vars),
-                timeout,
                 ended,
-                checks,
-            )
-            .await;
+            };
+            let answer = match reserved {
+                Some(reserved) => start_background(exec, reserved, run, params.tty).await,
+                None => run_tty(exec, context, run).await,
+            };
             return answer.meta(|m| m.timeout_ms = params.timeout);
         }
         let timeout = params
@@ -715,29 +704,37 @@ fn spill_pair(exec: &ExecEnvironment, stem: &std::path::Path) -> (SpillFile, Spi
     (spill("stdout"), spill("stderr"))
 }
 
-/// How a background shell runs.
-struct Background {
+/// A background or tty command, prepared: everything its run needs
+/// besides the server and the call.
+struct Prepared {
+    /// What bash runs (with the co-author trailer).
+    command: String,
     /// Where (canonical, checked).
     cwd: PathBuf,
+    vars: Vars,
+    /// The timeout the call gave, if any.
     timeout: Option<Duration>,
-    tty: bool,
     checks: Checks,
+    /// The log and the line its end is written from.
+    ended: Option<(Arc<AuditLog>, AuditEntry)>,
 }
 
 async fn start_background(
     exec: &ExecEnvironment,
     id: shell_runtime::ReservedId<'_>,
-    command: &str,
-    vars: &Vars,
-    run: Background,
-    ended: Option<(Arc<AuditLog>, AuditEntry)>,
+    run: Prepared,
+    tty: bool,
 ) -> BashAnswer {
-    let Background {
+    let Prepared {
+        command,
         cwd,
+        vars,
         timeout,
-        tty,
         checks,
+        ended,
     } = run;
+    let command = command.as_str();
+    let vars = &vars;
     let stem = exec.next_path("background");
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars, &checks);
     spec.tty = tty;
@@ -812,21 +809,9 @@ async fn run_foreground(
     let stem = exec.next_path("bash");
     // A command that cannot change the state runs as it is.
     let stateful = may_change_state(command, &vars);
-    let script = if stateful {
-        wrap_command(command)
-    } else {
-        command.to_owned()
-    };
-    let mut spec = base_spec(exec, script, cwd.clone(), &vars, &checks);
+    let mut spec = base_spec(exec, command.to_owned(), cwd.clone(), &vars, &checks);
     // Without a channel the command still runs; its answer says the state stayed.
-    let channel = stateful
-        .then(|| {
-            let channel = StateChannel::new().ok()?;
-            spec.inherit.push((channel.child_end().ok()?, STATE_FD));
-            Some(channel)
-        })
-        .flatten();
-    spec.command = command.to_owned();
+    let channel = stateful.then(|| carry_state(&mut spec)).flatten();
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout_spill);
     spec.stderr_spill = Some(stderr_spill);
@@ -963,15 +948,16 @@ fn ended_answer(
 /// still running after `--background-after` (without one and without an
 /// explicit timeout, after the foreground default), as a background shell
 /// too. No timeout unless one is given; its `cd`/`export` are not carried.
-async fn run_tty(
-    exec: &ExecEnvironment,
-    context: &ExecutionContext,
-    command: &str,
-    (cwd, vars): (PathBuf, &Vars),
-    timeout: Option<Duration>,
-    ended: Option<(Arc<AuditLog>, AuditEntry)>,
-    checks: Checks,
-) -> BashAnswer {
+async fn run_tty(exec: &ExecEnvironment, context: &ExecutionContext, run: Prepared) -> BashAnswer {
+    let Prepared {
+        command,
+        cwd,
+        vars,
+        timeout,
+        checks,
+        ended,
+    } = run;
+    let (command, vars) = (command.as_str(), &vars);
     let stem = exec.next_path("tty");
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars, &checks);
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
@@ -1121,6 +1107,16 @@ fn waiting_answer(
         m.bash_id = Some(id.to_owned());
         m.waiting_for_input = Some(true);
     })
+}
+
+/// Runs `spec`'s command wrapped so that it writes the state it ends with
+/// to descriptor 3, and gives it the channel that descriptor is; `None`
+/// when no channel could be made (the wrapped command runs all the same).
+fn carry_state(spec: &mut SpawnSpec) -> Option<StateChannel> {
+    spec.script = Some(wrap_command(&spec.command));
+    let channel = StateChannel::new().ok()?;
+    spec.inherit.push((channel.child_end().ok()?, STATE_FD));
+    Some(channel)
 }
 
 /// How a foreground wait ended.
