@@ -976,6 +976,68 @@ async fn run_tty(exec: &ExecEnvironment, context: &ExecutionContext, run: Prepar
             ));
         }
     };
+    let timed_out = match tty_wait(exec, context, &shell, timeout).await {
+        TtyWait::Ended { timed_out } => timed_out,
+        TtyWait::HandedOver { id, after } => {
+            exec.keep_refusals(&shell, &checks);
+            audit_when_ended(ended, Arc::clone(&shell), id.clone());
+            return backgrounded_answer(exec, &shell, &id, &stem, after)
+                .meta(|m| m.waiting_for_input = Some(false));
+        }
+        TtyWait::Waiting { id } => {
+            exec.keep_refusals(&shell, &checks);
+            audit_when_ended(ended, Arc::clone(&shell), id.clone());
+            return waiting_answer(exec, &shell, &id, &stem);
+        }
+    };
+    let default_timeout = exec.config.default_timeout;
+    let audit_failed =
+        ended.and_then(|(log, entry)| log.write_ended(&ended_entry(&entry, &shell, None)).err());
+    let (request, timeout) = if timed_out {
+        (Some(EndRequest::Timeout), Some(default_timeout))
+    } else {
+        (shell.end_request(), timeout)
+    };
+    let (mut notes, refused) = checks.new_lines();
+    notes.extend(network_note(exec, command, &shell));
+    let end = End {
+        request,
+        timeout,
+        notes,
+        refused,
+        budget: exec.config.max_output_chars,
+        audit_failed,
+    };
+    ended_answer(exec, &shell, &stem, end).meta(|m| {
+        m.status = Some(if timed_out {
+            ShellStatus::Timeout.as_str()
+        } else {
+            shell.status().as_str()
+        });
+        m.waiting_for_input = Some(false);
+    })
+}
+
+/// How a tty command's foreground wait ended.
+enum TtyWait {
+    /// It ended: by itself, interrupted, or (`timed_out`) by the
+    /// foreground default when it could not go to the background.
+    Ended { timed_out: bool },
+    /// Still running after `after`, it is now tracked under `id`.
+    HandedOver { id: String, after: Duration },
+    /// It waits for input, tracked under `id`.
+    Waiting { id: String },
+}
+
+/// Waits for a tty command to end, to wait for input, or to outlive
+/// `--background-after` (without one and without a `timeout`, the
+/// foreground default); interrupts it when the call is cancelled.
+async fn tty_wait(
+    exec: &ExecEnvironment,
+    context: &ExecutionContext,
+    shell: &Arc<ShellProcess>,
+    timeout: Option<Duration>,
+) -> TtyWait {
     let mut may_background = true;
     // A command that neither exits nor waits for input (a server, a
     // `sleep`) answers at the latest after `--background-after` or, with no
@@ -1008,12 +1070,9 @@ async fn run_tty(exec: &ExecEnvironment, context: &ExecutionContext, run: Prepar
                 if !shell.is_running() {
                     continue;
                 }
-                if let Ok(id) = exec.manager.adopt(&shell) {
-                    exec.keep_refusals(&shell, &checks);
-                    audit_when_ended(ended, Arc::clone(&shell), id.clone());
+                if let Ok(id) = exec.manager.adopt(shell) {
                     let after = hand_over_after.unwrap_or_default();
-                    return backgrounded_answer(exec, &shell, &id, &stem, after)
-                        .meta(|m| m.waiting_for_input = Some(false));
+                    return TtyWait::HandedOver { id, after };
                 }
                 if timeout.is_none() {
                     if started.elapsed() >= default_timeout {
@@ -1028,45 +1087,17 @@ async fn run_tty(exec: &ExecEnvironment, context: &ExecutionContext, run: Prepar
                     may_hand_over = true;
                 }
             }
-            () = input_wait(&shell), if may_background => {
+            () = input_wait(shell), if may_background => {
                 // With 256 shells already tracked it stays in the
                 // foreground, until it exits or its timeout.
-                match exec.manager.adopt(&shell) {
-                    Ok(id) => {
-                        exec.keep_refusals(&shell, &checks);
-                        audit_when_ended(ended, Arc::clone(&shell), id.clone());
-                        return waiting_answer(exec, &shell, &id, &stem);
-                    }
+                match exec.manager.adopt(shell) {
+                    Ok(id) => return TtyWait::Waiting { id },
                     Err(_) => may_background = false,
                 }
             }
         }
     }
-    let audit_failed =
-        ended.and_then(|(log, entry)| log.write_ended(&ended_entry(&entry, &shell, None)).err());
-    let (request, timeout) = if timed_out {
-        (Some(EndRequest::Timeout), Some(default_timeout))
-    } else {
-        (shell.end_request(), timeout)
-    };
-    let (mut notes, refused) = checks.new_lines();
-    notes.extend(network_note(exec, command, &shell));
-    let end = End {
-        request,
-        timeout,
-        notes,
-        refused,
-        budget: exec.config.max_output_chars,
-        audit_failed,
-    };
-    ended_answer(exec, &shell, &stem, end).meta(|m| {
-        m.status = Some(if timed_out {
-            ShellStatus::Timeout.as_str()
-        } else {
-            shell.status().as_str()
-        });
-        m.waiting_for_input = Some(false);
-    })
+    TtyWait::Ended { timed_out }
 }
 
 /// The answer of a tty command that waits for input: the output so far
