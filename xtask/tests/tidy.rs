@@ -506,14 +506,6 @@ const MODULE_CYCLES_ALLOWED: &[(&str, &str, &str, &str)] = &[
         "spawn",
         "`release_free_memory` calls glibc's `malloc_trim`",
     ),
-    // Issue 30 item 3 (one policy gate for Bash and WriteStdin) gives the
-    // approval its own verdict; until then it answers with Bash's type.
-    (
-        "crates/exec-tools/src",
-        "approval",
-        "bash",
-        "`approval` answers with `BashAnswer`",
-    ),
 ];
 
 /// A use tree (`a::{b, c::{d, self}}`, or an expression path

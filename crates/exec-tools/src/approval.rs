@@ -1,4 +1,4 @@
-//! The ask tier inside `Bash`: asking the context's `Approver` one
+//! Asking, for the policy gate (`gate.rs`): the context's `Approver` one
 //! question at a time per session while reporting progress, withdrawing
 //! the question on cancellation or `--ask-timeout`, the question's text,
 //! and what a remembered approval is keyed by.
@@ -8,26 +8,8 @@ use std::time::{Duration, Instant};
 use exec_policy::Denial;
 use tool_core::{Approval, Approver, ExecutionContext, ProgressUpdate};
 
-use crate::bash::BashAnswer;
 use crate::environment::ExecEnvironment;
 use crate::question;
-
-/// What became of an `ask` command's question.
-pub(crate) enum Asked {
-    /// Approved, by whom (`user`, `remembered`).
-    Approved(&'static str),
-    /// Nobody could be asked: the fallback decides.
-    Nobody,
-    /// The person declined or dismissed it.
-    Declined,
-    /// Approved, but what the command runs changed while the question
-    /// was open (a script edited, a link re-pointed): nothing runs.
-    Changed,
-    /// Nobody answered within `--ask-timeout`.
-    TimedOut,
-    /// The tool call was cancelled while waiting.
-    CallCancelled,
-}
 
 /// How a wait for the person ended.
 pub(crate) enum Waiting {
@@ -221,54 +203,6 @@ pub(crate) fn approval_message(
         "Run this command?\n\nCommand: {}\nWorking directory: {}\nRule: {} ({})\n{warnings}Why: {why}\n\nAccept runs it once; with \"remember\" the same command runs unasked here for the rest of the session, as long as what it runs is unchanged (the program, its arguments, the directory, the environment it sees and the scripts it runs); with \"save\" it is also written to the policy file as an allow rule, so it runs unasked after restarts too.",
         shown_command.text, shown_cwd.text, rule.text, reason.text,
     )
-}
-
-/// The answer for a question nobody answered within `--ask-timeout`:
-/// worded apart from a refusal by the person, who may never have seen it.
-pub(crate) fn timed_out(exec: &ExecEnvironment, denial: &Denial) -> BashAnswer {
-    BashAnswer::fail(exec.redact(&format!(
-        "Command blocked: the approval question timed out unanswered after {} ms \
-         (`--ask-timeout`; rule `{}`: {}) in `{}`; nothing ran",
-        exec.config.ask_timeout.as_millis(),
-        denial.rule_id,
-        denial.reason,
-        denial.command
-    )))
-    .meta(|m| {
-        m.status = Some("blocked");
-        m.decision = Some("ask");
-        m.rule = Some(denial.rule_id.clone());
-    })
-}
-
-/// The answer for an approval of something that changed while the
-/// question was open: the person approved what they were shown, which is
-/// no longer what would run.
-pub(crate) fn changed(exec: &ExecEnvironment, denial: &Denial) -> BashAnswer {
-    BashAnswer::fail(exec.redact(&format!(
-        "Command blocked: what `{}` runs changed while the question was open \
-         (a script's content, a link, the program `PATH` finds, or the environment; \
-         rule `{}`); nothing ran. Run it again to be asked about what it runs now",
-        denial.command, denial.rule_id
-    )))
-    .meta(|m| {
-        m.status = Some("blocked");
-        m.decision = Some("ask");
-        m.rule = Some(denial.rule_id.clone());
-    })
-}
-
-/// The answer for a question the person declined or dismissed.
-pub(crate) fn declined(exec: &ExecEnvironment, denial: &Denial) -> BashAnswer {
-    BashAnswer::fail(exec.redact(&format!(
-        "Command blocked: approval declined (rule `{}`: {}) in `{}`",
-        denial.rule_id, denial.reason, denial.command
-    )))
-    .meta(|m| {
-        m.status = Some("blocked");
-        m.decision = Some("ask");
-        m.rule = Some(denial.rule_id.clone());
-    })
 }
 
 #[cfg(test)]

@@ -6,28 +6,25 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use exec_policy::{
-    AnalysisContext, CommandFacts, Decision, Denial, GitCommit, WorkdirError, is_within_roots,
-    nearest_existing_ancestor,
+    CommandFacts, GitCommit, WorkdirError, is_within_roots, nearest_existing_ancestor,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
 use shell_runtime::{
     EndRequest, ExitInfo, ShellProcess, ShellStatus, SpawnSpec, SpillFile, Stream,
+    TERMINAL_COLUMNS, TERMINAL_ROWS,
 };
-use tool_core::{
-    Answer, Approval, ExecutionContext, ProgressUpdate, Tool, ToolAnnotations, ToolCategory,
-};
+use tool_core::{Answer, ExecutionContext, ProgressUpdate, Tool, ToolAnnotations, ToolCategory};
 
-use crate::approval::{
-    Asked, Waiting, approval_key, approval_message, declined, timed_out, wait_for_approval,
-};
 use crate::audit::{AuditEntry, AuditError, AuditLog, with_notes};
 use crate::carried_state::{
     CaptureError, CarriedStateSlot, STATE_FD, STATELESS_BUILTINS, StateChannel, Vars,
     may_change_state, wrap_command,
 };
-use crate::environment::{AskFallback, ExecEnvironment, MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP};
+use crate::environment::{DEFAULT_TIMEOUT, ExecEnvironment, OUTPUT_FILE_CAP};
 use crate::exec_judge::{CallContext, Checks};
+use crate::gate::{self, Reason};
+use crate::input_wait::input_wait;
 use crate::metadata::{BashMetadata, capped_command};
 use crate::render::{Rendered, render_streams};
 
@@ -52,21 +49,49 @@ pub struct BashParams {
     pub description: Option<String>,
     /// Run this command in this directory (relative to the session's directory, or absolute; inside the allowed roots). The session's directory stays as it was.
     pub workdir: Option<String>,
-    /// Timeout in milliseconds (1000-600000). Foreground default 120000; in the background, only when given.
-    #[schemars(range(min = 1000, max = 600_000))]
+    /// Timeout in milliseconds; the schema states its bounds and the
+    /// foreground default ([`timeout_description`]).
+    #[schemars(range(min = MIN_TIMEOUT_MS, max = MAX_TIMEOUT_MS), description = timeout_description())]
     pub timeout: Option<u64>,
     /// Start the command in the background and return at once with its id.
     #[serde(default)]
     #[schemars(default = "default_false")]
     pub run_in_background: bool,
-    /// Run under a terminal (120x40): only for programs that prompt or are interactive (REPLs, `read`, ssh/password prompts, pagers, editors). Answers when the program waits for input; talk to it with `WriteStdin`.
+    /// Run under a terminal: only for programs that prompt or are
+    /// interactive; the schema states the terminal's size ([`tty_description`]).
     #[serde(default)]
-    #[schemars(default = "default_false")]
+    #[schemars(default = "default_false", description = tty_description())]
     pub tty: bool,
 }
 
 fn default_false() -> bool {
     false
+}
+
+/// The shortest `timeout` a call may give, in milliseconds.
+const MIN_TIMEOUT_MS: u64 = 1000;
+/// The longest `timeout` a call may give, in milliseconds.
+const MAX_TIMEOUT_MS: u64 = 600_000;
+
+/// `timeout`'s description, from the bounds and the default it states.
+fn timeout_description() -> String {
+    format!(
+        "Timeout in milliseconds ({MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS}). Foreground default {}; in the background, only when given.",
+        DEFAULT_TIMEOUT.as_millis()
+    )
+}
+
+/// `tty`'s description, from the terminal size it states.
+fn tty_description() -> String {
+    format!(
+        "Run under a terminal ({}): only for programs that prompt or are interactive (REPLs, `read`, ssh/password prompts, pagers, editors). Answers when the program waits for input; talk to it with `WriteStdin`.",
+        terminal_size()
+    )
+}
+
+/// The size of the terminals `tty: true` commands get, as `COLUMNSxROWS`.
+fn terminal_size() -> String {
+    format!("{TERMINAL_COLUMNS}x{TERMINAL_ROWS}")
 }
 
 /// Runs shell commands.
@@ -82,18 +107,26 @@ impl BashTool {
     }
 }
 
-const DESCRIPTION: &str = "Runs a bash command and returns its output (stdout, then `[stderr]` and stderr).\n\
+/// The tool's description, stating the configured foreground default
+/// timeout and answer size, the `timeout` bounds and the terminal size.
+fn description(default_timeout: Duration, max_output_chars: usize) -> String {
+    let default_ms = default_timeout.as_millis();
+    let terminal = terminal_size();
+    format!(
+        "Runs a bash command and returns its output (stdout, then `[stderr]` and stderr).\n\
 \n\
 - Each call starts a fresh `bash -c`, but the working directory and exported variables a foreground command leaves (`cd`, `export`) carry over to later calls, foreground and background; when the directory changes the answer ends with `[cwd now PATH]`.\n\
 - `workdir` runs one command elsewhere without moving the session: prefer it to `cd DIR && ...` when later commands should stay where they are.\n\
 - Quote paths that contain spaces or special characters: `cd \"my dir\"`. Chain dependent steps with `&&`, independent ones with `;`.\n\
-- Foreground commands time out after 120000 ms unless `timeout` says otherwise (1000-600000); on timeout every process the command started is ended.\n\
+- Foreground commands time out after {default_ms} ms unless `timeout` says otherwise ({MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS}); on timeout every process the command started is ended.\n\
 - For servers, watchers and anything long, set `run_in_background: true`: the call returns a `bash_id` at once; read new output with BashOutput and stop it with KillShell. Background jobs (`cmd &`) left by a foreground command are ended when it returns.\n\
-- Output over 30000 characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
+- Output over {max_output_chars} characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
 - Commands run without a terminal: stdin is empty, editors fail and pagers print. For everything scriptable stay so (use `git --no-pager`, `-y` flags, here-docs and the like).\n\
-- `tty: true` is for what cannot be scripted: prompts (`read`, a password or host-key question, `git add -p`), REPLs (python3, node, psql), full-screen programs (less, vim, top). The command runs under a 120x40 terminal (stdout and stderr merged); when it waits for input the call answers with the output so far and `Waiting for input: shell_xxxxxxxx`, and it goes on as a background shell: type into it with WriteStdin, read its screen with BashOutput `screen: true`, end it with KillShell. Its `cd`/`export` do not carry over, and without an explicit `timeout` it runs until it exits or is killed; one that neither exits nor waits for input (a server, a `sleep`) answers after 120000 ms at most with the output so far and `[still running after MS ms: continues as background shell shell_xxxxxxxx]`, and goes on in the background.\n\
+- `tty: true` is for what cannot be scripted: prompts (`read`, a password or host-key question, `git add -p`), REPLs (python3, node, psql), full-screen programs (less, vim, top). The command runs under a {terminal} terminal (stdout and stderr merged); when it waits for input the call answers with the output so far and `Waiting for input: shell_xxxxxxxx`, and it goes on as a background shell: type into it with WriteStdin, read its screen with BashOutput `screen: true`, end it with KillShell. Its `cd`/`export` do not carry over, and without an explicit `timeout` it runs until it exits or is killed; one that neither exits nor waits for input (a server, a `sleep`) answers after {default_ms} ms at most with the output so far and `[still running after MS ms: continues as background shell shell_xxxxxxxx]`, and goes on in the background.\n\
 - Dangerous commands (recursive deletes of system or home directories, disk formatting, fork bombs) are refused.\n\
-- Commands whose effect is known only when they run (downloaded or decoded scripts piped into a shell, `rm -rf \"$VAR\"`) and those the policy file names may need the person's approval; the call waits for the answer, and a refusal says why.";
+- Commands whose effect is known only when they run (downloaded or decoded scripts piped into a shell, `rm -rf \"$VAR\"`) and those the policy file names may need the person's approval; the call waits for the answer, and a refusal says why."
+    )
+}
 
 #[async_trait]
 impl Tool for BashTool {
@@ -105,14 +138,8 @@ impl Tool for BashTool {
     }
 
     fn description(&self) -> String {
-        let mut description = DESCRIPTION.to_owned();
-        let max = self.exec.config.max_output_chars;
-        if max != MAX_OUTPUT_CHARS {
-            description = description.replace(
-                &format!("Output over {MAX_OUTPUT_CHARS} characters"),
-                &format!("Output over {max} characters"),
-            );
-        }
+        let config = &self.exec.config;
+        let description = description(config.default_timeout, config.max_output_chars);
         match &self.exec.config.description_note {
             Some(note) => format!("{description}\n- {note}"),
             None => description,
@@ -158,22 +185,65 @@ impl BashTool {
                 m.description.clone_from(&params.description);
             })
         };
+        let place = match self.place(context, &carried, state.cwd.as_deref(), &params) {
+            Ok(place) => place,
+            Err(answer) => return meta(*answer),
+        };
+        // Every answer of this call ends with the moved directory's note.
+        let moved_note = place.moved_note.clone();
+        let meta = |result: BashAnswer| meta(with_note(result, moved_note.as_deref()));
+        let vars = state.environment(exec.base_env());
+        let request = gate::Request {
+            subject: gate::Subject::Command,
+            text: &params.command,
+            cwd: &place.cwd,
+            vars: vars
+                .iter()
+                .filter_map(|(name, value)| Some((name.clone(), value.to_str()?.to_owned())))
+                .collect(),
+        };
+        let cleared = match gate::clear(exec, context, request).await {
+            gate::Verdict::Run(cleared) => *cleared,
+            gate::Verdict::Refused(refusal) => return meta(refused(exec, &refusal)),
+        };
+        let approved_by = cleared.approved_by;
+        let rule = cleared.rule();
+        let saved_note = cleared.saved_note.clone();
+        let answer = self
+            .run(context, &carried, &params, (place, vars), cleared)
+            .await;
+        let answer = with_note(meta(answer), saved_note.as_deref());
+        match approved_by {
+            Some(by) => answer.meta(|m| {
+                m.decision = Some("ask");
+                m.rule = rule;
+                m.approved_by = Some(by);
+            }),
+            None => answer,
+        }
+    }
 
-        // The working directory: the carried state's, or the context's. The
-        // command runs in the canonical path that was checked, so a symlink
-        // on the way that changes after the check cannot move it elsewhere.
-        let session_dir = match working_dir(state.cwd.as_deref(), context, &exec.config.roots) {
+    /// Where the call runs: the session's directory (moved up to an
+    /// existing ancestor when it was deleted, said in a note), or `workdir`.
+    fn place(
+        &self,
+        context: &ExecutionContext,
+        carried: &CarriedStateSlot,
+        carried_cwd: Option<&std::path::Path>,
+        params: &BashParams,
+    ) -> Result<Place, Box<BashAnswer>> {
+        let exec = &self.exec;
+        // The command runs in the canonical path that was checked, so a
+        // symlink on the way that changes after the check cannot move it.
+        let session_dir = match gate::working_dir(carried_cwd, context, &exec.config.roots) {
             Ok(found) => found,
             Err(message) => {
-                if state.cwd.is_some() {
+                if carried_cwd.is_some() {
                     carried.lock().cwd = None;
                 }
-                return meta(BashAnswer::fail(message));
+                return Err(Box::new(BashAnswer::fail(message)));
             }
         };
-        // A session directory that was deleted: the session moves up to the
-        // nearest ancestor that still exists, and every answer of this call
-        // says so in its last line (inside the budget of a foreground one).
         let moved_note = session_dir.moved.map(|(gone, ancestor)| {
             let note = format!(
                 "[cwd {} no longer exists: now in {}]",
@@ -183,285 +253,209 @@ impl BashTool {
             carried.lock().cwd = Some(ancestor);
             note
         });
-        let meta = |result: BashAnswer| meta(with_note(result, moved_note.as_deref()));
-        let cwd = match params.workdir.as_deref() {
-            None => session_dir.canonical,
-            Some(workdir) => {
-                match exec_policy::resolve_working_dir(
-                    &session_dir.canonical.join(workdir),
-                    &exec.config.roots,
-                ) {
-                    Ok(canonical) => canonical,
-                    Err(error) => {
-                        return meta(BashAnswer::fail(format!(
-                            "Command not run: `workdir` refused: {}",
-                            crate::error_chain(&error)
-                        )));
-                    }
-                }
-            }
-        };
-        // With `workdir` the session's directory stays where it is.
-        let keeps_cwd = params.workdir.is_some();
+        let cwd = gate::call_dir(
+            &session_dir.canonical,
+            params.workdir.as_deref(),
+            &exec.config.roots,
+        );
+        match cwd {
+            Ok(cwd) => Ok(Place {
+                cwd,
+                // With `workdir` the session's directory stays where it is.
+                keeps_cwd: params.workdir.is_some(),
+                moved_note,
+            }),
+            Err(message) => Err(Box::new(with_note(
+                BashAnswer::fail(message),
+                moved_note.as_deref(),
+            ))),
+        }
+    }
 
-        // The analysis sees the session as the command will: its working
-        // directory and the variables earlier calls exported.
-        let vars = state.environment(exec.base_env());
-        let session = AnalysisContext {
-            cwd: cwd.to_str().map(str::to_owned),
-            vars: vars
-                .iter()
-                .filter_map(|(name, value)| Some((name.clone(), value.to_str()?.to_owned())))
-                .collect(),
-        };
-        let analysis = exec.analyzer.analyze_in(&params.command, &session);
-        let denial = analysis.decision.denial();
-        let audit = exec.config.audit.as_deref();
-        let decided = AuditEntry {
-            event: "decision",
-            call: audit.map_or(0, AuditLog::next_call),
-            tool: "Bash",
-            command: Some(shown_command.clone()),
-            cwd: Some(cwd.to_string_lossy().into_owned()),
-            decision: Some(analysis.decision.name()),
-            rule: denial.map(|d| d.rule_id.clone()),
-            ..AuditEntry::default()
-        };
-        // The decision line goes out before the answer, and before the
-        // command runs: no log, no run.
-        let record = |status: &str, approved_by: Option<&'static str>| {
-            audit.map_or(Ok(()), |log| {
-                log.write(&AuditEntry {
-                    status: Some(status.to_owned()),
-                    approved_by,
-                    ..decided.clone()
-                })
-            })
-        };
-        // What became of a `save` answer, said at the end of the answer.
-        let mut saved_note = None;
-        let approved_by = match (&analysis.decision, denial) {
-            (Decision::Deny(_), Some(denial)) => {
-                let answer = refusal(exec, &analysis.decision, denial);
-                return meta(with_audit_failure(answer, record("blocked", None)));
-            }
-            (Decision::Ask(_), Some(denial)) => {
-                let key = approval_key(exec, &params.command, &cwd, &session.vars);
-                let asked = match context.approver() {
-                    _ if exec.is_remembered(&key) => Asked::Approved("remembered"),
-                    // A dry run never asks: it answers as the fallback would.
-                    Some(approver) if !context.dry_run() => {
-                        let message = exec.redact(&approval_message(
-                            &shown_command,
-                            &cwd,
-                            denial,
-                            &session.vars,
-                        ));
-                        match wait_for_approval(exec, context, approver.as_ref(), message).await {
-                            // The binding is taken again once the person
-                            // answers: an approval holds only for what
-                            // was there when it was given.
-                            Waiting::Answer(Approval::Accept { .. } | Approval::Save)
-                                if approval_key(exec, &params.command, &cwd, &session.vars)
-                                    != key =>
-                            {
-                                Asked::Changed
-                            }
-                            Waiting::Answer(Approval::Accept { remember }) => {
-                                if remember {
-                                    exec.remember(key);
-                                }
-                                Asked::Approved("user")
-                            }
-                            Waiting::Answer(Approval::Save) => {
-                                exec.remember(key);
-                                saved_note = Some(save_note(exec, &params.command));
-                                Asked::Approved("user")
-                            }
-                            Waiting::Answer(Approval::Decline | Approval::Cancel) => {
-                                Asked::Declined
-                            }
-                            Waiting::TimedOut => Asked::TimedOut,
-                            Waiting::CallCancelled => Asked::CallCancelled,
-                            Waiting::Answer(Approval::Unavailable) => Asked::Nobody,
-                        }
-                    }
-                    _ => Asked::Nobody,
-                };
-                match asked {
-                    Asked::Approved(by) => Some(by),
-                    Asked::Nobody if exec.config.ask_fallback == AskFallback::Allow => {
-                        Some("fallback")
-                    }
-                    Asked::Nobody => {
-                        let answer = refusal(exec, &analysis.decision, denial);
-                        return meta(with_audit_failure(answer, record("blocked", None)));
-                    }
-                    Asked::Declined => {
-                        let answer = declined(exec, denial);
-                        return meta(with_audit_failure(answer, record("declined", None)));
-                    }
-                    Asked::Changed => {
-                        let answer = crate::approval::changed(exec, denial);
-                        return meta(with_audit_failure(answer, record("blocked", None)));
-                    }
-                    Asked::TimedOut => {
-                        let answer = timed_out(exec, denial);
-                        return meta(with_audit_failure(answer, record("timed_out", None)));
-                    }
-                    Asked::CallCancelled => {
-                        let answer = BashAnswer::fail(
-                            "Command not run: the call was cancelled while waiting for approval",
-                        )
-                        .meta(|m| {
-                            m.status = Some("cancelled");
-                            m.decision = Some("ask");
-                        });
-                        return meta(with_audit_failure(answer, record("cancelled", None)));
-                    }
-                }
-            }
-            _ => None,
-        };
-        // Asked or not, this call is done deciding: later calls' questions
-        // need not wait for it.
-        crate::approval::done_deciding(context);
-        let meta = |result: BashAnswer| {
-            let result = with_note(meta(result), saved_note.as_deref());
-            match approved_by {
-                Some(by) => result.meta(|m| {
-                    m.decision = Some("ask");
-                    m.rule = denial.map(|d| d.rule_id.clone());
-                    m.approved_by = Some(by);
-                }),
-                None => result,
-            }
-        };
-
+    /// Runs a cleared command: the dry run's answer, or the `running` line
+    /// and then the command in the background, under a terminal or in the
+    /// foreground.
+    async fn run(
+        &self,
+        context: &ExecutionContext,
+        carried: &CarriedStateSlot,
+        params: &BashParams,
+        (place, vars): (Place, Vars),
+        cleared: gate::Cleared,
+    ) -> BashAnswer {
+        let exec = &self.exec;
+        let approved_by = cleared.approved_by;
+        if context.dry_run() {
+            return dry_run(exec, &params.command, cleared.decided, approved_by);
+        }
         let command = match &exec.config.coauthor {
-            Some(coauthor) => add_coauthor(&params.command, &analysis.git_commits, coauthor),
+            Some(coauthor) => {
+                add_coauthor(&params.command, &cleared.analysis.git_commits, coauthor)
+            }
             None => params.command.clone(),
         };
-
-        if context.dry_run() {
-            if let Err(error) = record("dry_run", approved_by) {
-                return meta(audit_refusal(&error));
-            }
-            return meta(
-                BashAnswer::ok(format!("[Dry Run] Would execute: {shown_command}"))
-                    .meta(|m| m.dry_run = Some(true)),
-            );
-        }
-
         // Every exec of the command is judged again as it runs.
-        let checks = exec_checks(exec, decided.call, approved_by.is_some());
+        let checks = exec_checks(exec, cleared.decided.call, approved_by.is_some());
         // A background shell's id is taken now, so the decision line names it.
         let reserved = params.run_in_background.then(|| exec.manager.reserve_id());
-        let running = audit.map_or(Ok(()), |log| {
-            log.write(&AuditEntry {
-                status: Some("running".to_owned()),
-                approved_by,
-                bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
-                ..decided.clone()
-            })
-        });
-        if let Err(error) = running {
-            return meta(audit_refusal(&error));
-        }
-        let ended = exec.config.audit.clone().map(|log| {
-            let entry = AuditEntry {
-                event: "ended",
-                approved_by,
-                // Also on the end line of a shell that could not start.
-                bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
-                ..decided.clone()
-            };
-            (log, entry)
-        });
-
-        if let Some(reserved) = reserved {
-            let timeout = params.timeout.map(Duration::from_millis);
-            let spec = Background {
+        let entry = AuditEntry {
+            approved_by,
+            bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
+            ..cleared.decided
+        };
+        let ended = match log_running(exec, entry) {
+            Ok(ended) => ended,
+            Err(error) => return audit_refusal(&error),
+        };
+        let Place {
+            cwd,
+            keeps_cwd,
+            moved_note,
+        } = place;
+        if params.run_in_background || params.tty {
+            let run = Prepared {
+                command,
                 cwd,
-                timeout,
-                tty: params.tty,
+                vars,
+                timeout: params.timeout.map(Duration::from_millis),
                 checks,
+                ended,
             };
-            return meta(start_background(exec, reserved, &command, &vars, spec, ended).await)
-                .meta(|m| m.timeout_ms = params.timeout);
-        }
-        if params.tty {
-            let timeout = params.timeout.map(Duration::from_millis);
-            return meta(
-                run_tty(
-                    exec,
-                    context,
-                    &command,
-                    (cwd, &vars),
-                    timeout,
-                    ended,
-                    checks,
-                )
-                .await,
-            )
-            .meta(|m| m.timeout_ms = params.timeout);
+            let answer = match reserved {
+                Some(reserved) => start_background(exec, reserved, run, params.tty).await,
+                None => run_tty(exec, context, run).await,
+            };
+            return answer.meta(|m| m.timeout_ms = params.timeout);
         }
         let timeout = params
             .timeout
             .map_or(exec.config.default_timeout, Duration::from_millis);
+        // The moved directory's note is said inside the answer's budget.
         let budget = exec.config.max_output_chars.saturating_sub(
             moved_note
                 .as_ref()
                 .map_or(0, |note| note.chars().count() + 1),
         );
-        let result = run_foreground(
-            exec,
-            context,
-            &carried,
-            &command,
-            Foreground {
-                cwd,
-                keeps_cwd,
-                vars,
-                timeout,
-                facts: analysis.facts,
-                budget,
-                checks,
-            },
+        let foreground = Foreground {
+            command,
+            cwd,
+            keeps_cwd,
+            vars,
+            timeout,
+            facts: cleared.analysis.facts,
+            budget,
+            checks,
             ended,
-        )
-        .await;
-        meta(result).meta(|m| {
-            m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-        })
+        };
+        run_foreground(exec, context, carried, foreground)
+            .await
+            .meta(|m| {
+                m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+            })
     }
 }
 
-/// Saves an approval of `command` as an `allow` rule in the policy file
-/// ([`crate::save`]); the line the answer ends with says which rule, or
-/// why nothing was saved (the approval is remembered either way).
-fn save_note(exec: &ExecEnvironment, command: &str) -> String {
-    let saved = if exec.redact(command) == command {
-        crate::save::save_rule(&exec.analyzer, exec.config.policy_file.as_deref(), command)
-    } else {
-        Err(
-            "the command holds a secret value, which is never written to the policy file"
-                .to_owned(),
-        )
-    };
-    match saved {
-        Ok(id) => format!(
-            "[approval saved as rule {id} in {}]",
-            exec.config
-                .policy_file
-                .as_deref()
-                .map_or_else(String::new, |path| exec.redact(&path.to_string_lossy()))
-        ),
-        Err(why) => format!(
-            "[approval not saved as a rule: {}; remembered until the server stops]",
-            exec.redact(&why)
-        ),
+/// A dry run's answer, once its line (`dry_run`) is written.
+fn dry_run(
+    exec: &ExecEnvironment,
+    command: &str,
+    decided: AuditEntry,
+    approved_by: Option<&'static str>,
+) -> BashAnswer {
+    let written = exec.config.audit.as_deref().map_or(Ok(()), |log| {
+        log.write(&AuditEntry {
+            status: Some("dry_run".to_owned()),
+            approved_by,
+            ..decided
+        })
+    });
+    match written {
+        Ok(()) => BashAnswer::ok(format!("[Dry Run] Would execute: {}", exec.redact(command)))
+            .meta(|m| m.dry_run = Some(true)),
+        Err(error) => audit_refusal(&error),
     }
+}
+
+/// Writes the `running` line from `entry` (the decision line with who
+/// approved and the reserved id) before anything runs; the log and the
+/// line its end is written from. Without a log line, nothing runs.
+fn log_running(
+    exec: &ExecEnvironment,
+    entry: AuditEntry,
+) -> Result<Option<(Arc<AuditLog>, AuditEntry)>, AuditError> {
+    let Some(log) = exec.config.audit.clone() else {
+        return Ok(None);
+    };
+    log.write(&AuditEntry {
+        status: Some("running".to_owned()),
+        ..entry.clone()
+    })?;
+    // Also the end line of a shell that could not start names its id.
+    Ok(Some((
+        log,
+        AuditEntry {
+            event: "ended",
+            ..entry
+        },
+    )))
+}
+
+/// Where a call runs, as [`BashTool::place`] found it.
+struct Place {
+    /// Canonical, checked.
+    cwd: PathBuf,
+    /// Whether the session's directory stays as it was (`workdir` given).
+    keeps_cwd: bool,
+    /// The session's directory was deleted and moved up: the answer's last line.
+    moved_note: Option<String>,
+}
+
+/// A refused command's answer: the reason, and the metadata every refusal
+/// carries (`status`, `decision`, `rule`), with a note when its audit line
+/// could not be written.
+fn refused(exec: &ExecEnvironment, refusal: &gate::Refusal) -> BashAnswer {
+    let denial = &refusal.denial;
+    let message = match refusal.reason {
+        Reason::Denied | Reason::Hidden => denial.message(),
+        Reason::CannotAsk => format!("{}. {HOW_TO_ALLOW}", denial.ask_message()),
+        Reason::Declined => format!(
+            "Command blocked: approval declined (rule `{}`: {}) in `{}`",
+            denial.rule_id, denial.reason, denial.command
+        ),
+        // Worded apart from a refusal by the person, who may never have seen it.
+        Reason::TimedOut => format!(
+            "Command blocked: the approval question timed out unanswered after {} ms \
+             (`--ask-timeout`; rule `{}`: {}) in `{}`; nothing ran",
+            exec.config.ask_timeout.as_millis(),
+            denial.rule_id,
+            denial.reason,
+            denial.command
+        ),
+        // The person approved what they were shown, which is no longer
+        // what would run.
+        Reason::Changed => format!(
+            "Command blocked: what `{}` runs changed while the question was open \
+             (a script's content, a link, the program `PATH` finds, or the environment; \
+             rule `{}`); nothing ran. Run it again to be asked about what it runs now",
+            denial.command, denial.rule_id
+        ),
+        Reason::Cancelled => {
+            let answer = BashAnswer::fail(
+                "Command not run: the call was cancelled while waiting for approval",
+            )
+            .meta(|m| {
+                m.status = Some("cancelled");
+                m.decision = Some("ask");
+            });
+            return with_audit_failure(answer, refusal.audited.as_ref());
+        }
+    };
+    let answer = BashAnswer::fail(exec.redact(&message)).meta(|m| {
+        m.status = Some("blocked");
+        m.decision = Some(refusal.decision);
+        m.rule = Some(denial.rule_id.clone());
+    });
+    with_audit_failure(answer, refusal.audited.as_ref())
 }
 
 /// How an `ask` command refused for want of someone to ask can be allowed.
@@ -516,11 +510,11 @@ fn audit_not_started(ended: Option<(Arc<AuditLog>, AuditEntry)>) {
 }
 
 /// `answer`, noting that its audit line could not be written.
-fn with_audit_failure(answer: BashAnswer, written: Result<(), AuditError>) -> BashAnswer {
+fn with_audit_failure(answer: BashAnswer, written: Result<&(), &AuditError>) -> BashAnswer {
     match written {
         Ok(()) => answer,
         Err(error) => {
-            let text = format!("{}\n[{}]", answer.text(), audit_message(&error));
+            let text = format!("{}\n[{}]", answer.text(), audit_message(error));
             BashAnswer::fail(text).meta(|m| m.audit_error = Some(true))
         }
     }
@@ -566,20 +560,6 @@ fn audit_refusal(error: &AuditError) -> BashAnswer {
     })
 }
 
-/// A refused command's answer: the reason, and the metadata every refusal
-/// carries (`status`, `decision`, `rule`).
-fn refusal(exec: &ExecEnvironment, decision: &Decision, denial: &Denial) -> BashAnswer {
-    let message = match decision {
-        Decision::Ask(_) => format!("{}. {HOW_TO_ALLOW}", denial.ask_message()),
-        _ => denial.message(),
-    };
-    BashAnswer::fail(exec.redact(&message)).meta(|m| {
-        m.status = Some("blocked");
-        m.decision = Some(decision.name());
-        m.rule = Some(denial.rule_id.clone());
-    })
-}
-
 /// The empty-stdin note, when the command read the stdin it was given
 /// (empty without a terminal) and then failed or printed nothing.
 fn empty_stdin_note(
@@ -596,50 +576,6 @@ fn empty_stdin_note(
     exit_code
         .is_some_and(|code| code != 0 || silent)
         .then(|| EMPTY_STDIN_NOTE.to_owned())
-}
-
-/// Where a command runs: the carried directory, else the context's,
-/// canonical and checked against `roots`. The carried state goes on storing
-/// `$PWD` as bash reports it; what `pwd` prints does not change, since
-/// bash derives it from the directory reached, not the path used.
-///
-/// A directory that no longer exists (deleted by an earlier command, or
-/// from outside) gives way to its nearest existing ancestor inside the
-/// roots: `moved` holds the directory gone and that ancestor, which becomes
-/// the session's directory.
-fn working_dir(
-    carried_cwd: Option<&std::path::Path>,
-    context: &ExecutionContext,
-    roots: &[PathBuf],
-) -> Result<SessionDir, String> {
-    let cwd = carried_cwd.unwrap_or_else(|| context.working_dir());
-    let refused =
-        |error: &WorkdirError| format!("Cannot run the command: {}", crate::error_chain(error));
-    match exec_policy::resolve_working_dir(cwd, roots) {
-        Ok(canonical) => Ok(SessionDir {
-            canonical,
-            moved: None,
-        }),
-        Err(error @ (WorkdirError::NotFound { .. } | WorkdirError::NotADirectory { .. })) => {
-            match nearest_existing_ancestor(cwd, roots) {
-                Some((ancestor, canonical)) => Ok(SessionDir {
-                    canonical,
-                    moved: Some((cwd.to_owned(), ancestor)),
-                }),
-                None => Err(refused(&error)),
-            }
-        }
-        Err(error) => Err(refused(&error)),
-    }
-}
-
-/// The session's directory as a call finds it.
-#[derive(Debug, PartialEq, Eq)]
-struct SessionDir {
-    /// Where commands run (canonical, checked).
-    canonical: PathBuf,
-    /// The directory that no longer exists and the ancestor taken instead.
-    moved: Option<(PathBuf, PathBuf)>,
 }
 
 /// `result` with `note` as its last line.
@@ -768,29 +704,37 @@ fn spill_pair(exec: &ExecEnvironment, stem: &std::path::Path) -> (SpillFile, Spi
     (spill("stdout"), spill("stderr"))
 }
 
-/// How a background shell runs.
-struct Background {
+/// A background or tty command, prepared: everything its run needs
+/// besides the server and the call.
+struct Prepared {
+    /// What bash runs (with the co-author trailer).
+    command: String,
     /// Where (canonical, checked).
     cwd: PathBuf,
+    vars: Vars,
+    /// The timeout the call gave, if any.
     timeout: Option<Duration>,
-    tty: bool,
     checks: Checks,
+    /// The log and the line its end is written from.
+    ended: Option<(Arc<AuditLog>, AuditEntry)>,
 }
 
 async fn start_background(
     exec: &ExecEnvironment,
     id: shell_runtime::ReservedId<'_>,
-    command: &str,
-    vars: &Vars,
-    run: Background,
-    ended: Option<(Arc<AuditLog>, AuditEntry)>,
+    run: Prepared,
+    tty: bool,
 ) -> BashAnswer {
-    let Background {
+    let Prepared {
+        command,
         cwd,
+        vars,
         timeout,
-        tty,
         checks,
+        ended,
     } = run;
+    let command = command.as_str();
+    let vars = &vars;
     let stem = exec.next_path("background");
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars, &checks);
     spec.tty = tty;
@@ -824,8 +768,11 @@ async fn start_background(
     }
 }
 
-/// How a foreground command runs.
+/// A foreground command, prepared: everything its run needs besides the
+/// server and the call.
 struct Foreground {
+    /// What bash runs (with the co-author trailer).
+    command: String,
     /// Where (canonical, checked).
     cwd: PathBuf,
     /// Whether the session's directory stays as it was (`workdir` given):
@@ -837,17 +784,18 @@ struct Foreground {
     /// Characters the answer may take.
     budget: usize,
     checks: Checks,
+    /// The log and the line its end is written from.
+    ended: Option<(Arc<AuditLog>, AuditEntry)>,
 }
 
 async fn run_foreground(
     exec: &ExecEnvironment,
     context: &ExecutionContext,
     carried: &CarriedStateSlot,
-    command: &str,
     run: Foreground,
-    ended: Option<(Arc<AuditLog>, AuditEntry)>,
 ) -> BashAnswer {
     let Foreground {
+        command,
         cwd,
         keeps_cwd,
         vars,
@@ -855,25 +803,15 @@ async fn run_foreground(
         facts,
         budget,
         checks,
+        ended,
     } = run;
+    let command = command.as_str();
     let stem = exec.next_path("bash");
     // A command that cannot change the state runs as it is.
     let stateful = may_change_state(command, &vars);
-    let script = if stateful {
-        wrap_command(command)
-    } else {
-        command.to_owned()
-    };
-    let mut spec = base_spec(exec, script, cwd.clone(), &vars, &checks);
+    let mut spec = base_spec(exec, command.to_owned(), cwd.clone(), &vars, &checks);
     // Without a channel the command still runs; its answer says the state stayed.
-    let channel = stateful
-        .then(|| {
-            let channel = StateChannel::new().ok()?;
-            spec.inherit.push((channel.child_end().ok()?, STATE_FD));
-            Some(channel)
-        })
-        .flatten();
-    spec.command = command.to_owned();
+    let channel = stateful.then(|| carry_state(&mut spec)).flatten();
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout_spill);
     spec.stderr_spill = Some(stderr_spill);
@@ -899,11 +837,7 @@ async fn run_foreground(
     // The end line goes out before the answer.
     let audit_failed =
         ended.and_then(|(log, entry)| log.write_ended(&ended_entry(&entry, &shell, None)).err());
-
-    let exit = shell.exit();
     let request = shell.end_request();
-    let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
-
     let (mut notes, refused) = checks.new_lines();
     if shell.ended_jobs() > 0 {
         notes.push(format!(
@@ -923,22 +857,55 @@ async fn run_foreground(
     }
     drop(channel);
     // Not after a timeout or an interruption: those did not end by themselves.
-    if let Some(note) = empty_stdin_note(
-        facts,
-        &shell,
-        exit.filter(|_| request.is_none()).map(|exit| exit.code),
-    ) {
-        notes.push(note);
-    }
-    if let Some(note) = network_note(exec, command, &shell) {
-        notes.push(note);
-    }
-
-    let prefix = end_line(
+    let exit_code = shell
+        .exit()
+        .filter(|_| request.is_none())
+        .map(|exit| exit.code);
+    notes.extend(empty_stdin_note(facts, &shell, exit_code));
+    notes.extend(network_note(exec, command, &shell));
+    let end = End {
         request,
+        timeout: Some(timeout),
+        notes,
+        refused,
+        budget,
+        audit_failed,
+    };
+    ended_answer(exec, &shell, &stem, end).meta(|m| m.status = Some(shell.status().as_str()))
+}
+
+/// How a foreground command (with or without a terminal) ended, for its answer.
+struct End {
+    /// The end the server asked for (timeout, interrupt), if any.
+    request: Option<EndRequest>,
+    /// The timeout the answer names when it ended the command.
+    timeout: Option<Duration>,
+    /// The lines after the output.
+    notes: Vec<String>,
+    /// Execs refused at run time.
+    refused: u64,
+    /// Characters the answer may take.
+    budget: usize,
+    /// Why the end line could not be written (it is queued for a retry).
+    audit_failed: Option<AuditError>,
+}
+
+/// The answer of an ended foreground command: the end line (when it did
+/// not end well by itself), its output and notes, in `end.budget`
+/// characters, with the full output in a file when cut.
+fn ended_answer(
+    exec: &ExecEnvironment,
+    shell: &ShellProcess,
+    stem: &std::path::Path,
+    end: End,
+) -> BashAnswer {
+    let exit = shell.exit();
+    let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
+    let prefix = end_line(
+        end.request,
         exit,
         shell.out_of_memory(),
-        Some(timeout),
+        end.timeout,
         duration_ms,
     );
     let Rendered {
@@ -951,64 +918,29 @@ async fn run_foreground(
         &shell.snapshot(Stream::Stdout),
         &shell.snapshot(Stream::Stderr),
         prefix.as_deref(),
-        &notes,
-        budget,
-        Some((&shell, &stem)),
+        &end.notes,
+        end.budget,
+        Some((shell, stem)),
     );
-    let success = prefix.is_none();
-    let result = if success {
+    let result = if prefix.is_none() {
         BashAnswer::ok(text)
     } else {
         BashAnswer::fail(text)
     };
-    let result = match audit_failed {
+    let result = match end.audit_failed {
         Some(error) => with_unlogged_end(result, &error),
         None => result,
     };
     result.meta(|m| {
-        m.status = Some(shell.status().as_str());
         m.exit_code = exit
-            .filter(|_| request != Some(EndRequest::Timeout))
+            .filter(|_| end.request != Some(EndRequest::Timeout))
             .map(|exit| exit.code);
         m.truncated = Some(truncated);
         m.output_file = output_file.map(|path| path.to_string_lossy().into_owned());
         m.omitted_chars = omitted_chars;
         m.duration_ms = Some(duration_ms);
-        m.runtime_refusals = (refused > 0).then_some(refused);
+        m.runtime_refusals = (end.refused > 0).then_some(end.refused);
     })
-}
-
-/// How long a terminal stays quiet before its foreground group's reads
-/// count as waiting for input (CONTRACT.md, Interactive sessions).
-pub(crate) const INPUT_QUIET: Duration = Duration::from_millis(300);
-
-/// How often a quiet terminal is checked for a wait for input: well inside
-/// the 2 s the contract allows between the wait's start and the answer.
-const INPUT_POLL: Duration = Duration::from_millis(100);
-
-/// Resolves once `shell` waits for terminal input (never for a shell
-/// without a terminal). `/proc` is read only while the shell is quiet.
-pub(crate) async fn input_wait(shell: &ShellProcess) {
-    let mut events = shell.subscribe_output();
-    loop {
-        let quiet_left = INPUT_QUIET.saturating_sub(shell.quiet_for());
-        if !quiet_left.is_zero() {
-            match tokio::time::timeout(quiet_left, events.changed()).await {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) => return std::future::pending().await,
-                Err(_quiet) => {}
-            }
-        }
-        if shell.waits_for_input(INPUT_QUIET) {
-            return;
-        }
-        if !shell.is_running() || !shell.has_terminal() {
-            return std::future::pending().await;
-        }
-        if let Ok(Err(_)) = tokio::time::timeout(INPUT_POLL, events.changed()).await {
-            return std::future::pending().await;
-        }
-    }
 }
 
 /// A foreground command under a terminal: answers when it exits, or once it
@@ -1016,15 +948,16 @@ pub(crate) async fn input_wait(shell: &ShellProcess) {
 /// still running after `--background-after` (without one and without an
 /// explicit timeout, after the foreground default), as a background shell
 /// too. No timeout unless one is given; its `cd`/`export` are not carried.
-async fn run_tty(
-    exec: &ExecEnvironment,
-    context: &ExecutionContext,
-    command: &str,
-    (cwd, vars): (PathBuf, &Vars),
-    timeout: Option<Duration>,
-    ended: Option<(Arc<AuditLog>, AuditEntry)>,
-    checks: Checks,
-) -> BashAnswer {
+async fn run_tty(exec: &ExecEnvironment, context: &ExecutionContext, run: Prepared) -> BashAnswer {
+    let Prepared {
+        command,
+        cwd,
+        vars,
+        timeout,
+        checks,
+        ended,
+    } = run;
+    let (command, vars) = (command.as_str(), &vars);
     let stem = exec.next_path("tty");
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars, &checks);
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
@@ -1043,6 +976,68 @@ async fn run_tty(
             ));
         }
     };
+    let timed_out = match tty_wait(exec, context, &shell, timeout).await {
+        TtyWait::Ended { timed_out } => timed_out,
+        TtyWait::HandedOver { id, after } => {
+            exec.keep_refusals(&shell, &checks);
+            audit_when_ended(ended, Arc::clone(&shell), id.clone());
+            return backgrounded_answer(exec, &shell, &id, &stem, after)
+                .meta(|m| m.waiting_for_input = Some(false));
+        }
+        TtyWait::Waiting { id } => {
+            exec.keep_refusals(&shell, &checks);
+            audit_when_ended(ended, Arc::clone(&shell), id.clone());
+            return waiting_answer(exec, &shell, &id, &stem);
+        }
+    };
+    let default_timeout = exec.config.default_timeout;
+    let audit_failed =
+        ended.and_then(|(log, entry)| log.write_ended(&ended_entry(&entry, &shell, None)).err());
+    let (request, timeout) = if timed_out {
+        (Some(EndRequest::Timeout), Some(default_timeout))
+    } else {
+        (shell.end_request(), timeout)
+    };
+    let (mut notes, refused) = checks.new_lines();
+    notes.extend(network_note(exec, command, &shell));
+    let end = End {
+        request,
+        timeout,
+        notes,
+        refused,
+        budget: exec.config.max_output_chars,
+        audit_failed,
+    };
+    ended_answer(exec, &shell, &stem, end).meta(|m| {
+        m.status = Some(if timed_out {
+            ShellStatus::Timeout.as_str()
+        } else {
+            shell.status().as_str()
+        });
+        m.waiting_for_input = Some(false);
+    })
+}
+
+/// How a tty command's foreground wait ended.
+enum TtyWait {
+    /// It ended: by itself, interrupted, or (`timed_out`) by the
+    /// foreground default when it could not go to the background.
+    Ended { timed_out: bool },
+    /// Still running after `after`, it is now tracked under `id`.
+    HandedOver { id: String, after: Duration },
+    /// It waits for input, tracked under `id`.
+    Waiting { id: String },
+}
+
+/// Waits for a tty command to end, to wait for input, or to outlive
+/// `--background-after` (without one and without a `timeout`, the
+/// foreground default); interrupts it when the call is cancelled.
+async fn tty_wait(
+    exec: &ExecEnvironment,
+    context: &ExecutionContext,
+    shell: &Arc<ShellProcess>,
+    timeout: Option<Duration>,
+) -> TtyWait {
     let mut may_background = true;
     // A command that neither exits nor waits for input (a server, a
     // `sleep`) answers at the latest after `--background-after` or, with no
@@ -1075,12 +1070,9 @@ async fn run_tty(
                 if !shell.is_running() {
                     continue;
                 }
-                if let Ok(id) = exec.manager.adopt(&shell) {
-                    exec.keep_refusals(&shell, &checks);
-                    audit_when_ended(ended, Arc::clone(&shell), id.clone());
+                if let Ok(id) = exec.manager.adopt(shell) {
                     let after = hand_over_after.unwrap_or_default();
-                    return backgrounded_answer(exec, &shell, &id, &stem, after)
-                        .meta(|m| m.waiting_for_input = Some(false));
+                    return TtyWait::HandedOver { id, after };
                 }
                 if timeout.is_none() {
                     if started.elapsed() >= default_timeout {
@@ -1095,71 +1087,17 @@ async fn run_tty(
                     may_hand_over = true;
                 }
             }
-            () = input_wait(&shell), if may_background => {
+            () = input_wait(shell), if may_background => {
                 // With 256 shells already tracked it stays in the
                 // foreground, until it exits or its timeout.
-                match exec.manager.adopt(&shell) {
-                    Ok(id) => {
-                        exec.keep_refusals(&shell, &checks);
-                        audit_when_ended(ended, Arc::clone(&shell), id.clone());
-                        return waiting_answer(exec, &shell, &id, &stem);
-                    }
+                match exec.manager.adopt(shell) {
+                    Ok(id) => return TtyWait::Waiting { id },
                     Err(_) => may_background = false,
                 }
             }
         }
     }
-    let audit_failed =
-        ended.and_then(|(log, entry)| log.write_ended(&ended_entry(&entry, &shell, None)).err());
-    let exit = shell.exit();
-    let (request, timeout) = if timed_out {
-        (Some(EndRequest::Timeout), Some(default_timeout))
-    } else {
-        (shell.end_request(), timeout)
-    };
-    let duration_ms = u64::try_from(shell.duration().as_millis()).unwrap_or(u64::MAX);
-    let prefix = end_line(request, exit, shell.out_of_memory(), timeout, duration_ms);
-    let (mut notes, refused) = checks.new_lines();
-    notes.extend(network_note(exec, command, &shell));
-    let Rendered {
-        text,
-        truncated,
-        output_file,
-        omitted_chars,
-    } = render_streams(
-        exec,
-        &shell.snapshot(Stream::Stdout),
-        &shell.snapshot(Stream::Stderr),
-        prefix.as_deref(),
-        &notes,
-        exec.config.max_output_chars,
-        Some((&shell, &stem)),
-    );
-    let result = if prefix.is_none() {
-        BashAnswer::ok(text)
-    } else {
-        BashAnswer::fail(text)
-    };
-    let result = match audit_failed {
-        Some(error) => with_unlogged_end(result, &error),
-        None => result,
-    };
-    result.meta(|m| {
-        m.status = Some(if timed_out {
-            ShellStatus::Timeout.as_str()
-        } else {
-            shell.status().as_str()
-        });
-        m.exit_code = exit
-            .filter(|_| request != Some(EndRequest::Timeout))
-            .map(|exit| exit.code);
-        m.truncated = Some(truncated);
-        m.output_file = output_file.map(|path| path.to_string_lossy().into_owned());
-        m.omitted_chars = omitted_chars;
-        m.waiting_for_input = Some(false);
-        m.duration_ms = Some(duration_ms);
-        m.runtime_refusals = (refused > 0).then_some(refused);
-    })
+    TtyWait::Ended { timed_out }
 }
 
 /// The answer of a tty command that waits for input: the output so far
@@ -1200,6 +1138,16 @@ fn waiting_answer(
         m.bash_id = Some(id.to_owned());
         m.waiting_for_input = Some(true);
     })
+}
+
+/// Runs `spec`'s command wrapped so that it writes the state it ends with
+/// to descriptor 3, and gives it the channel that descriptor is; `None`
+/// when no channel could be made (the wrapped command runs all the same).
+fn carry_state(spec: &mut SpawnSpec) -> Option<StateChannel> {
+    spec.script = Some(wrap_command(&spec.command));
+    let channel = StateChannel::new().ok()?;
+    spec.inherit.push((channel.child_end().ok()?, STATE_FD));
+    Some(channel)
 }
 
 /// How a foreground wait ended.
@@ -1417,27 +1365,44 @@ mod tests {
 
     use super::*;
 
-    /// The spawn gets the path that was checked, not one that a symlink
-    /// could redirect after the check.
+    /// The description and the schema state the configured default
+    /// timeout, the answer size, the `timeout` bounds and the terminal size
+    /// from the values the code uses, never from copies.
     #[test]
-    fn a_command_runs_in_the_canonical_directory_that_was_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        let real = root.join("real");
-        std::fs::create_dir(&real).unwrap();
-        let link = root.join("link");
-        std::os::unix::fs::symlink(&real, &link).unwrap();
-        let roots = [root.clone()];
-        let context = ExecutionContext::new(&link);
-        let found = |dir: Result<SessionDir, String>| dir.map(|dir| dir.canonical);
-        assert_eq!(found(working_dir(None, &context, &roots)), Ok(real.clone()));
-        let elsewhere = ExecutionContext::new(&root);
-        assert_eq!(
-            found(working_dir(Some(&link), &elsewhere, &roots)),
-            Ok(real)
+    fn the_descriptions_state_the_configured_numbers() {
+        let mut config = crate::ExecConfig::new(vec![std::env::temp_dir()], std::env::temp_dir());
+        config.default_timeout = Duration::from_millis(4321);
+        config.max_output_chars = 1234;
+        let tool = BashTool::new(Arc::new(ExecEnvironment::new(config)));
+        let text = Tool::description(&tool);
+        assert!(text.contains("time out after 4321 ms unless"), "{text}");
+        assert!(text.contains("answers after 4321 ms at most"), "{text}");
+        assert!(text.contains("Output over 1234 characters"), "{text}");
+        assert!(!text.contains("120000"), "{text}");
+        let terminal = format!("{TERMINAL_COLUMNS}x{TERMINAL_ROWS} terminal");
+        assert!(text.contains(&terminal), "{text}");
+        assert!(
+            description(DEFAULT_TIMEOUT, crate::MAX_OUTPUT_CHARS)
+                .contains(&format!("after {} ms unless", DEFAULT_TIMEOUT.as_millis())),
         );
-        let outside = tempfile::tempdir().unwrap();
-        let message = working_dir(Some(outside.path()), &context, &roots).unwrap_err();
-        assert!(message.contains("outside the allowed roots"), "{message}");
+
+        let schema = tool_core::InputSchema::for_type::<BashParams>().unwrap();
+        let timeout = &schema.json()["properties"]["timeout"];
+        let stated = timeout["description"].as_str().unwrap();
+        assert!(
+            stated.contains(&format!("default {};", DEFAULT_TIMEOUT.as_millis())),
+            "{stated}"
+        );
+        assert!(
+            stated.contains(&format!("({}-{})", timeout["minimum"], timeout["maximum"])),
+            "{stated}"
+        );
+        let tty = schema.json()["properties"]["tty"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(
+            tty.contains(&format!("({TERMINAL_COLUMNS}x{TERMINAL_ROWS})")),
+            "{tty}"
+        );
     }
 }

@@ -9,9 +9,9 @@ use shell_runtime::{KILL_GRACE, KillOutcome};
 use tool_core::{Answer, ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
 use crate::audit::{AuditEntry, with_notes};
-use crate::bash_output::not_found;
 use crate::environment::ExecEnvironment;
 use crate::metadata::{KillShellMetadata, capped_command};
+use crate::shell_answer::not_found;
 
 /// A `KillShell` answer.
 type KillAnswer = Answer<KillShellMetadata>;

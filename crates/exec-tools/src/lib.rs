@@ -35,6 +35,8 @@ mod binding;
 mod carried_state;
 mod environment;
 mod exec_judge;
+mod gate;
+mod input_wait;
 mod kill_shell;
 mod metadata;
 mod network;
@@ -42,6 +44,7 @@ mod question;
 mod quote;
 mod render;
 mod save;
+mod shell_answer;
 mod text;
 mod write_stdin;
 
@@ -114,6 +117,28 @@ mod tests {
     use shell_runtime::{ManagerError, SpawnError};
 
     use super::*;
+
+    /// Each tool's module uses the shared modules (the gate, the shell
+    /// answer, the input wait), never another tool's.
+    #[test]
+    fn no_tool_imports_another_tools_module() {
+        let tools = [
+            ("bash", include_str!("bash.rs")),
+            ("bash_output", include_str!("bash_output.rs")),
+            ("kill_shell", include_str!("kill_shell.rs")),
+            ("write_stdin", include_str!("write_stdin.rs")),
+        ];
+        for (name, source) in tools {
+            for (other, _) in tools.iter().filter(|(other, _)| *other != name) {
+                let path = format!("crate::{other}::");
+                let import = format!("use crate::{other}");
+                assert!(
+                    !source.contains(&path) && !source.contains(&import),
+                    "{name}.rs uses {other}.rs: move what both need to a shared module"
+                );
+            }
+        }
+    }
 
     #[test]
     fn an_error_chain_names_every_cause_once() {

@@ -15,6 +15,33 @@ use exec_policy::{Analyzer, Policy};
 /// One save at a time: two would read the same file and lose one rule.
 static SAVING: Mutex<()> = Mutex::new(());
 
+/// Saves an approval of `command` as an `allow` rule in the policy file
+/// ([`crate::save`]); the line the answer ends with says which rule, or
+/// why nothing was saved (the approval is remembered either way).
+pub(crate) fn save_note(exec: &crate::environment::ExecEnvironment, command: &str) -> String {
+    let saved = if exec.redact(command) == command {
+        save_rule(&exec.analyzer, exec.config.policy_file.as_deref(), command)
+    } else {
+        Err(
+            "the command holds a secret value, which is never written to the policy file"
+                .to_owned(),
+        )
+    };
+    match saved {
+        Ok(id) => format!(
+            "[approval saved as rule {id} in {}]",
+            exec.config
+                .policy_file
+                .as_deref()
+                .map_or_else(String::new, |path| exec.redact(&path.to_string_lossy()))
+        ),
+        Err(why) => format!(
+            "[approval not saved as a rule: {}; remembered until the server stops]",
+            exec.redact(&why)
+        ),
+    }
+}
+
 /// Appends an `allow` rule for `command` to `policy_file`; the rule's id,
 /// or why nothing was saved.
 pub(crate) fn save_rule(

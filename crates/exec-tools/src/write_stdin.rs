@@ -8,16 +8,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use exec_policy::{AnalysisContext, Decision};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tool_core::{Approval, ExecutionContext, Tool, ToolAnnotations, ToolCategory};
+use shell_runtime::ShellProcess;
+use tool_core::{ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
-use crate::approval::{Waiting, approval_key, approval_message, wait_for_approval};
-use crate::audit::{AuditEntry, with_notes};
-use crate::bash_output::{ShellAnswer, not_found, read_answer};
+use crate::audit::{AuditEntry, AuditError, with_notes};
 use crate::carried_state::CarriedStateSlot;
-use crate::environment::{AskFallback, ExecEnvironment};
+use crate::environment::ExecEnvironment;
+use crate::gate::{self, Reason};
+use crate::shell_answer::{ShellAnswer, not_found, read_answer};
 
 /// Arguments of `WriteStdin`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -29,11 +29,13 @@ pub struct WriteStdinParams {
     #[serde(default)]
     #[schemars(default = "empty")]
     pub input: String,
-    /// Named keys typed after `input`: Enter, Tab, Escape, Backspace, Up, Down, Left, Right, Ctrl-C, Ctrl-D, Ctrl-Z, Ctrl-L.
+    /// Named keys typed after `input` (the schema lists them: [`keys_description`]).
     #[serde(default)]
+    #[schemars(description = keys_description())]
     pub keys: Vec<String>,
-    /// Wait up to this many milliseconds for the program to exit or to wait for input again (after at least 200 ms of quiet).
-    #[schemars(range(min = 0, max = 600_000))]
+    /// How long to wait for the program to exit or to wait for input
+    /// again, in milliseconds ([`wait_description`] states the bounds).
+    #[schemars(range(min = 0, max = MAX_WAIT_MS), description = wait_description())]
     #[serde(default = "default_wait")]
     #[schemars(default = "default_wait")]
     pub wait_ms: u64,
@@ -43,8 +45,34 @@ fn empty() -> String {
     String::new()
 }
 
+/// `wait_ms` when the call names none.
+const DEFAULT_WAIT_MS: u64 = 1000;
+/// The longest `wait_ms` a call may give.
+const MAX_WAIT_MS: u64 = 600_000;
+
 fn default_wait() -> u64 {
-    1000
+    DEFAULT_WAIT_MS
+}
+
+/// `wait_ms`'s description, from the quiet it states.
+fn wait_description() -> String {
+    format!(
+        "Wait up to this many milliseconds for the program to exit or to wait for input again (after at least {} ms of quiet).",
+        QUIET_AFTER_INPUT.as_millis()
+    )
+}
+
+/// The named keys, as the description lists them.
+fn key_names() -> String {
+    KEYS.iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `keys`'s description, listing the keys [`KEYS`] knows.
+fn keys_description() -> String {
+    format!("Named keys typed after `input`: {}.", key_names())
 }
 
 /// The keys `keys` may name, with the bytes a terminal sends for each
@@ -191,15 +219,17 @@ impl Tool for WriteStdinTool {
     }
 
     fn description(&self) -> String {
-        "Types into a shell started by Bash with `tty: true` (a prompt, a REPL, a full-screen program), then answers as BashOutput does: the status line and the output new since the last read.\n\
+        format!(
+            "Types into a shell started by Bash with `tty: true` (a prompt, a REPL, a full-screen program), then answers as BashOutput does: the status line and the output new since the last read.\n\
 \n\
-- `input` is typed as is (\"\\n\" is Enter); `keys` are named keys typed after it: Enter, Tab, Escape, Backspace, Up, Down, Left, Right, Ctrl-C, Ctrl-D, Ctrl-Z, Ctrl-L.\n\
-- Waits up to `wait_ms` (default 1000) for the program to exit or to wait for input again; the status line then reads `Status: running (waiting for input)`.\n\
+- `input` is typed as is (\"\\n\" is Enter); `keys` are named keys typed after it: {}.\n\
+- Waits up to `wait_ms` (default {DEFAULT_WAIT_MS}) for the program to exit or to wait for input again; the status line then reads `Status: running (waiting for input)`.\n\
 - A line typed to a shell (bash, sh, dash, zsh) is checked like a Bash command when Enter comes (echo on or off), and a refused line is not typed; line-editing and history keys are refused while a shell is in front. Input to other programs is not checked.\n\
 - To a program reading lines (not a REPL with line editing), lines go one at a time, each once the previous one was read; lines not read within `wait_ms` are not typed (the answer says how many), and text after the last Enter is held until its Enter.\n\
 - Input typed while the terminal hides it (a password prompt) never appears in answers or logs.\n\
-- To a shell without a terminal only `keys: [\"Ctrl-C\"]` can be sent (SIGINT to its process group)."
-            .to_owned()
+- To a shell without a terminal only `keys: [\"Ctrl-C\"]` can be sent (SIGINT to its process group).",
+            key_names()
+        )
     }
 
     fn category(&self) -> ToolCategory {
@@ -257,210 +287,325 @@ impl WriteStdinTool {
         }
         let wait = Duration::from_millis(params.wait_ms);
         let Some(terminal) = shell.terminal() else {
-            if shell.has_terminal() {
-                return ShellAnswer::fail(format!("Shell {id} is not running"));
-            }
-            if typed != [Typed::Key("Ctrl-C", b"\x03")] {
-                return ShellAnswer::fail(format!(
-                    "Shell {id} has no terminal: only keys [\"Ctrl-C\"] (SIGINT to its process group) can be sent to it; start it with Bash `tty: true` to type into it"
-                ));
-            }
-            shell.send_interrupt();
-            let written = self.audit(&id, "[Ctrl-C]".to_owned(), None, "written");
-            let _ = shell.wait_timeout(wait).await;
-            return with_audit(read_answer(env, &id, &shell, None, false), written);
+            return self.interrupt(&id, &shell, &typed, wait).await;
         };
-
         let started = Instant::now();
-        // What is still to type: a line held from an earlier call (kept
-        // until its Enter), then this call's input.
+        let call = Call {
+            context,
+            id: &id,
+            shell: &shell,
+            terminal: &terminal,
+            typed: &typed,
+            started,
+            wait,
+        };
+        let not_typed = match self.type_input(&call).await {
+            Ok(not_typed) => not_typed,
+            Err(answer) => return *answer,
+        };
+        drop(terminal);
+        answer_after_typing(env, &id, &shell, (started, wait), not_typed).await
+    }
+
+    /// A shell without a terminal: only Ctrl-C may be sent (SIGINT to its
+    /// process group).
+    async fn interrupt(
+        &self,
+        id: &str,
+        shell: &ShellProcess,
+        typed: &[Typed],
+        wait: Duration,
+    ) -> ShellAnswer {
+        if shell.has_terminal() {
+            return ShellAnswer::fail(format!("Shell {id} is not running"));
+        }
+        if typed != [Typed::Key("Ctrl-C", b"\x03")] {
+            return ShellAnswer::fail(format!(
+                "Shell {id} has no terminal: only keys [\"Ctrl-C\"] (SIGINT to its process group) can be sent to it; start it with Bash `tty: true` to type into it"
+            ));
+        }
+        shell.send_interrupt();
+        let written = self.audit(id, "[Ctrl-C]".to_owned(), None, "written");
+        let _ = shell.wait_timeout(wait).await;
+        with_audit(read_answer(&self.env, id, shell, None, false), written)
+    }
+
+    /// Types the call's input (after a line held from an earlier call):
+    /// to a shell in front, checked lines; to another program, as is, one
+    /// line at a time when it reads lines. Returns how many lines were not
+    /// typed for want of a reader within `wait_ms`.
+    async fn type_input(&self, call: &Call<'_>) -> Result<usize, Box<ShellAnswer>> {
+        let Call {
+            id, shell, typed, ..
+        } = *call;
         let mut pending: VecDeque<Typed> = VecDeque::new();
-        let held = self.partial_line(&id);
+        let held = self.partial_line(id);
         if !held.is_empty() {
             pending.push_back(Typed::Text(held));
         }
         pending.extend(typed.iter().cloned());
         let mut audited = false;
-        let mut not_typed = 0;
         while !pending.is_empty() {
             // Anything but a signal key waits for a program to read the
             // terminal: typed ahead, it would reach whoever reads next.
-            if !only_signals(pending.make_contiguous()) {
-                let mut reading = shell.waits_for_input(Duration::ZERO);
-                while !reading && shell.is_running() && started.elapsed() < wait {
-                    tokio::time::sleep(POLL).await;
-                    reading = shell.waits_for_input(Duration::ZERO);
+            if !only_signals(pending.make_contiguous()) && !call.reader_waits().await {
+                if !audited {
+                    let answer = ShellAnswer::fail(format!(
+                        "Shell {id} is not waiting for input: nothing was typed (the program in front does not read the terminal; keys [\"Ctrl-C\"] interrupts it)"
+                    ));
+                    return Err(Box::new(answer.meta(|m| {
+                        m.bash_id = Some(id.to_owned());
+                        m.waiting_for_input = Some(false);
+                    })));
                 }
-                if !reading {
-                    if !audited {
-                        let answer = ShellAnswer::fail(format!(
-                            "Shell {id} is not waiting for input: nothing was typed (the program in front does not read the terminal; keys [\"Ctrl-C\"] interrupts it)"
-                        ));
-                        return answer.meta(|m| {
-                            m.bash_id = Some(id);
-                            m.waiting_for_input = Some(false);
-                        });
-                    }
-                    not_typed = lines_in(pending.make_contiguous());
-                    self.hold(&id, String::new());
-                    break;
-                }
+                self.hold(id, String::new());
+                return Ok(lines_in(pending.make_contiguous()));
             }
-            let hidden = terminal.hides_input();
             // The program in front is the one reading the terminal (with
             // `bash -c python3`, python, not the bash of the same group).
             let reader = shell.input_reader();
             let in_front = reader
-                .or_else(|| terminal.foreground_group())
+                .or_else(|| call.terminal.foreground_group())
                 .map(program_of);
             let shell_in_front = in_front
                 .as_ref()
                 .and_then(|(exe, _)| exe.as_deref())
                 .is_some_and(|exe| SHELLS.contains(&exe));
             if shell_in_front {
-                // A shell reads the rest: every line is checked, echo or
-                // not (`stty -echo; exec sh` must not open a way round).
                 let rest: Vec<Typed> = pending.drain(..).collect();
                 let cwd = in_front.and_then(|(_, cwd)| cwd);
-                // The call's input, or, after lines that went to another
-                // program, the part the shell reads (a held line was logged
-                // by the call that typed it).
-                let logged = if hidden {
-                    HIDDEN.to_owned()
-                } else if audited {
-                    env.redact(&shown(&rest))
-                } else {
-                    env.redact(&shown(&typed))
-                };
-                match self
-                    .check_lines(context, &id, &rest, cwd.as_deref(), hidden)
-                    .await
-                {
-                    Ok((bytes, name)) => {
-                        if let Err(answer) = self.audit_before_typing(&id, logged, name) {
-                            return *answer;
-                        }
-                        if let Err(answer) = type_bytes(&terminal, &id, &bytes).await {
-                            return answer;
-                        }
-                    }
-                    Err(refused) => {
-                        let (answer, name) = *refused;
-                        let written = self.audit(&id, logged, name, "blocked");
-                        return with_audit(answer.meta(|m| m.bash_id = Some(id)), written);
-                    }
-                }
-                break;
+                self.type_to_shell(call, &rest, cwd.as_deref(), audited)
+                    .await?;
+                return Ok(0);
             }
-            let screen = shell.screen();
-            let application_cursor = screen.as_ref().is_some_and(|s| s.application_cursor);
-            let paste = screen.as_ref().is_some_and(|s| s.bracketed_paste);
-            // In raw mode (readline, an editor) input goes at once, as a
-            // paste where the program asked for one; in canonical mode one
-            // line at a time, and never as a paste (a program reading lines
-            // that turned bracketed paste on must not get several at once).
-            let canonical = terminal.canonical();
-            let paste = paste && !canonical;
-            let (unit, complete) = if canonical {
-                next_line(&mut pending, &terminal.read_ends())
-            } else {
-                (pending.drain(..).collect(), true)
-            };
-            let mut bytes = Vec::new();
-            for item in &unit {
-                match item {
-                    Typed::Text(text) => type_text(&mut bytes, text, paste),
-                    Typed::Key(name, key) => {
-                        bytes.extend_from_slice(&key_bytes(name, key, application_cursor));
-                    }
-                }
-            }
-            if !complete {
-                // A partial line to a program reading lines: held until its
-                // Enter, for if that program ends first the next reader (a
-                // shell) would take it as the start of its own line.
-                self.hold(&id, String::from_utf8_lossy(&bytes).into_owned());
-                break;
-            }
-            self.hold(&id, String::new());
-            if !audited {
-                let logged = if hidden {
-                    HIDDEN.to_owned()
-                } else {
-                    env.redact(&shown(&typed))
-                };
-                if let Err(answer) = self.audit_before_typing(&id, logged, None) {
-                    return *answer;
-                }
-                audited = true;
-            }
-            let before = reader.and_then(|pid| Some((pid, shell_runtime::read_calls(pid)?)));
-            if let Err(answer) = type_bytes(&terminal, &id, &bytes).await {
-                return answer;
-            }
-            if pending.is_empty() {
-                break;
-            }
-            // One line at a time: the next one is decided once this one is
-            // taken (the reader reads again, or another program reads).
-            let mut pause = Duration::from_millis(1);
-            let taken = loop {
-                if !shell.is_running() {
-                    break false;
-                }
-                if shell.waits_for_input(Duration::ZERO) {
-                    let now = shell.input_reader();
-                    let advanced = match (before, now) {
-                        (Some((pid, calls)), Some(reader)) if pid == reader => {
-                            shell_runtime::read_calls(pid).is_some_and(|count| count > calls)
-                        }
-                        _ => true,
-                    };
-                    if advanced {
-                        break true;
-                    }
-                }
-                if started.elapsed() >= wait {
-                    break false;
-                }
-                // Most readers take a line within a millisecond or two:
-                // look again soon, then back off to the usual poll.
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(POLL);
-            };
-            if !taken {
-                not_typed = lines_in(pending.make_contiguous());
-                break;
+            match self
+                .type_to_program(call, &mut pending, reader, &mut audited)
+                .await?
+            {
+                Progress::Held | Progress::AllTyped => return Ok(0),
+                Progress::More => {}
+                Progress::NotTaken => return Ok(lines_in(pending.make_contiguous())),
             }
         }
-        drop(terminal);
-        let typed_at = Instant::now();
-        // The answer: once it exits, or once it waits for input again after
-        // the input was read and it has been quiet for a while.
-        let mut waiting = false;
+        Ok(0)
+    }
+
+    /// Types to a shell in front, which reads the rest: every line is
+    /// checked, echo or not (`stty -echo; exec sh` must not open a way
+    /// round).
+    async fn type_to_shell(
+        &self,
+        call: &Call<'_>,
+        rest: &[Typed],
+        cwd: Option<&std::path::Path>,
+        audited: bool,
+    ) -> Result<(), Box<ShellAnswer>> {
+        let env = &self.env;
+        let Call {
+            context,
+            id,
+            terminal,
+            typed,
+            ..
+        } = *call;
+        let hidden = terminal.hides_input();
+        // The call's input, or, after lines that went to another program,
+        // the part the shell reads (a held line was logged by the call
+        // that typed it).
+        let logged = if hidden {
+            HIDDEN.to_owned()
+        } else if audited {
+            env.redact(&shown(rest))
+        } else {
+            env.redact(&shown(typed))
+        };
+        match self
+            .check_lines(context, (id, &logged), rest, cwd, hidden)
+            .await
+        {
+            Ok((bytes, name)) => {
+                self.audit_before_typing(id, logged, name)?;
+                type_bytes(terminal, id, &bytes).await.map_err(Box::new)
+            }
+            Err(refused) => {
+                let RefusedLine { answer, audited } = *refused;
+                let written = audited.unwrap_or_else(|| self.audit(id, logged, None, "blocked"));
+                let answer = answer.meta(|m| m.bash_id = Some(id.to_owned()));
+                Err(Box::new(with_audit(answer, written)))
+            }
+        }
+    }
+
+    /// Types the next unit to a program that is not a shell: in raw mode
+    /// (readline, an editor) all of it at once, as a paste where the
+    /// program asked for one; in canonical mode one line, and never as a
+    /// paste (a program reading lines that turned bracketed paste on must
+    /// not get several at once).
+    async fn type_to_program(
+        &self,
+        call: &Call<'_>,
+        pending: &mut VecDeque<Typed>,
+        reader: Option<i32>,
+        audited: &mut bool,
+    ) -> Result<Progress, Box<ShellAnswer>> {
+        let Call {
+            id,
+            shell,
+            terminal,
+            typed,
+            ..
+        } = *call;
+        let screen = shell.screen();
+        let application_cursor = screen.as_ref().is_some_and(|s| s.application_cursor);
+        let canonical = terminal.canonical();
+        let paste = screen.as_ref().is_some_and(|s| s.bracketed_paste) && !canonical;
+        let (unit, complete) = if canonical {
+            next_line(pending, &terminal.read_ends())
+        } else {
+            (pending.drain(..).collect(), true)
+        };
+        let mut bytes = Vec::new();
+        for item in &unit {
+            match item {
+                Typed::Text(text) => type_text(&mut bytes, text, paste),
+                Typed::Key(name, key) => {
+                    bytes.extend_from_slice(&key_bytes(name, key, application_cursor));
+                }
+            }
+        }
+        if !complete {
+            // A partial line to a program reading lines: held until its
+            // Enter, for if that program ends first the next reader (a
+            // shell) would take it as the start of its own line.
+            self.hold(id, String::from_utf8_lossy(&bytes).into_owned());
+            return Ok(Progress::Held);
+        }
+        self.hold(id, String::new());
+        if !*audited {
+            let logged = if terminal.hides_input() {
+                HIDDEN.to_owned()
+            } else {
+                self.env.redact(&shown(typed))
+            };
+            self.audit_before_typing(id, logged, None)?;
+            *audited = true;
+        }
+        let before = reader.and_then(|pid| Some((pid, shell_runtime::read_calls(pid)?)));
+        type_bytes(terminal, id, &bytes).await.map_err(Box::new)?;
+        if pending.is_empty() {
+            return Ok(Progress::AllTyped);
+        }
+        // One line at a time: the next one is decided once this one is
+        // taken (the reader reads again, or another program reads).
+        Ok(if call.line_taken(before).await {
+            Progress::More
+        } else {
+            Progress::NotTaken
+        })
+    }
+}
+
+/// One `WriteStdin` call's shell and input.
+struct Call<'a> {
+    context: &'a ExecutionContext,
+    id: &'a str,
+    shell: &'a ShellProcess,
+    terminal: &'a shell_runtime::TerminalWriter,
+    typed: &'a [Typed],
+    started: Instant,
+    wait: Duration,
+}
+
+impl Call<'_> {
+    /// Whether a program reads the terminal, waiting for one up to `wait_ms`.
+    async fn reader_waits(&self) -> bool {
+        let shell = self.shell;
+        let mut reading = shell.waits_for_input(Duration::ZERO);
+        while !reading && shell.is_running() && self.started.elapsed() < self.wait {
+            tokio::time::sleep(POLL).await;
+            reading = shell.waits_for_input(Duration::ZERO);
+        }
+        reading
+    }
+
+    /// Whether the line just typed was taken within `wait_ms`: the reader
+    /// (`before`: its pid and read count) read again, or another program
+    /// reads.
+    async fn line_taken(&self, before: Option<(i32, u64)>) -> bool {
+        let shell = self.shell;
+        let mut pause = Duration::from_millis(1);
         loop {
             if !shell.is_running() {
-                break;
+                return false;
             }
-            if typed_at.elapsed() >= QUIET_AFTER_INPUT && shell.waits_for_input(QUIET_AFTER_INPUT) {
-                waiting = true;
-                break;
+            if shell.waits_for_input(Duration::ZERO) {
+                let advanced = match (before, shell.input_reader()) {
+                    (Some((pid, calls)), Some(reader)) if pid == reader => {
+                        shell_runtime::read_calls(pid).is_some_and(|count| count > calls)
+                    }
+                    _ => true,
+                };
+                if advanced {
+                    return true;
+                }
             }
-            let left = wait.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                break;
+            if self.started.elapsed() >= self.wait {
+                return false;
             }
-            let _ = shell.wait_timeout(left.min(POLL)).await;
+            // Most readers take a line within a millisecond or two: look
+            // again soon, then back off to the usual poll.
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(POLL);
         }
-        let mut answer = read_answer(env, &id, &shell, None, waiting);
-        if not_typed > 0 {
-            answer.output.push_str(&format!(
-                "\n[{not_typed} line(s) not typed: the program did not read the terminal again within wait_ms; type them again once it waits for input]"
-            ));
-            answer = answer.meta(|m| m.lines_not_typed = Some(not_typed));
-        }
-        answer
     }
+}
+
+/// What [`WriteStdinTool::type_to_program`] did.
+enum Progress {
+    /// A partial line was held for its Enter.
+    Held,
+    /// Everything was typed.
+    AllTyped,
+    /// A line was typed and taken; more is pending.
+    More,
+    /// A line was typed but not taken within `wait_ms`.
+    NotTaken,
+}
+
+/// The answer once the input is typed: when the program exits, or once it
+/// waits for input again after the input was read and it has been quiet
+/// for a while, or at `wait_ms`; with how many lines were not typed.
+async fn answer_after_typing(
+    env: &ExecEnvironment,
+    id: &str,
+    shell: &ShellProcess,
+    (started, wait): (Instant, Duration),
+    not_typed: usize,
+) -> ShellAnswer {
+    let typed_at = Instant::now();
+    let mut waiting = false;
+    loop {
+        if !shell.is_running() {
+            break;
+        }
+        if typed_at.elapsed() >= QUIET_AFTER_INPUT && shell.waits_for_input(QUIET_AFTER_INPUT) {
+            waiting = true;
+            break;
+        }
+        let left = wait.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        let _ = shell.wait_timeout(left.min(POLL)).await;
+    }
+    let mut answer = read_answer(env, id, shell, None, waiting);
+    if not_typed > 0 {
+        answer.output.push_str(&format!(
+            "\n[{not_typed} line(s) not typed: the program did not read the terminal again within wait_ms; type them again once it waits for input]"
+        ));
+        answer = answer.meta(|m| m.lines_not_typed = Some(not_typed));
+    }
+    answer
 }
 
 impl WriteStdinTool {
@@ -471,7 +616,7 @@ impl WriteStdinTool {
     async fn check_lines(
         &self,
         context: &ExecutionContext,
-        id: &str,
+        (id, logged): (&str, &str),
         typed: &[Typed],
         cwd: Option<&std::path::Path>,
         hidden: bool,
@@ -485,12 +630,9 @@ impl WriteStdinTool {
             match item {
                 Typed::Text(text) => items.extend(text.chars().map(|c| (c, None))),
                 Typed::Key(name, _) if EDITING_KEYS.contains(name) => {
-                    return Err(Box::new((
-                        ShellAnswer::fail(format!(
-                            "Key {name} refused: a shell is in front, and line editing and history are refused there; type the whole line as `input` (nothing was typed)"
-                        )),
-                        None,
-                    )));
+                    return Err(unchecked(ShellAnswer::fail(format!(
+                        "Key {name} refused: a shell is in front, and line editing and history are refused there; type the whole line as `input` (nothing was typed)"
+                    ))));
                 }
                 Typed::Key("Enter", _) => items.push(('\r', None)),
                 Typed::Key(name, key) => {
@@ -501,7 +643,9 @@ impl WriteStdinTool {
         for (c, key) in items {
             match c {
                 '\r' | '\n' => {
-                    let name = self.check_line(context, &line, cwd, hidden).await?;
+                    let name = self
+                        .check_line(context, (id, logged), &line, cwd, hidden)
+                        .await?;
                     decision = merge(decision, name);
                     bytes.extend_from_slice(line.as_bytes());
                     bytes.push(b'\r');
@@ -514,11 +658,8 @@ impl WriteStdinTool {
                 }
                 '\x04' | '\x1a' | '\x0c' => {
                     if !line.is_empty() && c == '\x04' {
-                        return Err(Box::new((
-                            ShellAnswer::fail(
-                                "Key Ctrl-D refused: a shell is in front with a partial line (nothing was typed)",
-                            ),
-                            None,
+                        return Err(unchecked(ShellAnswer::fail(
+                            "Key Ctrl-D refused: a shell is in front with a partial line (nothing was typed)",
                         )));
                     }
                     let mut buffer = [0u8; 4];
@@ -526,12 +667,9 @@ impl WriteStdinTool {
                 }
                 c if c.is_control() => {
                     let what = key.map_or_else(|| format!("{c:?}"), str::to_owned);
-                    return Err(Box::new((
-                        ShellAnswer::fail(format!(
-                            "Control character {what} refused: a shell is in front, and line editing and history are refused there (nothing was typed)"
-                        )),
-                        None,
-                    )));
+                    return Err(unchecked(ShellAnswer::fail(format!(
+                        "Control character {what} refused: a shell is in front, and line editing and history are refused there (nothing was typed)"
+                    ))));
                 }
                 c => line.push(c),
             }
@@ -577,11 +715,13 @@ impl WriteStdinTool {
             .unwrap_or_default()
     }
 
-    /// Checks one whole line as `Bash` checks a command; an `ask` line
-    /// waits for approval as a command would.
+    /// Checks one whole line as `Bash` checks a command, through the
+    /// policy gate (which logs a refusal as this call's line, `logged`);
+    /// an `ask` line waits for approval as a command would.
     async fn check_line(
         &self,
         context: &ExecutionContext,
+        (id, logged): (&str, &str),
         line: &str,
         cwd: Option<&std::path::Path>,
         hidden: bool,
@@ -601,98 +741,24 @@ impl WriteStdinTool {
             || context.working_dir().to_path_buf(),
             std::path::Path::to_path_buf,
         );
-        let session = AnalysisContext {
-            cwd: cwd.to_str().map(str::to_owned),
-            vars: vars.clone(),
+        let request = gate::Request {
+            subject: gate::Subject::Line {
+                bash_id: id,
+                logged,
+                hidden,
+            },
+            text: line,
+            cwd: &cwd,
+            vars,
         };
-        let analysis = env.analyzer.analyze_in(line, &session);
-        let name = Some(analysis.decision.name());
-        let refused = |message: String| {
-            Err(Box::new((
-                ShellAnswer::fail(format!("Line not typed: {message}")).meta(|m| {
-                    m.status = Some("blocked");
-                    m.decision = Some(analysis.decision.name());
-                    m.rule = analysis.decision.denial().map(|d| d.rule_id.clone());
-                }),
-                name,
-            )))
-        };
-        if hidden {
-            // The line was typed while the terminal hides input: neither
-            // the answer nor an approver may see it, so an `ask` line is
-            // refused as a `deny` one is, naming only the rule.
-            return match analysis.decision.denial() {
-                None => Ok(name),
-                Some(_)
-                    if matches!(analysis.decision, Decision::Ask(_))
-                        && env.is_remembered(&approval_key(env, line, &cwd, &vars)) =>
-                {
-                    Ok(name)
-                }
-                Some(denial) => refused(format!(
-                    "a line typed while the terminal hides input (not shown) was refused by rule {} ({}); hidden input is never shown to an approver",
-                    denial.rule_id,
-                    analysis.decision.name()
-                )),
-            };
-        }
-        match &analysis.decision {
-            Decision::Allow { .. } => Ok(name),
-            Decision::Deny(denial) => refused(env.redact(&denial.message())),
-            Decision::Ask(denial) => {
-                let key = approval_key(env, line, &cwd, &vars);
-                if env.is_remembered(&key) {
-                    return Ok(name);
-                }
-                let answer = match context.approver() {
-                    Some(approver) if !context.dry_run() => {
-                        let message =
-                            env.redact(&approval_message(&env.redact(line), &cwd, denial, &vars));
-                        wait_for_approval(env, context, approver.as_ref(), message).await
-                    }
-                    _ => Waiting::Answer(Approval::Unavailable),
-                };
-                match answer {
-                    Waiting::Answer(Approval::Accept { .. } | Approval::Save)
-                        if approval_key(env, line, &cwd, &vars) != key =>
-                    {
-                        refused(env.redact(&format!(
-                            "what the line runs changed while the question was open ({}); nothing was typed",
-                            denial.rule_id
-                        )))
-                    }
-                    Waiting::Answer(Approval::Accept { remember }) => {
-                        if remember {
-                            env.remember(key);
-                        }
-                        Ok(name)
-                    }
-                    // A typed line is remembered, not saved: a rule would
-                    // also allow it as a `Bash` command.
-                    Waiting::Answer(Approval::Save) => {
-                        env.remember(key);
-                        Ok(name)
-                    }
-                    Waiting::Answer(Approval::Unavailable)
-                        if env.config.ask_fallback == AskFallback::Allow =>
-                    {
-                        Ok(name)
-                    }
-                    Waiting::Answer(Approval::Unavailable) => {
-                        refused(env.redact(&format!("{} (nobody to ask)", denial.ask_message())))
-                    }
-                    Waiting::Answer(Approval::Decline | Approval::Cancel) => {
-                        refused(env.redact(&format!("approval declined ({})", denial.rule_id)))
-                    }
-                    Waiting::TimedOut => refused(env.redact(&format!(
-                        "the approval question timed out unanswered after {} ms ({})",
-                        env.config.ask_timeout.as_millis(),
-                        denial.rule_id
-                    ))),
-                    Waiting::CallCancelled => {
-                        refused("the call was cancelled while waiting for approval".to_owned())
-                    }
-                }
+        match gate::clear(env, context, request).await {
+            gate::Verdict::Run(cleared) => Ok(Some(cleared.analysis.decision.name())),
+            gate::Verdict::Refused(refusal) => {
+                let answer = line_refused(env, &refusal);
+                Err(Box::new(RefusedLine {
+                    answer,
+                    audited: Some(refusal.audited),
+                }))
             }
         }
     }
@@ -704,7 +770,7 @@ impl WriteStdinTool {
         input: String,
         decision: Option<&'static str>,
         status: &str,
-    ) -> Result<(), crate::audit::AuditError> {
+    ) -> Result<(), AuditError> {
         let Some(log) = &self.env.config.audit else {
             return Ok(());
         };
@@ -729,6 +795,14 @@ const HIDDEN: &str = "[hidden input]";
 fn merge(seen: Option<&'static str>, name: Option<&'static str>) -> Option<&'static str> {
     seen.or(name)
         .map(|seen| if name == Some("ask") { "ask" } else { seen })
+}
+
+/// A refusal made before any line was checked: the call logs it.
+fn unchecked(answer: ShellAnswer) -> Refused {
+    Box::new(RefusedLine {
+        answer,
+        audited: None,
+    })
 }
 
 /// Writes `bytes` to the terminal.
@@ -788,11 +862,49 @@ fn lines_in(pending: &[Typed]) -> usize {
     count
 }
 
-/// A refused line's answer and the check's decision name, boxed: the
-/// answer is large and this is the rare path.
-type Refused = Box<(ShellAnswer, Option<&'static str>)>;
+/// A refused line's answer, boxed: the answer is large and this is the
+/// rare path.
+type Refused = Box<RefusedLine>;
 
-fn with_audit(answer: ShellAnswer, written: Result<(), crate::audit::AuditError>) -> ShellAnswer {
+/// A line not typed.
+struct RefusedLine {
+    answer: ShellAnswer,
+    /// Whether the gate wrote the refusal's audit line; `None` for a
+    /// refusal before any check (an editing key), which the call logs.
+    audited: Option<Result<(), AuditError>>,
+}
+
+/// A refused line's answer (`Line not typed: ...`), from the gate's verdict.
+fn line_refused(env: &ExecEnvironment, refusal: &gate::Refusal) -> ShellAnswer {
+    let denial = &refusal.denial;
+    let rule = &denial.rule_id;
+    let message = match refusal.reason {
+        Reason::Denied => env.redact(&denial.message()),
+        Reason::CannotAsk => env.redact(&format!("{} (nobody to ask)", denial.ask_message())),
+        Reason::Declined => env.redact(&format!("approval declined ({rule})")),
+        Reason::Changed => env.redact(&format!(
+            "what the line runs changed while the question was open ({rule}); nothing was typed"
+        )),
+        Reason::TimedOut => env.redact(&format!(
+            "the approval question timed out unanswered after {} ms ({rule})",
+            env.config.ask_timeout.as_millis()
+        )),
+        Reason::Cancelled => "the call was cancelled while waiting for approval".to_owned(),
+        // Neither the answer nor an approver may see a hidden line: only
+        // the rule is named.
+        Reason::Hidden => format!(
+            "a line typed while the terminal hides input (not shown) was refused by rule {rule} ({}); hidden input is never shown to an approver",
+            refusal.decision
+        ),
+    };
+    ShellAnswer::fail(format!("Line not typed: {message}")).meta(|m| {
+        m.status = Some("blocked");
+        m.decision = Some(refusal.decision);
+        m.rule = Some(rule.clone());
+    })
+}
+
+fn with_audit(answer: ShellAnswer, written: Result<(), AuditError>) -> ShellAnswer {
     match written {
         Ok(()) => answer,
         Err(error) => ShellAnswer::fail(format!(
@@ -808,7 +920,10 @@ fn with_audit(answer: ShellAnswer, written: Result<(), crate::audit::AuditError>
 mod tests {
     use std::collections::VecDeque;
 
-    use super::{Typed, lines_in, merge, next_line, parse_keys, shown};
+    use super::{
+        DEFAULT_WAIT_MS, KEYS, MAX_WAIT_MS, QUIET_AFTER_INPUT, Typed, WriteStdinParams,
+        WriteStdinTool, lines_in, merge, next_line, parse_keys, shown,
+    };
 
     fn pending(items: &[Typed]) -> VecDeque<Typed> {
         items.iter().cloned().collect()
@@ -872,6 +987,34 @@ mod tests {
         assert!(error.contains("`F13`"), "{error}");
         assert!(error.contains("Enter, Tab, Escape"), "{error}");
         assert!(error.contains("Ctrl-L"), "{error}");
+    }
+
+    /// The description and the schema name every key `KEYS` knows and
+    /// the waits the code uses.
+    #[test]
+    fn the_descriptions_state_the_keys_and_waits_in_use() {
+        let schema = tool_core::InputSchema::for_type::<WriteStdinParams>().expect("schema");
+        let properties = &schema.json()["properties"];
+        let keys = properties["keys"]["description"].as_str().expect("text");
+        let wait = properties["wait_ms"]["description"].as_str().expect("text");
+        let config = crate::ExecConfig::new(vec![std::env::temp_dir()], std::env::temp_dir());
+        let tool = WriteStdinTool::new(std::sync::Arc::new(crate::ExecEnvironment::new(config)));
+        let text = tool_core::Tool::description(&tool);
+        for (name, _) in KEYS {
+            assert!(keys.contains(name), "{keys}");
+            assert!(
+                text.contains(&format!("{name},")) || text.contains(&format!("{name}.")),
+                "{name}"
+            );
+        }
+        assert!(
+            text.contains(&format!("(default {DEFAULT_WAIT_MS})")),
+            "{text}"
+        );
+        assert_eq!(properties["wait_ms"]["default"], DEFAULT_WAIT_MS);
+        assert_eq!(properties["wait_ms"]["maximum"], MAX_WAIT_MS);
+        let quiet = format!("at least {} ms of quiet", QUIET_AFTER_INPUT.as_millis());
+        assert!(wait.contains(&quiet), "{wait}");
     }
 
     #[test]
