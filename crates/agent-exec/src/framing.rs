@@ -467,9 +467,9 @@ impl InFlight {
 }
 
 /// The server's service with its requests' cancellation tracked by the
-/// framing (see [`InFlight`]): each handler watches a token that
-/// `notifications/cancelled` cancels, while rmcp keeps the request as in
-/// flight until its handler has finished.
+/// framing (its map of the requests in flight): each handler watches a
+/// token that `notifications/cancelled` cancels, while rmcp keeps the
+/// request as in flight until its handler has finished.
 pub struct Tracked<S> {
     inner: S,
     in_flight: Arc<InFlight>,
@@ -608,7 +608,8 @@ where
     }
 
     /// `service` with its requests' cancellation handled by this
-    /// transport: what `serve` must be given (see [`InFlight`]).
+    /// transport: what `serve` must be given (the framing keeps an id in
+    /// flight until its handler has finished).
     pub fn track<S: Service<RoleServer>>(&self, service: S) -> Tracked<S> {
         Tracked {
             inner: service,
