@@ -8,7 +8,10 @@
 //! first one's entry. This transport answers all three instead, as JSON-RPC
 //! 2.0 says:
 //!
-//! - invalid JSON: `-32700` with id `null`;
+//! - invalid JSON: `-32700` with id `null`, for the first bad line of a
+//!   run only, and nothing shaped as an answer is answered, so a peer
+//!   that reacts to our errors with bad lines cannot start an error storm
+//!   (docs/decisions/0020-answering-invalid-json.md);
 //! - a line longer than [`MAX_LINE`]: `-32600` with the id found in its
 //!   first [`ID_WINDOW`] bytes (else `null`); the rest of the line is read
 //!   and thrown away, never held;
@@ -31,6 +34,7 @@
 //! tokio's blocking stdin (docs/decisions/0005-blocking-stdio-for-mcp.md).
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -44,6 +48,7 @@ use rmcp::service::{
     NotificationContext, RequestContext, RxJsonRpcMessage, Service, TxJsonRpcMessage,
 };
 use rmcp::transport::Transport;
+use serde::de::{Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::task::JoinHandle;
@@ -51,7 +56,7 @@ use tokio_util::sync::CancellationToken;
 use tool_core::ArrivalLine;
 
 /// The longest line taken as a message, without its newline: 16 MiB.
-pub(crate) const MAX_LINE: usize = 16 << 20;
+pub const MAX_LINE: usize = 16 << 20;
 
 /// A line over this (1 MiB) is a large message: once it has been
 /// answered (or refused), the memory it took is given back to the system,
@@ -59,7 +64,7 @@ pub(crate) const MAX_LINE: usize = 16 << 20;
 const LARGE_LINE: usize = 1 << 20;
 
 /// How much of an over-long line is kept to find its `"id"`: 64 KiB.
-pub(crate) const ID_WINDOW: usize = 64 << 10;
+pub const ID_WINDOW: usize = 64 << 10;
 
 /// The read buffer: one blocking read fills at most this much.
 const READ_CHUNK: usize = 64 << 10;
@@ -238,101 +243,125 @@ fn reserve_within(line: &mut Vec<u8>, more: usize, cap: usize) {
 /// appears whole in `head` as a number or a string; `null` otherwise. Reads
 /// only as far as the id, so the object may be cut anywhere after it.
 pub(crate) fn id_in_head(head: &[u8]) -> Value {
-    scan_id(head).unwrap_or(Value::Null)
-}
-
-fn scan_id(head: &[u8]) -> Option<Value> {
     let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
-    let mut at = skip_space(head, 0);
-    if head.get(at) != Some(&b'{') {
-        return None;
+    let ended = Cell::new(false);
+    let mut id = None;
+    let mut deserializer = serde_json::Deserializer::from_reader(HeadReader {
+        rest: head,
+        ended: &ended,
+    });
+    // The head is cut: the parse fails after the id (or before it), and
+    // what was found by then is the answer.
+    let _ = HeadId {
+        id: &mut id,
+        ended: &ended,
     }
-    at += 1;
-    loop {
-        at = skip_space(head, at);
-        if head.get(at) != Some(&b'"') {
-            return None;
+    .deserialize(&mut deserializer);
+    id.unwrap_or(Value::Null)
+}
+
+/// The head as `serde_json` reads it, one byte at a time, noting whether it
+/// has been read to its end: a number the parse ends on may have been cut
+/// (`12` of `123`), one followed by a byte may not.
+struct HeadReader<'a> {
+    rest: &'a [u8],
+    ended: &'a Cell<bool>,
+}
+
+impl std::io::Read for HeadReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.rest.is_empty() && !buf.is_empty() {
+            self.ended.set(true);
         }
-        let key_end = string_end(head, at)?;
-        let key = &head[at..key_end];
-        at = skip_space(head, key_end);
-        if head.get(at) != Some(&b':') {
-            return None;
-        }
-        at = skip_space(head, at + 1);
-        let value_end = value_end(head, at)?;
-        if key == b"\"id\"" {
-            return match serde_json::from_slice::<Value>(&head[at..value_end]) {
-                Ok(id @ (Value::Number(_) | Value::String(_))) => Some(id),
-                _ => None,
-            };
-        }
-        at = skip_space(head, value_end);
-        if head.get(at) != Some(&b',') {
-            return None;
-        }
-        at += 1;
+        self.rest.read(buf)
     }
 }
 
-fn skip_space(text: &[u8], mut at: usize) -> usize {
-    while text
-        .get(at)
-        .is_some_and(|byte| matches!(byte, b' ' | b'\t' | b'\r' | b'\n'))
-    {
-        at += 1;
-    }
-    at
+/// The message head seen as a map of which only `id` is read: every other
+/// value is skipped with [`IgnoredAny`] (checked for syntax, never built),
+/// and the walk stops at the first `id`. The id found goes to `id`, not to
+/// the result, because the parse of a cut head fails after it.
+struct HeadId<'a> {
+    id: &'a mut Option<Value>,
+    /// Whether the head has been read to its end.
+    ended: &'a Cell<bool>,
 }
 
-/// The index just past the string that starts (with `"`) at `at`.
-fn string_end(text: &[u8], at: usize) -> Option<usize> {
-    let mut index = at + 1;
-    while let Some(byte) = text.get(index) {
-        match byte {
-            b'\\' => index += 2,
-            b'"' => return Some(index + 1),
-            _ => index += 1,
-        }
+impl<'de> DeserializeSeed<'de> for HeadId<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
     }
-    None
 }
 
-/// The index just past the JSON value that starts at `at`, when it ends
-/// inside `text`. Nested values are skipped by bracket depth, strings by
-/// their quotes; the content is checked later, only for the id.
-fn value_end(text: &[u8], at: usize) -> Option<usize> {
-    let mut index = at;
-    let mut depth = 0usize;
-    loop {
-        let byte = *text.get(index)?;
-        match byte {
-            b'"' => {
-                index = string_end(text, index)?;
-                if depth == 0 {
-                    return Some(index);
+impl<'de> Visitor<'de> for HeadId<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a JSON-RPC message")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<HeadKey>()? {
+            match key {
+                HeadKey::Id => {
+                    let id = map.next_value::<Value>()?;
+                    // A number is whole only when a byte came after it.
+                    let whole = !(id.is_number() && self.ended.get());
+                    if whole && (id.is_number() || id.is_string()) {
+                        *self.id = Some(id);
+                    }
+                    return Ok(());
                 }
-                continue;
-            }
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => {
-                if depth == 0 {
-                    return Some(index);
-                }
-                depth -= 1;
-                if depth == 0 {
-                    return Some(index + 1);
+                HeadKey::Other => {
+                    map.next_value::<IgnoredAny>()?;
                 }
             }
-            b',' | b' ' | b'\t' | b'\r' | b'\n' if depth == 0 => return Some(index),
-            _ => {}
         }
-        index += 1;
+        Ok(())
     }
+}
+
+/// A key of the message head: `id` or another, compared without being
+/// copied.
+enum HeadKey {
+    Id,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for HeadKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = HeadKey;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a key")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<HeadKey, E> {
+                Ok(if key == "id" {
+                    HeadKey::Id
+                } else {
+                    HeadKey::Other
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+/// One JSON-RPC error answer, as the line to write.
+struct ErrorLine {
+    line: Vec<u8>,
+    /// It answers no request the client can name (id `null`): a line of
+    /// the kind that can start an error storm (decision 0020).
+    id_less: bool,
 }
 
 /// One JSON-RPC error answer as a line.
-fn error_line(code: i64, message: &str, id: &Value) -> Vec<u8> {
+fn error_line(code: i64, message: &str, id: &Value) -> ErrorLine {
     let mut line = json!({
         "jsonrpc": "2.0",
         "id": id,
@@ -341,7 +370,10 @@ fn error_line(code: i64, message: &str, id: &Value) -> Vec<u8> {
     .to_string()
     .into_bytes();
     line.push(b'\n');
-    line
+    ErrorLine {
+        line,
+        id_less: id.is_null(),
+    }
 }
 
 /// What became of one line.
@@ -353,8 +385,9 @@ enum Outcome {
     /// A message for rmcp.
     Deliver(RxJsonRpcMessage<RoleServer>),
     /// An error answered here, as a line to write.
-    Answer(Vec<u8>),
-    /// Nothing to do (an empty line, a notification rmcp would not know).
+    Answer(ErrorLine),
+    /// Nothing to do (an empty line, a notification rmcp would not know,
+    /// something shaped as an answer).
     Skip,
 }
 
@@ -434,10 +467,10 @@ impl InFlight {
 }
 
 /// The server's service with its requests' cancellation tracked by the
-/// framing (see [`InFlight`]): each handler watches a token that
-/// `notifications/cancelled` cancels, while rmcp keeps the request as in
-/// flight until its handler has finished.
-pub(crate) struct Tracked<S> {
+/// framing (its map of the requests in flight): each handler watches a
+/// token that `notifications/cancelled` cancels, while rmcp keeps the
+/// request as in flight until its handler has finished.
+pub struct Tracked<S> {
     inner: S,
     in_flight: Arc<InFlight>,
 }
@@ -504,7 +537,7 @@ impl<W: AsyncWrite + Unpin> Writer<W> {
 
 /// The server's transport over a byte stream pair (stdin and stdout in the
 /// binary): rmcp's newline-delimited JSON with the framing above.
-pub(crate) struct Framed<R, W> {
+pub struct Framed<R, W> {
     lines: LineReader<R>,
     writer: Arc<Writer<W>>,
     in_flight: Arc<InFlight>,
@@ -514,6 +547,11 @@ pub(crate) struct Framed<R, W> {
     /// only once it is out, so a flood of bad lines cannot queue answers
     /// without bound.
     answering: Option<JoinHandle<()>>,
+    /// An error answer with id `null` has gone out since the last message
+    /// was delivered: another one is not written until a message is
+    /// (decision 0020: one answer per run of bad lines, so a peer that
+    /// answers our error lines with bad lines cannot start a storm).
+    quiet: bool,
     closed: CancellationToken,
     /// Run (on a blocking thread) before any message but `initialize`
     /// reaches rmcp: start-up work the `initialize` answer need not wait
@@ -532,11 +570,13 @@ where
     /// The transport, and a token cancelled once the client has left: the
     /// input ended (end of file or a read error), before rmcp starts
     /// draining its responses, or a write to the output failed.
-    pub(crate) fn new(read: R, write: W) -> (Self, CancellationToken) {
+    pub fn new(read: R, write: W) -> (Self, CancellationToken) {
         Self::with_limits(read, write, MAX_LINE, ID_WINDOW)
     }
 
-    fn with_limits(
+    /// [`Self::new`] with a smaller line cap and id window, so a test or
+    /// the fuzz target reaches the over-long line with short input.
+    pub fn with_limits(
         read: R,
         write: W,
         max_line: usize,
@@ -552,6 +592,7 @@ where
             in_flight: Arc::default(),
             arrivals: ArrivalLine::new(),
             answering: None,
+            quiet: false,
             closed: closed.clone(),
             gate: None,
             held: None,
@@ -561,14 +602,15 @@ where
 
     /// Runs `gate` once, before the first message after `initialize` is
     /// delivered: the `initialize` answer does not wait for it, calls do.
-    pub(crate) fn with_gate(mut self, gate: fn()) -> Self {
+    pub fn with_gate(mut self, gate: fn()) -> Self {
         self.gate = Some(gate);
         self
     }
 
     /// `service` with its requests' cancellation handled by this
-    /// transport: what `serve` must be given (see [`InFlight`]).
-    pub(crate) fn track<S: Service<RoleServer>>(&self, service: S) -> Tracked<S> {
+    /// transport: what `serve` must be given (the framing keeps an id in
+    /// flight until its handler has finished).
+    pub fn track<S: Service<RoleServer>>(&self, service: S) -> Tracked<S> {
         Tracked {
             inner: service,
             in_flight: Arc::clone(&self.in_flight),
@@ -666,8 +708,16 @@ where
     }
 
     /// Starts writing an answer of ours; `receive` waits for it before the
-    /// next line.
-    fn answer(&mut self, line: Vec<u8>) {
+    /// next line. An answer with id `null` is written only for the first
+    /// bad line of a run (the `quiet` field says why).
+    fn answer(&mut self, ErrorLine { line, id_less }: ErrorLine) {
+        if id_less {
+            if self.quiet {
+                tracing::debug!("not answered: a bad line right after an answered one");
+                return;
+            }
+            self.quiet = true;
+        }
         let writer = Arc::clone(&self.writer);
         // A task of its own: `receive` may be dropped at any await, and a
         // line cut off half-written would corrupt the stream.
@@ -702,6 +752,15 @@ fn invalid_message(line: &[u8], error: &serde_json::Error) -> Outcome {
     let id = value.get("id");
     if id.is_none() && value.get("method").is_some_and(Value::is_string) {
         tracing::debug!(%error, "skipped a notification");
+        return Outcome::Skip;
+    }
+    // Shaped as an answer (no method; a result or an error): answers are
+    // never answered (JSON-RPC 2.0), or two peers could answer each
+    // other's answers forever.
+    if value.get("method").is_none()
+        && (value.get("result").is_some() || value.get("error").is_some())
+    {
+        tracing::debug!(%error, "skipped a malformed answer");
         return Outcome::Skip;
     }
     let id = match id {
@@ -780,6 +839,7 @@ where
                     drop(line);
                     match outcome {
                         Outcome::Deliver(message) => {
+                            self.quiet = false;
                             let Some(gate) = self.gate_for(&message) else {
                                 return Some(message);
                             };
@@ -941,6 +1001,10 @@ mod tests {
             (r#"{"id":null,"#, Value::Null),
             (r#"{"id":[1],"#, Value::Null),
             (r#"{"id":12"#, Value::Null),
+            (r#"{"id":12 "#, json!(12)),
+            (r#"{"id":1.5e"#, Value::Null),
+            (r#"{"\u0069d":7,"#, json!(7)),
+            (r#"{"a":tru,"id":1}"#, Value::Null),
             (r#"[{"id":1}]"#, Value::Null),
             ("not json", Value::Null),
             ("", Value::Null),
@@ -974,6 +1038,60 @@ mod tests {
         fn any_bytes_scan_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = id_in_head(&bytes);
         }
+
+        /// On any valid message, cut anywhere after its id (and the byte
+        /// that ends it), the head gives the id serde_json's full parse
+        /// gives; cut before that, `null`.
+        #[test]
+        fn the_head_agrees_with_the_full_parse(
+            before in proptest::collection::btree_map("[a-z_\"\\\\]{0,6}", json_value(), 0..4),
+            after in proptest::collection::btree_map("[a-z_]{0,6}", json_value(), 0..4),
+            id in json_value(),
+            space in "[ \t\r]{0,2}",
+            cut in any::<proptest::sample::Index>(),
+        ) {
+            let mut text = String::from("{");
+            for (key, value) in before.iter().filter(|(key, _)| *key != "id") {
+                text.push_str(&format!("{}{space}:{value},", json!(key)));
+            }
+            text.push_str(&format!("\"id\"{space}:{space}{id}"));
+            let id_end = text.len();
+            for (key, value) in after.iter().filter(|(key, _)| *key != "id") {
+                text.push_str(&format!(",{}:{value}", json!(key)));
+            }
+            text.push('}');
+            let full: Value = serde_json::from_str(&text).expect("valid JSON");
+            let expected = match &full["id"] {
+                id @ (Value::Number(_) | Value::String(_)) => id.clone(),
+                _ => Value::Null,
+            };
+            let cut = cut.index(text.len() + 1);
+            let head = &text.as_bytes()[..cut];
+            if cut > id_end {
+                prop_assert_eq!(id_in_head(head), expected, "{}", text);
+            } else if cut < id_end {
+                prop_assert_eq!(id_in_head(head), Value::Null, "{}", text);
+            }
+        }
+    }
+
+    /// Any JSON value, nested a little.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            (-1e6f64..1e6).prop_map(|n| json!(n)),
+            "(?s).{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\"]{0,4}", inner, 0..4)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
     }
 
     type Reads = tokio::io::ReadHalf<DuplexStream>;
@@ -1124,6 +1242,66 @@ mod tests {
         client.shutdown().await.expect("closed");
         assert!(framed.receive().await.is_none());
         assert!(closed.is_cancelled());
+    }
+
+    /// Decision 0020: a run of bad lines gets one answer with id `null`,
+    /// an answer is never answered, and a delivered message starts the
+    /// count again; answers to requests with an id are never held back.
+    #[tokio::test]
+    async fn a_run_of_bad_lines_gets_one_answer_and_answers_get_none() {
+        let (mut framed, _closed, mut client, mut lines) = transport();
+        let input = [
+            "junk 1",
+            "junk 2",
+            "[1,2]",
+            r#"{"jsonrpc":"2.0","id":4,"error":"not an error object"}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":1,"error":{}}"#,
+            r#"{"jsonrpc":"2.0","id":9,"nope":true}"#,
+            r#"{"jsonrpc":"2.0","id":10,"nope":true}"#,
+            "junk 3",
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            "junk 4",
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+        ];
+        for line in input {
+            client
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .expect("write");
+        }
+        for id in [1, 2] {
+            let message = tokio::time::timeout(Duration::from_secs(10), framed.receive())
+                .await
+                .expect("a message in time")
+                .expect("a message");
+            assert!(
+                matches!(&message, JsonRpcMessage::Request(request) if request.id == RequestId::Number(id)),
+                "{message:?}"
+            );
+        }
+        let mut answered = Vec::new();
+        for _ in 0..4 {
+            let line = answer(&mut lines).await;
+            answered.push((line["error"]["code"].clone(), line["id"].clone()));
+        }
+        assert_eq!(
+            answered,
+            [
+                (json!(PARSE_ERROR), Value::Null),
+                (json!(INVALID_REQUEST), json!(9)),
+                (json!(INVALID_REQUEST), json!(10)),
+                (json!(PARSE_ERROR), Value::Null),
+            ]
+        );
+        // Nothing else was written: the next line is the ping's answer.
+        framed
+            .send(JsonRpcMessage::response(
+                ServerResult::EmptyResult(EmptyResult {}),
+                RequestId::Number(1),
+            ))
+            .await
+            .expect("sent");
+        assert_eq!(answer(&mut lines).await["id"], 1);
     }
 
     static GATE_RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

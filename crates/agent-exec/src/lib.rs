@@ -1,7 +1,11 @@
 //! The MCP side of `agent-exec` as a library: the [`Bridge`] that serves a
-//! tool registry over any rmcp transport. The binary serves it on stdio;
-//! the fuzz target drives it through an in-memory pipe.
+//! tool registry over any rmcp transport, and the [`Framed`] transport in
+//! front of rmcp (line reader, size cap, protocol errors, ids in flight).
+//! The binary serves the two on stdio; the fuzz target drives them through
+//! an in-memory pipe.
 
 mod bridge;
+mod framing;
 
 pub use bridge::Bridge;
+pub use framing::{Framed, ID_WINDOW, MAX_LINE, Tracked};

@@ -3,7 +3,6 @@
 //! its tool definitions (`agent-exec schema`).
 
 mod cli;
-mod framing;
 mod janitor;
 mod mcp;
 mod policy_check;

@@ -1,17 +1,15 @@
-//! `agent-exec mcp`: the bridge served over stdio, through the framing in
-//! `framing.rs`, until the client leaves or a signal arrives.
+//! `agent-exec mcp`: the bridge served over stdio, through the library's
+//! framing ([`Framed`]), until the client leaves or a signal arrives.
 
 use std::time::Duration;
 
-use agent_exec::Bridge;
+use agent_exec::{Bridge, Framed};
 use anyhow::Context as _;
 use exec_tools::ExecEnvironment;
 use nix::sys::signal::Signal as NixSignal;
 use rmcp::ServiceExt as _;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::signal::unix::{Signal, SignalKind, signal};
-
-use crate::framing::Framed;
 
 /// How long the answers of calls ended at shutdown may take to go out.
 const DRAIN: Duration = Duration::from_millis(500);

@@ -2,25 +2,29 @@
 //! the output file of a tty shell and for every answer: escape sequences
 //! (every ECMA-48 family, in their 7-bit and C1 forms) and stray control
 //! characters removed, `\r\n` made `\n`, a line redrawn with `\r` kept at
-//! its last drawing, backspaces applied. Everything that matters across
-//! reads (a sequence cut in two, the line being drawn) is state, so the
-//! text comes out the same however the stream was cut. Characters are
-//! never cut: the input is already decoded text.
+//! its last drawing, backspaces applied. The grammar of sequences is the
+//! `vte` parser's (the one `vt100` uses for tty screens); this module only
+//! draws the line. Everything that matters across reads (a sequence cut in
+//! two, the line being drawn) is state, so the text comes out the same
+//! however the stream was cut. Characters are never cut: the input is
+//! already decoded text (docs/decisions/0021-one-terminal-text-cleaner.md).
 
-const ESC: char = '\u{1b}';
-const BEL: char = '\u{7}';
 const BACKSPACE: char = '\u{8}';
-/// The C1 forms of CSI, OSC, the strings ended by ST (DCS, SOS, PM, APC),
-/// and ST itself.
-const C1_CSI: char = '\u{9b}';
-const C1_OSC: char = '\u{9d}';
-const C1_STRINGS: [char; 4] = ['\u{90}', '\u{98}', '\u{9e}', '\u{9f}'];
-const C1_ST: char = '\u{9c}';
 
 /// The longest line held back while it may still be redrawn, in bytes:
 /// a longer one is written as it stands, so a stream that never ends its
 /// line holds bounded memory.
 pub(crate) const HELD_LINE_BYTES: usize = 64 * 1024;
+
+/// How many bytes may go into the parser without a single callback
+/// before it is restarted inside a fresh OSC string: a string never ended
+/// is the one thing vte holds (it buffers OSC text in a `Vec` that only the
+/// string's end clears), so this bounds what a stream that opens one and
+/// never closes it can make the cleaner hold.
+const SILENT_BYTES: usize = 64 * 1024;
+
+/// The most fed to the parser at once, so silence is seen in time.
+const FEED_BYTES: usize = 4096;
 
 /// What a cleaner removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,37 +67,37 @@ pub fn clean_text(text: &str, options: CleanOptions) -> String {
     out
 }
 
-/// Where the cleaner is in the escape-sequence grammar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum State {
-    /// Plain text.
-    #[default]
-    Ground,
-    /// After ESC.
-    Escape,
-    /// After ESC and intermediates (`ESC ( B`): up to the final byte.
-    EscapeIntermediate,
-    /// In a control sequence (`ESC [`): up to the final byte in `@..~`.
-    Csi,
-    /// In a string (OSC ends at BEL or ST; DCS, SOS, PM and APC at ST).
-    String {
-        /// BEL ends it too (OSC).
-        bel_ends: bool,
-    },
-    /// ESC inside a string: `\` ends it, anything else starts a new escape.
-    StringEscape,
-}
-
 /// Cleans one terminal stream as tty output files are cleaned; see the
 /// module documentation.
-#[derive(Debug)]
 pub struct TerminalText {
     options: CleanOptions,
+    /// The sequence grammar, across reads.
+    parser: vte::Parser,
+    line: Line,
+    /// Bytes fed since the parser last called back (at least).
+    silent: usize,
+    /// How often the parser was restarted for silence.
+    #[cfg(test)]
+    restarts: usize,
+}
+
+impl std::fmt::Debug for TerminalText {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("TerminalText")
+            .field("options", &self.options)
+            .field("line", &self.line)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The line being drawn, held until its end decides what it shows.
+#[derive(Debug)]
+struct Line {
+    redraws: bool,
     /// Lines longer than this (bytes) are written as they stand.
     held_line_bytes: usize,
-    state: State,
-    /// The line being drawn, held until its end decides what it shows.
-    line: String,
+    text: String,
     /// A `\r` came last in the line: the next character starts it over,
     /// unless it is `\n` (or another `\r`).
     carriage_return: bool,
@@ -117,121 +121,113 @@ impl TerminalText {
     pub(crate) fn with_options(options: CleanOptions, held_line_bytes: usize) -> Self {
         Self {
             options,
-            held_line_bytes,
-            state: State::Ground,
-            line: String::new(),
-            carriage_return: false,
+            parser: vte::Parser::new(),
+            line: Line {
+                redraws: options.redraws,
+                held_line_bytes,
+                text: String::new(),
+                carriage_return: false,
+            },
+            silent: 0,
+            #[cfg(test)]
+            restarts: 0,
         }
     }
 
     /// Feeds `chunk`; appends to `out` the lines it finished (and a line
     /// held past [`HELD_LINE_BYTES`]).
     pub fn push(&mut self, chunk: &str, out: &mut String) {
-        for c in chunk.chars() {
-            self.step(c, out);
+        if !self.options.escapes {
+            for c in chunk.chars() {
+                self.line.control_or_char(c, out);
+            }
+            return;
+        }
+        // vte executes a C1 control written as a character (UTF-8
+        // `C2 9B`) instead of starting a sequence: the C1 forms of CSI,
+        // OSC, DCS, SOS, PM, APC and ST are fed as their 7-bit forms.
+        let bytes = chunk.as_bytes();
+        let mut start = 0;
+        let mut at = 0;
+        while let Some(found) = memchr::memchr(0xc2, &bytes[at..]) {
+            let lead = at + found;
+            match bytes.get(lead + 1) {
+                Some(&c1 @ (0x90 | 0x98 | 0x9b..=0x9f)) => {
+                    self.feed(&bytes[start..lead], out);
+                    self.feed(&[0x1b, c1 - 0x40], out);
+                    start = lead + 2;
+                    at = start;
+                }
+                _ => at = lead + 1,
+            }
+        }
+        self.feed(&bytes[start..], out);
+    }
+
+    /// Parses `bytes` in pieces, restarting the parser inside a fresh OSC
+    /// string once it has been silent for [`SILENT_BYTES`] (see there).
+    fn feed(&mut self, bytes: &[u8], out: &mut String) {
+        for piece in bytes.chunks(FEED_BYTES) {
+            let mut drawing = Drawing {
+                line: &mut self.line,
+                out,
+                called: false,
+            };
+            self.parser.advance(&mut drawing, piece);
+            if drawing.called {
+                self.silent = 0;
+                continue;
+            }
+            self.silent += piece.len();
+            if self.silent > SILENT_BYTES {
+                // Only a string (or a sequence far too long to be one)
+                // is this quiet; its text is never shown, so a fresh
+                // string stands for it with nothing held.
+                self.parser = vte::Parser::new();
+                self.parser.advance(&mut drawing, b"\x1b]");
+                self.silent = 0;
+                #[cfg(test)]
+                {
+                    self.restarts += 1;
+                }
+            }
         }
     }
 
     /// Ends the stream: the line being drawn is appended as it stands (an
     /// unfinished escape sequence is dropped).
     pub fn finish(&mut self, out: &mut String) {
-        out.push_str(&self.line);
-        self.line.clear();
-        self.line.shrink_to_fit();
-        self.carriage_return = false;
-        self.state = State::Ground;
+        out.push_str(&self.line.text);
+        self.line.text.clear();
+        self.line.text.shrink_to_fit();
+        self.line.carriage_return = false;
+        self.parser = vte::Parser::new();
+        self.silent = 0;
     }
+}
 
-    fn step(&mut self, c: char, out: &mut String) {
-        match self.state {
-            State::Ground => self.text(c, out),
-            State::Escape => {
-                self.state = match c {
-                    '[' => State::Csi,
-                    ']' => State::String { bel_ends: true },
-                    'P' | 'X' | '^' | '_' => State::String { bel_ends: false },
-                    ESC => State::Escape,
-                    ' '..='/' => State::EscapeIntermediate,
-                    // A two-byte escape (`ESC 7`, `ESC =`, `ESC M`, ...).
-                    '0'..='~' => State::Ground,
-                    // Not an escape after all: the character stands.
-                    _ => {
-                        self.state = State::Ground;
-                        self.text(c, out);
-                        return;
-                    }
-                };
-            }
-            State::EscapeIntermediate => match c {
-                ' '..='/' => {}
-                '0'..='~' => self.state = State::Ground,
-                ESC => self.state = State::Escape,
-                _ => {
-                    self.state = State::Ground;
-                    self.text(c, out);
-                }
-            },
-            State::Csi => match c {
-                // Parameters and intermediates.
-                ' '..='?' => {}
-                '@'..='~' => self.state = State::Ground,
-                ESC => self.state = State::Escape,
-                // A broken sequence: it ends, the character stands.
-                _ => {
-                    self.state = State::Ground;
-                    self.text(c, out);
-                }
-            },
-            State::String { bel_ends } => match c {
-                BEL if bel_ends => self.state = State::Ground,
-                C1_ST => self.state = State::Ground,
-                ESC => self.state = State::StringEscape,
-                _ => {}
-            },
-            State::StringEscape => {
-                if c == '\\' {
-                    self.state = State::Ground;
-                } else {
-                    // ST never came: the string ends, and this ESC starts
-                    // another sequence.
-                    self.state = State::Escape;
-                    self.step(c, out);
-                }
-            }
-        }
-    }
-
-    fn text(&mut self, c: char, out: &mut String) {
-        let CleanOptions { escapes, redraws } = self.options;
+impl Line {
+    /// A character outside any sequence: a control this cleaner draws
+    /// with, or one that shows.
+    fn control_or_char(&mut self, c: char, out: &mut String) {
         match c {
-            ESC if escapes => self.state = State::Escape,
-            C1_CSI if escapes => self.state = State::Csi,
-            C1_OSC if escapes => self.state = State::String { bel_ends: true },
-            c if escapes && C1_STRINGS.contains(&c) => {
-                self.state = State::String { bel_ends: false };
-            }
-            '\r' if redraws => self.carriage_return = true,
+            '\r' if self.redraws => self.carriage_return = true,
             '\n' => {
-                out.push_str(&self.line);
+                out.push_str(&self.text);
                 out.push('\n');
-                self.line.clear();
+                self.text.clear();
                 self.carriage_return = false;
-                if self.line.capacity() > 4096 {
-                    self.line.shrink_to_fit();
+                if self.text.capacity() > 4096 {
+                    self.text.shrink_to_fit();
                 }
             }
-            BACKSPACE if redraws => {
+            BACKSPACE if self.redraws => {
                 // At the start of a redraw the cursor is at column 0:
                 // nothing to take back.
                 if !self.carriage_return {
-                    self.line.pop();
+                    self.text.pop();
                 }
             }
-            // `\r` and backspace are redraws, kept when those are.
-            '\r' | BACKSPACE => self.print(c, out),
-            // Stray controls (BEL, SO, SI, NUL, DEL, the other C1 controls)
-            // show nothing on a terminal.
-            c if escapes && c != '\t' && c.is_control() => {}
             _ => self.print(c, out),
         }
     }
@@ -239,14 +235,65 @@ impl TerminalText {
     /// Adds a character that shows to the line being drawn.
     fn print(&mut self, c: char, out: &mut String) {
         if self.carriage_return {
-            self.line.clear();
+            self.text.clear();
             self.carriage_return = false;
         }
-        if self.line.len() + c.len_utf8() > self.held_line_bytes {
-            out.push_str(&self.line);
-            self.line.clear();
+        if self.text.len() + c.len_utf8() > self.held_line_bytes {
+            out.push_str(&self.text);
+            self.text.clear();
         }
-        self.line.push(c);
+        self.text.push(c);
+    }
+}
+
+/// What `vte` calls back while one chunk is parsed: characters and the
+/// controls outside sequences go to the line; sequences (the default
+/// no-op callbacks) leave nothing.
+struct Drawing<'a> {
+    line: &'a mut Line,
+    out: &'a mut String,
+    /// The parser called back at all: it is not inside a string.
+    called: bool,
+}
+
+impl vte::Perform for Drawing<'_> {
+    fn print(&mut self, c: char) {
+        self.called = true;
+        // vte prints DEL; a terminal shows nothing for it.
+        if c != '\u{7f}' {
+            self.line.print(c, self.out);
+        }
+    }
+
+    fn execute(&mut self, byte: u8) {
+        self.called = true;
+        match byte {
+            // `\r` and backspace are kept as they came when redraws are
+            // not applied; every other control shows nothing.
+            b'\n' | b'\t' | b'\r' | 0x08 => self.line.control_or_char(char::from(byte), self.out),
+            _ => {}
+        }
+    }
+
+    // A sequence ended: it leaves nothing, but the parser spoke.
+    fn csi_dispatch(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
+        self.called = true;
+    }
+
+    fn esc_dispatch(&mut self, _: &[u8], _: bool, _: u8) {
+        self.called = true;
+    }
+
+    fn osc_dispatch(&mut self, _: &[&[u8]], _: bool) {
+        self.called = true;
+    }
+
+    fn hook(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
+        self.called = true;
+    }
+
+    fn unhook(&mut self) {
+        self.called = true;
     }
 }
 
@@ -368,16 +415,37 @@ mod tests {
         let mut out = String::new();
         cleaner.push(&"x".repeat(HELD_LINE_BYTES + 10), &mut out);
         assert_eq!(out.len(), HELD_LINE_BYTES);
-        assert!(cleaner.line.len() <= HELD_LINE_BYTES);
+        assert!(cleaner.line.text.len() <= HELD_LINE_BYTES);
         cleaner.finish(&mut out);
         assert_eq!(out.len(), HELD_LINE_BYTES + 10);
     }
 
+    /// vte's grammar (DEC's state machine, what a terminal does): a byte
+    /// that cannot be in a sequence is ignored inside it, controls inside
+    /// one still act, a string runs to its end.
     #[test]
-    fn a_broken_sequence_ends_and_its_text_stands() {
-        assert_eq!(clean("\u{1b}[12é\n"), "é\n");
+    fn a_broken_sequence_follows_the_terminal_grammar() {
+        assert_eq!(clean("\u{1b}[12é\n"), "\n");
+        assert_eq!(clean("\u{1b}[1\n2m\n"), "\n\n");
         assert_eq!(clean("\u{1b}]title never ended"), "");
         assert_eq!(clean("\u{1b}]t\u{1b}[31mx"), "x");
+    }
+
+    /// A string never ended holds nothing past the silence bound: the
+    /// parser restarts inside a fresh one, which ends as the first would.
+    #[test]
+    fn a_string_never_ended_is_not_held() {
+        let mut cleaner = TerminalText::new();
+        let mut out = String::new();
+        cleaner.push("before\u{1b}]0;", &mut out);
+        let body = "t".repeat(1 << 10);
+        for _ in 0..1024 {
+            cleaner.push(&body, &mut out);
+        }
+        assert!(cleaner.restarts >= 8, "{}", cleaner.restarts);
+        cleaner.push("\u{7}after\n", &mut out);
+        cleaner.finish(&mut out);
+        assert_eq!(out, "beforeafter\n");
     }
 
     proptest! {
