@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use shell_runtime::{MAX_HEAPS, heap_count, tune_allocator};
+use shell_runtime::{MAP_AT_BYTES, MAX_HEAPS, heap_count, mapped_blocks, tune_allocator};
 
 /// More threads than glibc's default of eight heaps per core would give
 /// heaps on this machine's two cores (and than `MAX_HEAPS`).
@@ -42,5 +42,23 @@ fn threads_alive_at_once_share_a_fixed_number_of_heaps() {
     assert!(
         during <= limit,
         "{during} heaps with {THREADS} threads alive ({before} before, limit {limit})"
+    );
+}
+
+/// A buffer of [`MAP_AT_BYTES`] (a command's output read whole, a parsed
+/// message) gets a mapping of its own, unmapped when freed: in a heap it
+/// would leave a hole that the small allocations around it keep resident.
+#[test]
+fn a_large_buffer_is_mapped_on_its_own() {
+    tune_allocator();
+    let Some(before) = mapped_blocks() else {
+        return;
+    };
+    let buffer: Vec<u8> = Vec::with_capacity(MAP_AT_BYTES);
+    let during = mapped_blocks().expect("counted before");
+    drop(std::hint::black_box(buffer));
+    assert!(
+        during > before,
+        "{MAP_AT_BYTES} bytes were not mapped on their own"
     );
 }

@@ -11,8 +11,9 @@
     reason = "malloc_trim and mallopt are C functions; called off the hot path"
 )]
 
-/// Allocations of this size or more get a mapping of their own.
-const MAP_AT_BYTES: i32 = 4 << 20;
+/// Allocations of this size or more get a mapping of their own (glibc's
+/// initial threshold, kept fixed).
+pub const MAP_AT_BYTES: usize = 128 << 10;
 
 /// The most heaps ("arenas") glibc keeps. Its default is eight per core,
 /// each made when a new thread first allocates while none is free: the
@@ -26,12 +27,15 @@ pub const MAX_HEAPS: i32 = 2;
 /// Sets glibc's allocator up for a long-lived server; call once at
 /// start-up, before threads are made (elsewhere it does nothing):
 ///
-/// - each allocation of 4 MiB or more (a large message, its parsed copies)
-///   gets a mapping of its own, returned to the system when freed. By
-///   default glibc raises that threshold to the size of each large block
-///   freed, up to 32 MiB, after which such blocks come from a heap and, in
-///   a thread's heap, stay resident once freed (`malloc_trim` does not
-///   shrink those);
+/// - each allocation of [`MAP_AT_BYTES`] or more (a large message, its
+///   parsed copies, a buffer read whole) gets a mapping of its own,
+///   returned to the system when freed. By default glibc raises that
+///   threshold to the size of each large block freed, up to 32 MiB, after
+///   which such blocks come from a heap: once freed, a thread's heap keeps
+///   them resident (`malloc_trim` does not shrink those), and a block
+///   that finds no hole big enough among the small allocations that
+///   outlive it extends the heap, so a long session's heaps crept up by
+///   a few hundred KiB at a time while what they held stayed the same;
 /// - at most [`MAX_HEAPS`] heaps, so that the memory a long session keeps
 ///   resident stops growing with the number of threads it has had.
 pub fn tune_allocator() {
@@ -39,7 +43,10 @@ pub fn tune_allocator() {
     // SAFETY: mallopt takes two integers and sets glibc's own tunables
     // under its lock; any thread may call it at any time.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MAP_AT_BYTES);
+        libc::mallopt(
+            libc::M_MMAP_THRESHOLD,
+            i32::try_from(MAP_AT_BYTES).unwrap_or(i32::MAX),
+        );
         libc::mallopt(libc::M_ARENA_MAX, MAX_HEAPS);
     }
 }
@@ -88,6 +95,18 @@ pub fn heap_count() -> Option<usize> {
         }?;
         Some(report.matches("<heap nr=").count())
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
+}
+
+/// How many allocations glibc's allocator holds in mappings of their own
+/// (`mallinfo2().hblks`), or `None` where that cannot be told: for tests
+/// of [`tune_allocator`].
+#[doc(hidden)]
+pub fn mapped_blocks() -> Option<usize> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallinfo2 takes no argument and returns a plain struct.
+    return Some(unsafe { libc::mallinfo2() }.hblks);
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     None
 }
