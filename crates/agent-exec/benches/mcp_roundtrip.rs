@@ -9,8 +9,8 @@
 //! without secret-named variables, against a bare `bash -c true`).
 //!
 //! `cargo bench -p agent-exec --bench mcp_roundtrip` (`-- --quick`: 100
-//! calls, 64 MiB, a soak of 1,200 calls and 20 start-ups). Prints one JSON
-//! figure per line for `cargo xtask bench`.
+//! calls, 64 MiB, a soak of 1,200 calls and 20 start-ups; `-- --soak`: the
+//! soak alone). Prints one JSON figure per line for `cargo xtask bench`.
 
 #![allow(
     clippy::expect_used,
@@ -35,6 +35,11 @@ const LONG_ANSWER: &str = "head -c 29990 /dev/zero | tr '\\0' x";
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "--quick");
+    if std::env::args().any(|arg| arg == "--soak") {
+        let dir = tempfile::tempdir().unwrap();
+        soak(dir.path(), quick);
+        return;
+    }
     let calls = if quick { 100 } else { 500 };
     let gib = if quick { 64u64 << 20 } else { 1u64 << 30 };
     let dir = tempfile::tempdir().unwrap();

@@ -55,8 +55,9 @@ fn main() -> ExitCode {
     if let Some(problem) = undumpable {
         tracing::warn!("{problem}");
     }
-    // A large message's memory goes back to the system once it is freed.
-    shell_runtime::map_large_blocks();
+    // A large message's memory goes back to the system once it is freed,
+    // and a long session's threads share a fixed number of heaps.
+    shell_runtime::tune_allocator();
     // Each background shell holds descriptors for as long as it runs: the
     // common soft limit of 1024 would run out at about 250 shells.
     match shell_runtime::raise_open_file_limit() {

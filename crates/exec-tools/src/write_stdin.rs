@@ -679,11 +679,17 @@ impl WriteStdinTool {
     }
 
     /// Keeps `line` (typed, not yet written) for the shell's next call.
+    /// Nothing held is no entry, and entries of shells no longer tracked
+    /// go: the map lives as long as the server, and every tty session
+    /// would otherwise leave its id in it.
     fn hold(&self, id: &str, line: String) {
-        self.partial
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.to_owned(), line);
+        let mut partial = self.partial.lock().unwrap_or_else(PoisonError::into_inner);
+        if line.is_empty() {
+            partial.remove(id);
+            return;
+        }
+        partial.retain(|held, _| self.env.manager.get(held).is_some());
+        partial.insert(id.to_owned(), line);
     }
 
     /// Writes the call's audit line before anything is typed: without a
@@ -920,13 +926,38 @@ fn with_audit(answer: ShellAnswer, written: Result<(), AuditError>) -> ShellAnsw
 mod tests {
     use std::collections::VecDeque;
 
+    use std::sync::Arc;
+
     use super::{
         DEFAULT_WAIT_MS, KEYS, MAX_WAIT_MS, QUIET_AFTER_INPUT, Typed, WriteStdinParams,
         WriteStdinTool, lines_in, merge, next_line, parse_keys, shown,
     };
+    use crate::environment::{ExecConfig, ExecEnvironment};
 
     fn pending(items: &[Typed]) -> VecDeque<Typed> {
         items.iter().cloned().collect()
+    }
+
+    /// Every tty session passes through `hold`: a session's whole line
+    /// leaves no entry, and a partial line held for a shell no longer
+    /// tracked goes when another is held, so the map stays bounded by the
+    /// shells tracked, not by the sessions a server ever had.
+    #[test]
+    fn held_lines_are_kept_only_while_needed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = ExecConfig::new(vec![dir.path().to_path_buf()], dir.path().to_path_buf());
+        let tool = WriteStdinTool::new(Arc::new(ExecEnvironment::new(config)));
+        let held = |tool: &WriteStdinTool| tool.partial.lock().expect("not poisoned").len();
+        for n in 0..1_000 {
+            tool.hold(&format!("shell_{n}"), String::new());
+        }
+        assert_eq!(held(&tool), 0);
+        tool.hold("shell_1", "half a li".to_owned());
+        assert_eq!(tool.partial_line("shell_1"), "half a li");
+        tool.hold("shell_2", "another".to_owned());
+        assert_eq!(held(&tool), 1, "shell_1 is not tracked: its line goes");
+        tool.hold("shell_2", String::new());
+        assert_eq!(held(&tool), 0);
     }
 
     #[test]

@@ -64,7 +64,9 @@ pub use spawn::janitor::{Janitor, run_janitor, start_janitor};
 pub use spawn::process::{bypass_spawner_process, start_spawner_process};
 #[cfg(target_os = "linux")]
 pub use spawn::pty::{TERMINAL_COLUMNS, TERMINAL_ROWS, TERMINAL_TYPE, TerminalWriter};
-pub use spawn::trim::{map_large_blocks, release_free_memory};
+pub use spawn::trim::{
+    MAP_AT_BYTES, MAX_HEAPS, heap_count, mapped_blocks, release_free_memory, tune_allocator,
+};
 pub use spec::{
     ConfinementSpec, ExecJudge, ExecRequest, ExecVerdict, FileIdentity, SCRIPT_VAR, SpawnSpec,
     SpillBudget, SpillFile,
