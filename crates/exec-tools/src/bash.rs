@@ -50,7 +50,7 @@ pub struct BashParams {
     /// Run this command in this directory (relative to the session's directory, or absolute; inside the allowed roots). The session's directory stays as it was.
     pub workdir: Option<String>,
     /// Timeout in milliseconds; the schema states its bounds and the
-    /// foreground default ([`timeout_description`]).
+    /// foreground default (`timeout_description`).
     #[schemars(range(min = MIN_TIMEOUT_MS, max = MAX_TIMEOUT_MS), description = timeout_description())]
     pub timeout: Option<u64>,
     /// Start the command in the background and return at once with its id.
@@ -58,7 +58,7 @@ pub struct BashParams {
     #[schemars(default = "default_false")]
     pub run_in_background: bool,
     /// Run under a terminal: only for programs that prompt or are
-    /// interactive; the schema states the terminal's size ([`tty_description`]).
+    /// interactive; the schema states the terminal's size (`tty_description`).
     #[serde(default)]
     #[schemars(default = "default_false", description = tty_description())]
     pub tty: bool,

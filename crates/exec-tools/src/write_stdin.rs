@@ -29,12 +29,12 @@ pub struct WriteStdinParams {
     #[serde(default)]
     #[schemars(default = "empty")]
     pub input: String,
-    /// Named keys typed after `input` (the schema lists them: [`keys_description`]).
+    /// Named keys typed after `input` (the schema lists them: `keys_description`).
     #[serde(default)]
     #[schemars(description = keys_description())]
     pub keys: Vec<String>,
     /// How long to wait for the program to exit or to wait for input
-    /// again, in milliseconds ([`wait_description`] states the bounds).
+    /// again, in milliseconds (`wait_description` states the bounds).
     #[schemars(range(min = 0, max = MAX_WAIT_MS), description = wait_description())]
     #[serde(default = "default_wait")]
     #[schemars(default = "default_wait")]
