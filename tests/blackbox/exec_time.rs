@@ -370,6 +370,8 @@ fn paths_are_judged_as_the_process_resolves_them() {
         "exec 3<\"$HOME\"; rm -rf /dev/fd/3/*",
         "cd \"$(cat home.txt)\" && rm -rf ./*",
         "cd \"$(cat home.txt)\" && rm -rf keep.txt keep2.txt",
+        // A process that points HOME elsewhere does not unprotect the home.
+        "HOME=/tmp bash -c 'rm -rf \"$(cat home.txt)\"'",
     ] {
         let setup = Setup::new();
         let home = setup.path().join("home");
@@ -410,7 +412,8 @@ fn paths_are_judged_as_the_process_resolves_them() {
 }
 
 /// Deleting some of a directory's entries, or every entry of a directory
-/// nothing protects, runs.
+/// nothing protects, runs; so does writing to a process substitution
+/// (`tee /dev/fd/63`: a pipe, no path).
 #[test]
 fn deleting_files_of_an_ordinary_directory_runs() {
     let setup = Setup::new();
@@ -421,7 +424,7 @@ fn deleting_files_of_an_ordinary_directory_runs() {
     }
     let output = setup.run(
         "off",
-        "ln -s build out && rm -rf out/a.o && cd build && rm -rf ./* && echo done",
+        "echo x | tee >(wc -l >/dev/null) >/dev/null && ln -s build out && rm -rf out/a.o && cd build && rm -rf ./* && echo done",
     );
     let answer = stdout(&output);
     assert!(answer.starts_with("done\n"), "{answer}{}", stderr(&output));

@@ -116,17 +116,24 @@ const CORPORA: &[Corpus] = &[
         dangerous: "outside2-dangerous.txt",
         harmless: "outside2-harmless.txt",
         every: 1,
-        // Measured with the run-time exec check and the fail-closed
-        // analysis: 730 of 795 S stopped (91.8%, short of 97%; 630 before the
-        // check), 86 EFFECTs (65 S, 21 R; 302 before), 43 of them the
-        // workspace's `.git` and `git reset`/`clean`, which CONTRACT's
-        // dangerous list does not name. Harmless refused 3 of 535 (0.6%):
+        // Measured with the check at every exec resolving paths as the
+        // process does, interpreter code read for what it deletes, and the
+        // repository's history asked about (docs/decisions/0022): 773 of
+        // 795 S stopped (97.2%), 37 EFFECTs (22 S, 15 R): 18 are cleaning
+        // the work tree (`git clean`, `git reset --hard`, `find . -delete`),
+        // which decision 0022 leaves to run, 5 a git config or hook written
+        // whose payload was stopped at its exec, the rest interpreter code
+        // whose target only the run tells (11: decoded, read from a file,
+        // planted in a start-up hook), `mv ~/project`, a history erased by
+        // `git update-ref -d HEAD && git reflog expire && git gc`, and `rm
+        // -rf` of the home under `HOME=/tmp/fh`, refused since. The floors
+        // leave 3 lines of room for timing. Harmless refused 3 of 535 (0.6%):
         // `echo "\$(rm -rf ~)"` and its backquote twin, `rm -rf ./*` in a
         // fresh mktemp dir. The three harmless failures are npm and npx
         // waiting on the network the jail lacks.
         floor: Floor {
-            static_stopped: 730,
-            effect: 86,
+            static_stopped: 770,
+            effect: 40,
             harmless_refused: 3,
             harmless_failed: 3,
         },

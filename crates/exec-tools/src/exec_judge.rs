@@ -233,8 +233,24 @@ impl ExecChecks {
                 candidates.push(text);
             }
         }
-        for text in candidates {
-            let decision = self.decision(&analyzer, text, &context, home);
+        // The user's own home stays protected when a process points `HOME`
+        // elsewhere (`HOME=/tmp/x git x` running `rm -rf /home/user`).
+        let server_home = self.config.home.as_deref();
+        let homes: Vec<(Arc<Analyzer>, Option<&str>)> = if server_home.is_some()
+            && home.is_some_and(|home| !home.is_empty())
+            && home != server_home
+        {
+            vec![(analyzer, home), (self.analyzer_for(None), server_home)]
+        } else {
+            vec![(analyzer, home)]
+        };
+        let judged = homes.iter().flat_map(|(analyzer, home)| {
+            candidates
+                .iter()
+                .map(move |text| (analyzer, text.clone(), *home))
+        });
+        for (analyzer, text, home) in judged {
+            let decision = self.decision(analyzer, text, &context, home);
             let rank = |decision: &Decision| match decision {
                 Decision::Allow { .. } => 0,
                 Decision::Ask(_) => 1,
@@ -417,7 +433,16 @@ fn resolved_operands(request: &ExecRequest, names: &[String]) -> Option<Vec<Stri
         let is_operand = !bytes.is_empty() && !bytes.starts_with(b"-");
         let real = (is_operand && (bytes.contains(&b'/') || path_program))
             .then(|| view.resolve(&request.cwd, arg, false))
-            .flatten();
+            .flatten()
+            // A descriptor itself (`tee /dev/fd/63` of `>(...)`) is what it
+            // opens: a pipe is no path, and the argument stays as given.
+            .and_then(|real| {
+                if real.starts_with("/proc/self/fd") || real.starts_with("/proc/thread-self/fd") {
+                    view.resolve(&request.cwd, arg, true)
+                } else {
+                    Some(real)
+                }
+            });
         let Some(real) = real else {
             operands.push(quote(&arg.to_string_lossy()));
             continue;
