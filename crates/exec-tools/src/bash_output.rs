@@ -7,13 +7,16 @@ use async_trait::async_trait;
 use regex::Regex;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use shell_runtime::ShellProcess;
+use shell_runtime::{ShellProcess, TERMINAL_COLUMNS, TERMINAL_ROWS};
 use tool_core::{ExecutionContext, Tool, ToolAnnotations, ToolCategory};
 
 use crate::audit::with_notes;
 use crate::environment::ExecEnvironment;
 use crate::metadata::{ShellMetadata, capped_command};
 use crate::shell_answer::{ShellAnswer, not_found, read_answer, status_line, waiting_for_input};
+
+/// The longest `wait_ms` (ten minutes, as a foreground call's longest timeout).
+const MAX_WAIT_MS: u64 = 600_000;
 
 /// Arguments of `BashOutput`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -24,7 +27,7 @@ pub struct BashOutputParams {
     /// Keep only lines matching this regular expression (Rust `regex` syntax, matched anywhere in the line); the other lines are still consumed.
     pub filter: Option<String>,
     /// Wait up to this many milliseconds for the shell to finish (or, for a `tty` shell, to wait for input) before answering; returns early when it does. 0 answers at once.
-    #[schemars(range(min = 0, max = 600_000))]
+    #[schemars(range(min = 0, max = MAX_WAIT_MS))]
     #[serde(default)]
     #[schemars(default = "zero")]
     pub wait_ms: u64,
@@ -89,14 +92,15 @@ impl Tool for BashOutputTool {
     }
 
     fn description(&self) -> String {
-        "Reads what a background shell (started by Bash with `run_in_background: true`) printed since the last read.\n\
+        format!(
+            "Reads what a background shell (started by Bash with `run_in_background: true`) printed since the last read.\n\
 \n\
 - Answers `Status: running|completed|failed|killed|timeout` (with the exit code and duration once it ended), a blank line, then only the new output: stdout, then `[stderr]` and new stderr.\n\
 - `filter` keeps only lines matching a regular expression; lines it drops are consumed all the same.\n\
 - `wait_ms` waits up to that long for the shell to finish (it returns early when it does): use it instead of polling in a loop.\n\
-- For a shell started with `tty: true`, `screen: true` answers the terminal's current screen (40 rows of 120 columns, as a person would see it in vim, less or top) instead of the new output; the status line reads `Status: running (waiting for input)` while it waits for input.\n\
+- For a shell started with `tty: true`, `screen: true` answers the terminal's current screen ({TERMINAL_ROWS} rows of {TERMINAL_COLUMNS} columns, as a person would see it in vim, less or top) instead of the new output; the status line reads `Status: running (waiting for input)` while it waits for input.\n\
 - If output arrived faster than it was read, the oldest unread part is dropped and one line says how many bytes."
-            .to_owned()
+        )
     }
 
     fn category(&self) -> ToolCategory {
@@ -160,5 +164,29 @@ impl BashOutputTool {
             return screen_answer(env, &params.bash_id, &shell);
         }
         read_answer(env, &params.bash_id, &shell, filter.as_ref(), false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tool_core::Tool;
+
+    use super::BashOutputTool;
+    use crate::environment::{ExecConfig, ExecEnvironment};
+
+    #[test]
+    fn the_description_states_the_terminal_in_use() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let config = ExecConfig::new(vec![dir.path().to_path_buf()], dir.path().to_path_buf());
+        let tool = BashOutputTool::new(Arc::new(ExecEnvironment::new(config)));
+        let text = tool.description();
+        let screen = format!(
+            "{} rows of {} columns",
+            shell_runtime::TERMINAL_ROWS,
+            shell_runtime::TERMINAL_COLUMNS
+        );
+        assert!(text.contains(&screen), "{text}");
     }
 }
