@@ -74,6 +74,28 @@ impl Setup {
             .expect("agent-exec runs")
     }
 
+    /// `command` through `agent-exec run` with `home` as the server's
+    /// `HOME` and every text-level ask allowed: only the exec check stands
+    /// between it and the home.
+    fn run_allowing_asks(&self, home: &Path, command: &str) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+            .args([
+                "run",
+                "--sandbox",
+                "off",
+                "--ask-fallback",
+                "allow",
+                "--cwd",
+            ])
+            .arg(self.path())
+            .arg("--audit-log")
+            .arg(&self.log)
+            .args(["--", command])
+            .env("HOME", home)
+            .output()
+            .expect("agent-exec runs")
+    }
+
     fn ran(&self) -> bool {
         self.path().join("ran").exists()
     }
@@ -163,22 +185,7 @@ fn a_recursive_delete_of_home_spelled_at_run_time_is_refused() {
     std::fs::create_dir(&home).expect("home");
     std::fs::write(home.join("keep.txt"), "kept").expect("file");
     std::fs::write(setup.path().join("tool.txt"), "rm").expect("name");
-    let output = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
-        .args([
-            "run",
-            "--sandbox",
-            "off",
-            "--ask-fallback",
-            "allow",
-            "--cwd",
-        ])
-        .arg(setup.path())
-        .arg("--audit-log")
-        .arg(&setup.log)
-        .args(["--", "r=$(cat tool.txt); $r -rf \"$HOME\"; echo after"])
-        .env("HOME", &home)
-        .output()
-        .expect("agent-exec runs");
+    let output = setup.run_allowing_asks(&home, "r=$(cat tool.txt); $r -rf \"$HOME\"; echo after");
     let answer = stdout(&output);
     assert!(
         home.join("keep.txt").exists(),
@@ -383,20 +390,7 @@ fn paths_are_judged_as_the_process_resolves_them() {
             home.as_os_str().as_encoded_bytes(),
         )
         .expect("home name");
-        let output = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
-            .args([
-                "run",
-                "--sandbox",
-                "off",
-                "--ask-fallback",
-                "allow",
-                "--cwd",
-            ])
-            .arg(setup.path())
-            .args(["--", command])
-            .env("HOME", &home)
-            .output()
-            .expect("agent-exec runs");
+        let output = setup.run_allowing_asks(&home, command);
         let answer = stdout(&output);
         assert!(
             home.join("keep.txt").exists() && home.join("keep2.txt").exists(),
