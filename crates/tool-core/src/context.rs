@@ -247,6 +247,41 @@ impl Arrival {
     }
 }
 
+/// Who makes a call: shells a principal starts are its own, and another
+/// principal's calls do not see them. A stdio server has one principal,
+/// [`Principal::local`]; `serve` names one per token or JWT subject.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Principal(Arc<str>);
+
+impl Principal {
+    /// The one principal of a server that speaks to a single client.
+    pub fn local() -> Self {
+        Self(Arc::from("local"))
+    }
+
+    /// A principal by name (a token line's name, or a JWT's `issuer sub`).
+    pub fn named(name: &str) -> Self {
+        Self(Arc::from(name))
+    }
+
+    /// The name, as the audit log records it.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for Principal {
+    fn default() -> Self {
+        Self::local()
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Everything a tool call may use besides its own arguments.
 #[derive(Debug, Clone)]
 pub struct ExecutionContext {
@@ -257,6 +292,7 @@ pub struct ExecutionContext {
     session: Arc<Session>,
     approver: Option<Arc<dyn Approver>>,
     arrival: Option<Arrival>,
+    principal: Principal,
 }
 
 impl fmt::Debug for dyn Approver {
@@ -277,7 +313,20 @@ impl ExecutionContext {
             session: Arc::new(Session::new()),
             approver: None,
             arrival: None,
+            principal: Principal::local(),
         }
+    }
+
+    /// Sets who makes the call (default [`Principal::local`]).
+    #[must_use]
+    pub fn with_principal(mut self, principal: Principal) -> Self {
+        self.principal = principal;
+        self
+    }
+
+    /// Who makes the call.
+    pub fn principal(&self) -> &Principal {
+        &self.principal
     }
 
     /// Lets tools ask the person through `approver`.

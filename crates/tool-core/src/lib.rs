@@ -17,8 +17,8 @@ mod tool;
 mod tool_result;
 
 pub use context::{
-    Approval, Approver, Arrival, ArrivalLine, ExecutionContext, ProgressSink, ProgressUpdate,
-    Session,
+    Approval, Approver, Arrival, ArrivalLine, ExecutionContext, Principal, ProgressSink,
+    ProgressUpdate, Session,
 };
 pub use definition::{DefinitionFormat, ToolAnnotations, ToolDefinition, UnknownFormat};
 pub use executor::{ExecutedCall, ExecutorError, MAX_ARGUMENT_BYTES, ToolExecutor};
