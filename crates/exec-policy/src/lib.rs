@@ -22,6 +22,7 @@ mod approval_key;
 mod env;
 mod exports;
 mod glob;
+mod network_rules;
 mod policy_file;
 mod policy_rule;
 mod sandbox;
@@ -38,6 +39,10 @@ pub use env::{
     EnvRules, MIN_REDACTED_LEN, NON_INTERACTIVE, ScrubbedEnv, is_secret_name, scrub_environment,
 };
 pub use exports::{NotCarried, export_carries};
+pub use network_rules::{
+    AddressKind, Credential, HostRule, HostRuleError, NetworkRefusal, NetworkRules, NetworkVerdict,
+    address_kind,
+};
 pub use policy_file::{
     MIN_MEMORY_LIMIT, Policy, PolicyError, RedactRules, parse_memory_limit, parse_size,
 };

@@ -4,6 +4,7 @@
 //! keep/drop lists, process names left running, paths that stay writable
 //! under the sandbox, and whether output redaction covers token formats.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -12,6 +13,7 @@ use toml::Spanned;
 
 use crate::analysis::{Analyzer, AnalyzerConfig};
 use crate::env::EnvRules;
+use crate::network_rules::{Credential, HostRule, NetworkRules};
 use crate::policy_rule::{PolicyRule, RuleDecision, RuleMatcher};
 
 /// Why a policy file was refused. Every message names the file, and the
@@ -92,6 +94,30 @@ struct RawPolicy {
     redact: RawRedact,
     #[serde(default)]
     limits: RawLimits,
+    #[serde(default)]
+    network: RawNetwork,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    deny: Vec<Spanned<String>>,
+    #[serde(default)]
+    ask: Vec<Spanned<String>>,
+    resolve: Option<Spanned<BTreeMap<String, String>>>,
+    #[serde(default)]
+    credential: Vec<Spanned<RawCredential>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCredential {
+    host: String,
+    header: String,
+    value: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -270,6 +296,9 @@ pub struct Policy {
     /// `[limits] memory`: the memory each command may use, in bytes
     /// (its own cgroup's limit); none when absent.
     pub memory_limit: Option<u64>,
+    /// `[network]`: the egress proxy's host rules, test resolver and
+    /// credentials (used under `--network proxy`).
+    pub network: NetworkRules,
 }
 
 /// The last path component of a program name.
@@ -452,8 +481,83 @@ impl Policy {
                 formats: raw.redact.formats.unwrap_or(true),
             },
             memory_limit,
+            network: network_rules(&raw.network, text, path)?,
         })
     }
+}
+
+/// Checks `[network]`: every host entry parses, `resolve` names loopback
+/// addresses only, and each credential names one host, a plain header and
+/// a value that takes a variable of the server's environment.
+fn network_rules(raw: &RawNetwork, text: &str, path: &Path) -> Result<NetworkRules, PolicyError> {
+    let invalid = |offset: usize, message: String| PolicyError::Invalid {
+        path: path.to_owned(),
+        line: line_of(text, offset),
+        message,
+    };
+    let entries = |list: &[Spanned<String>], key: &str| {
+        list.iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                HostRule::parse(entry.get_ref()).map_err(|error| {
+                    invalid(entry.span().start, format!("`network.{key}[{i}]`: {error}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let mut rules = match &raw.resolve {
+        None => NetworkRules::default(),
+        Some(resolve) => NetworkRules::new(&[], &[], &[], resolve.get_ref()).map_err(|error| {
+            invalid(resolve.span().start, format!("`network.resolve`: {error}"))
+        })?,
+    };
+    rules.allow = entries(&raw.allow, "allow")?;
+    rules.deny = entries(&raw.deny, "deny")?;
+    rules.ask = entries(&raw.ask, "ask")?;
+    for (i, entry) in raw.credential.iter().enumerate() {
+        let credential = entry.get_ref();
+        let fail = |message: &str| {
+            invalid(
+                entry.span().start,
+                format!("`network.credential[{i}]`: {message}"),
+            )
+        };
+        let host = credential
+            .host
+            .trim()
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        let plain_host = !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+        if !plain_host {
+            return Err(fail(
+                "`host` must be one host name (no glob, port or address)",
+            ));
+        }
+        let header = credential.header.trim();
+        if header.is_empty()
+            || !header
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            return Err(fail(
+                "`header` must be a header name such as `Authorization`",
+            ));
+        }
+        if credential.value.contains(['\r', '\n']) || !credential.value.contains("${") {
+            return Err(fail(
+                "`value` must take a variable of the server's environment, as in `Bearer ${GITHUB_TOKEN}`, on one line",
+            ));
+        }
+        rules.credentials.push(Credential {
+            host,
+            header: header.to_owned(),
+            value: credential.value.clone(),
+        });
+    }
+    Ok(rules)
 }
 
 /// Each rule's line, `match` and `not_match` examples, in rule order.
@@ -563,6 +667,66 @@ formats = true   # redact well-known token formats from all output (default true
         assert_eq!(policy.keep_processes, ["gradle*", "sccache", "ssh"]);
         assert_eq!(policy.sandbox_writable, ["~/.npm", "~/.cache/pip"]);
         assert!(policy.redact.formats);
+    }
+
+    #[test]
+    fn network_rules_load_and_bad_ones_are_named_with_their_line() {
+        let policy = parse(
+            r#"
+[network]
+allow = ["registry.npmjs.org", "*.pypi.org", "github.com:443"]
+deny = ["evil.example"]
+ask = ["*.corp.example"]
+resolve = { "pkg.test" = "127.0.0.1" }
+
+[[network.credential]]
+host = "api.github.com"
+header = "Authorization"
+value = "Bearer ${GITHUB_TOKEN}"
+"#,
+        )
+        .unwrap();
+        assert_eq!(policy.network.allow.len(), 3);
+        assert_eq!(policy.network.deny[0].text(), "evil.example");
+        assert_eq!(policy.network.credentials_for("API.github.com").count(), 1);
+        assert!(policy.network.resolved("pkg.test").is_some());
+        assert_eq!(parse("").unwrap().network, NetworkRules::default());
+        for (bad, line, needle) in [
+            (
+                "[network]\nallow = [\"ok.example\",\n \"bad host\"]\n",
+                3,
+                "network.allow[1]",
+            ),
+            ("[network]\ndeny = [\"x:0\"]\n", 2, "network.deny[0]"),
+            (
+                "[network]\nresolve = { \"a.test\" = \"10.0.0.1\" }\n",
+                2,
+                "only loopback",
+            ),
+            (
+                "[[network.credential]]\nhost = \"*.github.com\"\nheader = \"A\"\nvalue = \"${T}\"\n",
+                1,
+                "one host name",
+            ),
+            (
+                "[[network.credential]]\nhost = \"x.example\"\nheader = \"A: b\"\nvalue = \"${T}\"\n",
+                1,
+                "header name",
+            ),
+            (
+                "[[network.credential]]\nhost = \"x.example\"\nheader = \"A\"\nvalue = \"literal\"\n",
+                1,
+                "variable",
+            ),
+            ("[network]\nallowed = []\n", 2, "allowed"),
+        ] {
+            let error = parse(bad).unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!("policy.toml:{line}: ")),
+                "{bad}: {error}"
+            );
+            assert!(error.contains(needle), "{bad}: {error}");
+        }
     }
 
     #[test]
