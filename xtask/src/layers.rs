@@ -427,7 +427,12 @@ mod tests {
     #[test]
     fn this_workspace_passes() {
         let report = check_workspace(&crate::workspace_root()).unwrap();
-        let members = crate::workspace_root().join("crates").read_dir().unwrap().count() + 1;
+        let members = crate::workspace_root()
+            .join("crates")
+            .read_dir()
+            .unwrap()
+            .count()
+            + 1;
         assert!(
             report.starts_with(&format!("check-layers: {members} crates")),
             "{report}"

@@ -2,9 +2,10 @@
 //! (`GET http://host/path`), one request per connection so every request
 //! is judged (keep-alive could carry a second request to another host).
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::tls::{Interceptor, with_credentials};
 use crate::{
     ConnectionEvent, Gatekeeper, OpenError, Outcome, Protocol, Refusal, Target, open,
     parse_authority, relay,
@@ -25,6 +26,7 @@ pub(crate) async fn handle(
     mut client: TcpStream,
     tag: u64,
     gate: &dyn Gatekeeper,
+    tls: Option<&Interceptor>,
 ) -> std::io::Result<()> {
     let Some((head, rest)) = read_head(&mut client).await? else {
         return respond(
@@ -47,6 +49,21 @@ pub(crate) async fn handle(
         let Some(target) = parse_authority(uri, None) else {
             return respond(&mut client, 400, "Bad Request", "CONNECT needs host:port\n").await;
         };
+        let credentials = gate.credentials(&target);
+        if let Some(tls) = tls.filter(|_| !credentials.is_empty()) {
+            if !rest.is_empty() {
+                // TLS bytes before the tunnel was granted: no client does
+                // this, and the handshake below could not see them.
+                return respond(
+                    &mut client,
+                    400,
+                    "Bad Request",
+                    "data before the tunnel opened\n",
+                )
+                .await;
+            }
+            return intercept(client, tag, gate, tls, target, &credentials).await;
+        }
         let Some(mut upstream) = admit(&mut client, tag, gate, Protocol::Connect, &target).await?
         else {
             return Ok(());
@@ -127,6 +144,67 @@ pub(crate) async fn handle(
     Ok(())
 }
 
+/// A tunnel to a host with credentials: the upstream's TLS is opened and
+/// verified first (a credential never goes to an upstream that could not
+/// be verified), then the command's TLS is ended with this proxy's
+/// certificate for the host, and the one request's head gets the headers.
+async fn intercept(
+    mut client: TcpStream,
+    tag: u64,
+    gate: &dyn Gatekeeper,
+    tls: &Interceptor,
+    target: Target,
+    credentials: &[(String, String)],
+) -> std::io::Result<()> {
+    let Some(upstream) = admit(&mut client, tag, gate, Protocol::Connect, &target).await? else {
+        return Ok(());
+    };
+    let verified = match tls.connector(&target.host) {
+        Ok((connector, name)) => connector
+            .connect(name, upstream)
+            .await
+            .map_err(|error| format!("cannot verify the TLS certificate of {target}: {error}")),
+        Err(error) => Err(error.to_string()),
+    };
+    let mut upstream = match verified {
+        Ok(upstream) => upstream,
+        Err(error) => {
+            let body = format!("agent-exec egress proxy: {error}; the credential was not sent\n");
+            gate.record(ConnectionEvent {
+                listener: tag,
+                protocol: Protocol::Connect,
+                target,
+                outcome: Outcome::Failed { error },
+            });
+            return respond(&mut client, 502, "Bad Gateway", &body).await;
+        }
+    };
+    let acceptor = tls
+        .acceptor(&target.host)
+        .map_err(|error| std::io::Error::other(error.to_string()))?;
+    client
+        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        .await?;
+    let mut client = acceptor.accept(client).await?;
+    let Some((head, rest)) = read_head(&mut client).await? else {
+        return Ok(());
+    };
+    let forwarded = with_credentials(&head, credentials);
+    upstream.write_all(forwarded.as_bytes()).await?;
+    upstream.write_all(&rest).await?;
+    let (sent, received) = relay(&mut client, &mut upstream).await;
+    gate.record(ConnectionEvent {
+        listener: tag,
+        protocol: Protocol::Connect,
+        target,
+        outcome: Outcome::Closed {
+            sent: sent + (forwarded.len() + rest.len()) as u64,
+            received,
+        },
+    });
+    Ok(())
+}
+
 /// Opens the upstream for `target`, or answers the refusal or failure and
 /// records it.
 async fn admit(
@@ -171,8 +249,8 @@ pub(crate) fn refusal_body(target: &Target, refusal: &Refusal) -> String {
     )
 }
 
-async fn respond(
-    client: &mut TcpStream,
+async fn respond<C: AsyncWrite + Unpin>(
+    client: &mut C,
     status: u16,
     phrase: &str,
     body: &str,
@@ -189,7 +267,9 @@ async fn respond(
 /// Reads up to the blank line ending the head; returns the head as text
 /// and whatever came after it. `None` for a head that is too long, not
 /// UTF-8, or cut short.
-async fn read_head(client: &mut TcpStream) -> std::io::Result<Option<(String, Vec<u8>)>> {
+async fn read_head<C: AsyncRead + Unpin>(
+    client: &mut C,
+) -> std::io::Result<Option<(String, Vec<u8>)>> {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {

@@ -15,6 +15,9 @@
 
 mod http;
 mod socks;
+mod tls;
+
+pub use tls::{Interceptor, TlsError};
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -136,48 +139,83 @@ pub trait Gatekeeper: Send + Sync + 'static {
 
     /// Takes note of a decision and what crossed.
     fn record(&self, event: ConnectionEvent);
+
+    /// Headers (name, value) to add to HTTPS requests for `target`: when
+    /// there are any, and the proxy has an [`Interceptor`], the tunnel is
+    /// ended here and re-opened to the verified upstream. None by default.
+    fn credentials(&self, _target: &Target) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
-/// Serves proxy connections from `listener` until the task is dropped;
-/// `tag` names the listener in every event.
-pub async fn serve(listener: TcpListener, tag: u64, gate: Arc<dyn Gatekeeper>) {
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // EMFILE and friends pass; a closed listener ends the loop.
-                tracing::warn!(%error, "egress proxy: accept failed");
-                if matches!(
-                    error.kind(),
-                    std::io::ErrorKind::InvalidInput | std::io::ErrorKind::NotConnected
-                ) {
-                    return;
+/// A proxy: the gatekeeper, and the interceptor that attaches credentials
+/// (without one, every tunnel goes through untouched).
+#[derive(Clone)]
+pub struct Proxy {
+    gate: Arc<dyn Gatekeeper>,
+    tls: Option<Arc<Interceptor>>,
+}
+
+impl Proxy {
+    /// A proxy that asks `gate`.
+    pub fn new(gate: Arc<dyn Gatekeeper>) -> Self {
+        Self { gate, tls: None }
+    }
+
+    /// Attaches credentials through `tls` for the hosts the gatekeeper
+    /// names.
+    #[must_use]
+    pub fn with_interceptor(mut self, tls: Arc<Interceptor>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Serves connections from `listener` until the task is dropped; `tag`
+    /// names the listener in every event.
+    pub async fn serve(self, listener: TcpListener, tag: u64) {
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // EMFILE and friends pass; a closed listener ends the loop.
+                    tracing::warn!(%error, "egress proxy: accept failed");
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::NotConnected
+                    ) {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let gate = Arc::clone(&gate);
-        tokio::spawn(async move {
-            if let Err(error) = handle(stream, tag, gate.as_ref()).await {
-                tracing::debug!(%error, "egress proxy: connection ended with an error");
-            }
-        });
+            };
+            let proxy = self.clone();
+            tokio::spawn(async move {
+                if let Err(error) = proxy.handle(stream, tag).await {
+                    tracing::debug!(%error, "egress proxy: connection ended with an error");
+                }
+            });
+        }
+    }
+
+    /// One client connection: SOCKS5 when its first byte is 5, HTTP otherwise.
+    async fn handle(&self, client: TcpStream, tag: u64) -> std::io::Result<()> {
+        let _ = client.set_nodelay(true);
+        let mut first = [0u8; 1];
+        if client.peek(&mut first).await? == 0 {
+            return Ok(());
+        }
+        if first[0] == socks::VERSION {
+            socks::handle(client, tag, self.gate.as_ref()).await
+        } else {
+            http::handle(client, tag, self.gate.as_ref(), self.tls.as_deref()).await
+        }
     }
 }
 
-/// One client connection: SOCKS5 when its first byte is 5, HTTP otherwise.
-async fn handle(client: TcpStream, tag: u64, gate: &dyn Gatekeeper) -> std::io::Result<()> {
-    let _ = client.set_nodelay(true);
-    let mut first = [0u8; 1];
-    if client.peek(&mut first).await? == 0 {
-        return Ok(());
-    }
-    if first[0] == socks::VERSION {
-        socks::handle(client, tag, gate).await
-    } else {
-        http::handle(client, tag, gate).await
-    }
+/// Serves connections from `listener` with `gate` and no interceptor.
+pub async fn serve(listener: TcpListener, tag: u64, gate: Arc<dyn Gatekeeper>) {
+    Proxy::new(gate).serve(listener, tag).await;
 }
 
 /// What [`open`] reports when it cannot give a connection.
