@@ -79,6 +79,7 @@ pub(crate) async fn handle(
             listener: tag,
             protocol: Protocol::Connect,
             target,
+            credential: false,
             outcome: Outcome::Closed {
                 sent: sent + rest.len() as u64,
                 received,
@@ -136,6 +137,7 @@ pub(crate) async fn handle(
         listener: tag,
         protocol: Protocol::Http,
         target,
+        credential: false,
         outcome: Outcome::Closed {
             sent: sent + (forwarded.len() + rest.len()) as u64,
             received,
@@ -174,6 +176,7 @@ async fn intercept(
                 listener: tag,
                 protocol: Protocol::Connect,
                 target,
+                credential: false,
                 outcome: Outcome::Failed { error },
             });
             return respond(&mut client, 502, "Bad Gateway", &body).await;
@@ -197,6 +200,7 @@ async fn intercept(
         listener: tag,
         protocol: Protocol::Connect,
         target,
+        credential: true,
         outcome: Outcome::Closed {
             sent: sent + (forwarded.len() + rest.len()) as u64,
             received,
@@ -214,7 +218,7 @@ async fn admit(
     protocol: Protocol,
     target: &Target,
 ) -> std::io::Result<Option<TcpStream>> {
-    match open(gate, target).await {
+    match open(gate, tag, target).await {
         Ok(upstream) => Ok(Some(upstream)),
         Err(OpenError::Refused(refusal)) => {
             let body = refusal_body(target, &refusal);
@@ -222,6 +226,7 @@ async fn admit(
                 listener: tag,
                 protocol,
                 target: target.clone(),
+                credential: false,
                 outcome: Outcome::Refused(refusal),
             });
             respond(client, 403, "Forbidden", &body).await?;
@@ -233,6 +238,7 @@ async fn admit(
                 listener: tag,
                 protocol,
                 target: target.clone(),
+                credential: false,
                 outcome: Outcome::Failed { error },
             });
             respond(client, 502, "Bad Gateway", &body).await?;

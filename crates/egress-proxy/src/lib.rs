@@ -120,14 +120,17 @@ pub struct ConnectionEvent {
     pub target: Target,
     /// What became of it.
     pub outcome: Outcome,
+    /// Whether the proxy attached a credential to it.
+    pub credential: bool,
 }
 
 /// The rules the proxy applies, supplied by its owner.
 #[async_trait::async_trait]
 pub trait Gatekeeper: Send + Sync + 'static {
     /// Whether a command may connect to `target`, before anything is
-    /// resolved. May wait (a person being asked).
-    async fn admit(&self, target: &Target) -> Admission;
+    /// resolved; `listener` is the tag of the listener it came through.
+    /// May wait (a person being asked).
+    async fn admit(&self, listener: u64, target: &Target) -> Admission;
 
     /// The address to use for `host` instead of asking DNS (a mirror or a
     /// test name), if any.
@@ -229,8 +232,12 @@ pub(crate) enum OpenError {
 
 /// Admits `target`, resolves it and connects to the first address the
 /// gatekeeper accepts.
-pub(crate) async fn open(gate: &dyn Gatekeeper, target: &Target) -> Result<TcpStream, OpenError> {
-    if let Admission::Refuse(refusal) = gate.admit(target).await {
+pub(crate) async fn open(
+    gate: &dyn Gatekeeper,
+    listener: u64,
+    target: &Target,
+) -> Result<TcpStream, OpenError> {
+    if let Admission::Refuse(refusal) = gate.admit(listener, target).await {
         return Err(OpenError::Refused(refusal));
     }
     let addresses: Vec<SocketAddr> = if let Some(address) = gate.resolve_override(&target.host) {

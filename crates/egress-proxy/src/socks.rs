@@ -83,7 +83,7 @@ pub(crate) async fn handle(
     let Some(target) = target.filter(|target| target.port != 0) else {
         return reply(&mut client, ADDRESS_TYPE_NOT_SUPPORTED).await;
     };
-    match open(gate, &target).await {
+    match open(gate, tag, &target).await {
         Ok(mut upstream) => {
             reply(&mut client, SUCCEEDED).await?;
             let (sent, received) = relay(&mut client, &mut upstream).await;
@@ -91,6 +91,7 @@ pub(crate) async fn handle(
                 listener: tag,
                 protocol: Protocol::Socks5,
                 target,
+                credential: false,
                 outcome: Outcome::Closed { sent, received },
             });
             Ok(())
@@ -100,6 +101,7 @@ pub(crate) async fn handle(
                 listener: tag,
                 protocol: Protocol::Socks5,
                 target,
+                credential: false,
                 outcome: Outcome::Refused(refusal),
             });
             reply(&mut client, NOT_ALLOWED_BY_RULESET).await
@@ -109,6 +111,7 @@ pub(crate) async fn handle(
                 listener: tag,
                 protocol: Protocol::Socks5,
                 target,
+                credential: false,
                 outcome: Outcome::Failed { error },
             });
             reply(&mut client, HOST_UNREACHABLE).await

@@ -23,7 +23,7 @@ struct Gate;
 
 #[async_trait::async_trait]
 impl Gatekeeper for Gate {
-    async fn admit(&self, _target: &Target) -> Admission {
+    async fn admit(&self, _listener: u64, _target: &Target) -> Admission {
         Admission::Allow
     }
     fn resolve_override(&self, _host: &str) -> Option<IpAddr> {

@@ -21,7 +21,7 @@ struct TestGate {
 
 #[async_trait::async_trait]
 impl Gatekeeper for TestGate {
-    async fn admit(&self, target: &Target) -> Admission {
+    async fn admit(&self, _listener: u64, target: &Target) -> Admission {
         if target.host == ALLOWED {
             Admission::Allow
         } else {
@@ -279,7 +279,7 @@ async fn an_admitted_name_that_cannot_be_resolved_gets_a_502_naming_it() {
     struct Open;
     #[async_trait::async_trait]
     impl Gatekeeper for Open {
-        async fn admit(&self, _target: &Target) -> Admission {
+        async fn admit(&self, _listener: u64, _target: &Target) -> Admission {
             Admission::Allow
         }
         fn resolve_override(&self, _host: &str) -> Option<IpAddr> {

@@ -76,6 +76,27 @@ pub struct AuditEntry {
     pub output_bytes: Option<u64>,
     /// The background shell's id.
     pub bash_id: Option<String>,
+    /// For `event: "network"` lines only: the connection the egress proxy
+    /// decided on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkAudit>,
+}
+
+/// What a `network` line says of one connection through the egress proxy.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NetworkAudit {
+    /// `connect`, `http` or `socks5`.
+    pub protocol: &'static str,
+    /// The host as the command named it.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// Bytes from the command to the host.
+    pub sent_bytes: u64,
+    /// Bytes from the host to the command.
+    pub received_bytes: u64,
+    /// Whether a credential was attached.
+    pub credential: bool,
 }
 
 impl AuditEntry {

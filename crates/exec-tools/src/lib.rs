@@ -33,6 +33,7 @@ mod bash;
 mod bash_output;
 mod binding;
 mod carried_state;
+mod egress;
 mod environment;
 mod exec_judge;
 mod gate;
@@ -52,9 +53,10 @@ use std::sync::Arc;
 
 use tool_core::{RegistryError, ToolRegistry};
 
-pub use audit::{AuditEntry, AuditError, AuditLog};
+pub use audit::{AuditEntry, AuditError, AuditLog, NetworkAudit};
 pub use bash::{BashParams, BashTool};
 pub use bash_output::{BashOutputParams, BashOutputTool};
+pub use egress::EgressGate;
 pub use environment::{
     AskFallback, DEFAULT_ASK_TIMEOUT, DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment,
     MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, prepare_sandbox,
