@@ -37,6 +37,43 @@ fn workspace_write_allows_the_roots_and_tmpdir_only() {
 }
 
 #[test]
+fn a_write_the_walls_refused_is_named_in_the_answer() {
+    let root = tempfile::tempdir().expect("root");
+    let sibling = tempfile::tempdir().expect("sibling");
+    let outside = sibling.path().join("new.txt");
+    let (_, text) = run(
+        root.path(),
+        &["--sandbox", "workspace-write"],
+        &format!("touch {}; touch inside.txt", outside.display()),
+    );
+    assert!(
+        text.contains(&format!(
+            "[sandbox: refused write to {} (outside the writable roots)]",
+            outside.display()
+        )),
+        "{text}"
+    );
+    assert!(!outside.exists());
+    assert!(root.path().join("inside.txt").exists());
+    assert_eq!(text.matches("[sandbox: refused").count(), 1, "{text}");
+    let (_, text) = run(root.path(), &["--sandbox", "read-only"], "touch again.txt");
+    assert!(
+        text.contains(&format!(
+            "[sandbox: refused write to {} (the sandbox is read-only)]",
+            root.path().join("again.txt").display()
+        )),
+        "{text}"
+    );
+    // Without walls, a file's own mode is not the sandbox's doing.
+    let (_, text) = run(
+        root.path(),
+        &["--sandbox", "contain"],
+        "touch /proc/version",
+    );
+    assert!(!text.contains("[sandbox:"), "{text}");
+}
+
+#[test]
 fn read_only_refuses_writes_inside_the_roots_too() {
     let root = tempfile::tempdir().expect("root");
     let (code, text) = run(

@@ -168,6 +168,10 @@ pub(crate) fn setup(
             config.keep_processes.clear();
         }
         config.confinement = confinement;
+        config.write_walls = sandbox.mode.has_walls().then(|| exec_tools::WriteWalls {
+            writable: sandbox.writable.clone(),
+            read_only: sandbox.mode == exec_policy::SandboxMode::ReadOnly,
+        });
     }
     config.description_note = sandbox.describe().map(|note| match &not_contained {
         Some(reason) => format!("{}: {reason}.", note.trim_end_matches('.')),

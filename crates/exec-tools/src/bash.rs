@@ -594,11 +594,14 @@ fn with_note(mut result: BashAnswer, note: Option<&str>) -> BashAnswer {
 
 /// The network note of a foreground command, from all it printed.
 fn network_note(exec: &ExecEnvironment, command: &str, shell: &ShellProcess) -> Option<String> {
-    crate::network::network_note(exec, command, shell, || {
-        let mut output = shell.snapshot(Stream::Stdout).render();
-        output.push_str(&shell.snapshot(Stream::Stderr).render());
-        output
-    })
+    crate::network::network_note(exec, command, shell, || printed(shell))
+}
+
+/// All a foreground command printed, stdout then stderr.
+fn printed(shell: &ShellProcess) -> String {
+    let mut output = shell.snapshot(Stream::Stdout).render();
+    output.push_str(&shell.snapshot(Stream::Stderr).render());
+    output
 }
 
 /// Adds `--trailer "Co-authored-by: ..."` after each of `commits`, the
@@ -863,6 +866,11 @@ async fn run_foreground(
         .map(|exit| exit.code);
     notes.extend(empty_stdin_note(facts, &shell, exit_code));
     notes.extend(network_note(exec, command, &shell));
+    notes.extend(crate::write_walls::write_wall_notes(
+        exec,
+        Some(&cwd),
+        || printed(&shell),
+    ));
     let end = End {
         request,
         timeout: Some(timeout),
@@ -959,6 +967,7 @@ async fn run_tty(exec: &ExecEnvironment, context: &ExecutionContext, run: Prepar
     } = run;
     let (command, vars) = (command.as_str(), &vars);
     let stem = exec.next_path("tty");
+    let tty_cwd = cwd.clone();
     let mut spec = base_spec(exec, command.to_owned(), cwd, vars, &checks);
     let (stdout_spill, stderr_spill) = spill_pair(exec, &stem);
     spec.stdout_spill = Some(stdout_spill);
@@ -1000,6 +1009,11 @@ async fn run_tty(exec: &ExecEnvironment, context: &ExecutionContext, run: Prepar
     };
     let (mut notes, refused) = checks.new_lines();
     notes.extend(network_note(exec, command, &shell));
+    notes.extend(crate::write_walls::write_wall_notes(
+        exec,
+        Some(&tty_cwd),
+        || printed(&shell),
+    ));
     let end = End {
         request,
         timeout,

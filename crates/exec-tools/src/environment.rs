@@ -61,6 +61,9 @@ pub struct ExecConfig {
     pub max_output_chars: usize,
     /// The sandbox every command runs in, prepared by [`prepare_sandbox`].
     pub confinement: Option<Arc<Confinement>>,
+    /// Under write walls (`read-only`, `workspace-write`): where writes
+    /// stay allowed, so an answer can name a write the walls refused.
+    pub write_walls: Option<WriteWalls>,
     /// `TMPDIR` for commands (the sandbox's private temp dir), if set.
     pub tmpdir: Option<PathBuf>,
     /// A foreground command still running after this long goes on as a
@@ -96,6 +99,17 @@ pub struct ExecConfig {
     /// The policy file the server loaded, where a `save` answer appends
     /// its `allow` rule; `None` when it runs without one.
     pub policy_file: Option<PathBuf>,
+}
+
+/// The write walls of `read-only` and `workspace-write`, as answers name
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteWalls {
+    /// Where writes stay allowed (canonical): the roots, the private temp
+    /// dir, the policy's `[sandbox] writable`, the server's own.
+    pub writable: Vec<PathBuf>,
+    /// `read-only`: the roots themselves are walled too.
+    pub read_only: bool,
 }
 
 /// How long a question waits for the person by default.
@@ -189,6 +203,7 @@ impl ExecConfig {
             description_note: None,
             max_output_chars: MAX_OUTPUT_CHARS,
             confinement: None,
+            write_walls: None,
             tmpdir: None,
             background_after: None,
             default_timeout: DEFAULT_TIMEOUT,

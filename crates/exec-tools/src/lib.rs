@@ -48,6 +48,7 @@ mod save;
 mod shell_answer;
 mod text;
 mod write_stdin;
+mod write_walls;
 
 use std::sync::Arc;
 
@@ -59,7 +60,7 @@ pub use bash_output::{BashOutputParams, BashOutputTool};
 pub use egress::EgressGate;
 pub use environment::{
     AskFallback, DEFAULT_ASK_TIMEOUT, DEFAULT_TIMEOUT, ExecConfig, ExecEnvironment,
-    MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, prepare_sandbox,
+    MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, WriteWalls, prepare_sandbox,
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
 pub use metadata::{BashMetadata, COMMAND_META_CHARS, KillShellMetadata, ShellMetadata};

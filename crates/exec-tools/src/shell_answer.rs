@@ -157,16 +157,20 @@ pub(crate) fn read_answer(
         let (refused_lines, refused) = env.new_refusal_lines(shell.pid());
         notes.extend(refused_lines);
         // From the output this read shows: what earlier reads took is gone.
+        let new_output = || {
+            let mut output = new.stdout.render();
+            output.push_str(&new.stderr.render());
+            output
+        };
         notes.extend(crate::network::network_note(
             env,
             shell.command(),
             shell,
-            || {
-                let mut output = new.stdout.render();
-                output.push_str(&new.stderr.render());
-                output
-            },
+            new_output,
         ));
+        // The shell's directory is not kept: paths it names relatively are
+        // left out.
+        notes.extend(crate::write_walls::write_wall_notes(env, None, new_output));
         let rendered = layout(
             Some(&prefix),
             &body,
