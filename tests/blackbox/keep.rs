@@ -1,11 +1,12 @@
 //! `[processes] keep` in the default mode (`contain`): a kept daemon
-//! outlives the command that started it, in
+//! outlives the command that started it (and `KillShell` of its shell), in
 //! a server-level place of its own, until the server exits or is killed;
 //! what the keep list does not name still ends with its command.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
 use test_support::{alive, processes_naming};
 
 use crate::containment::Server;
@@ -60,23 +61,33 @@ impl Keep {
     }
 
     /// Starts a kept daemon (marker 1) and a plain one (marker 2), both in
-    /// sessions of their own, and waits until both run.
+    /// sessions of their own, and waits until both have exec'd (a sweep
+    /// before that would find `sh`, which the keep list does not name).
     fn daemons(&self) -> String {
         format!(
             "setsid -f sh -c 'echo $$ > kept.pid; exec ./keeper-sleep {kept}' >/dev/null 2>&1\n\
              setsid -f sh -c 'echo $$ > plain.pid; exec sleep {plain}' >/dev/null 2>&1\n\
-             while [ ! -s kept.pid ] || [ ! -s plain.pid ]; do sleep 0.02; done\n\
+             until [ -s kept.pid ] && [ -s plain.pid ] \\\n\
+               && readlink /proc/$(cat kept.pid)/exe | grep -q '/keeper-sleep$' \\\n\
+               && readlink /proc/$(cat plain.pid)/exe | grep -q '/sleep$'; do sleep 0.02; done\n\
              echo started\n",
             kept = self.marker(1),
             plain = self.marker(2),
         )
     }
 
-    /// The one live process marked `role`, as the host sees it.
-    fn find(&self, role: u8) -> u32 {
+    /// The one live process marked `role` that runs `program` (not the
+    /// `sh` before its exec), as the host sees it.
+    fn find(&self, role: u8, program: &str) -> u32 {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let found = processes_naming(&self.marker(role));
+            let found: Vec<u32> = processes_naming(&self.marker(role))
+                .into_iter()
+                .filter(|pid| {
+                    std::fs::read_link(format!("/proc/{pid}/exe"))
+                        .is_ok_and(|exe| exe.file_name() == Some(program.as_ref()))
+                })
+                .collect();
             if let [pid] = found[..] {
                 return pid;
             }
@@ -118,7 +129,7 @@ fn a_kept_daemon_outlives_its_command_and_ends_with_the_server() {
     let keep = Keep::new();
     let mut server = keep.server();
     let answer = server.bash(&keep.daemons());
-    let kept = keep.find(1);
+    let kept = keep.find(1, "keeper-sleep");
     assert!(
         namespaced(kept),
         "the command ran in no namespace of its own"
@@ -147,7 +158,7 @@ fn a_kept_daemon_ends_within_2s_of_a_server_killed_with_sigkill() {
     let keep = Keep::new();
     let mut server = keep.server();
     server.bash(&keep.daemons());
-    let kept = keep.find(1);
+    let kept = keep.find(1, "keeper-sleep");
     assert_eq!(server.bash("echo next"), "next\n");
     assert!(alive(kept), "the kept daemon ended with its command");
     server.kill_hard();
@@ -175,5 +186,36 @@ fn the_default_mode_says_nothing_of_the_keep_list() {
         !crate::stderr(&output).contains("[processes] keep"),
         "{}",
         crate::stderr(&output)
+    );
+}
+#[test]
+fn a_kept_daemon_outlives_killshell_of_its_shell() {
+    let keep = Keep::new();
+    let mut server = keep.server();
+    let started = server.call(
+        "Bash",
+        &json!({
+            "command": format!("{}sleep 300", keep.daemons()),
+            "run_in_background": true
+        }),
+    );
+    let id = started["structuredContent"]["bash_id"]
+        .as_str()
+        .expect("a shell id")
+        .to_owned();
+    let kept = keep.find(1, "keeper-sleep");
+    let plain = keep.find(2, "sleep");
+    let killed = server.call("KillShell", &json!({ "shell_id": id }));
+    assert_eq!(killed["isError"], false, "{killed}");
+    assert!(
+        Keep::gone_within(plain, Duration::from_secs(10)),
+        "the plain daemon outlived KillShell"
+    );
+    assert_eq!(server.bash("echo next"), "next\n");
+    assert!(alive(kept), "the kept daemon ended with KillShell");
+    server.close();
+    assert!(
+        Keep::gone_within(kept, Duration::from_secs(2)),
+        "the kept daemon outlived the server"
     );
 }

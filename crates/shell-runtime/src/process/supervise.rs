@@ -250,7 +250,7 @@ async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
 /// Members whose executable's file name matches a `keep_running` pattern,
 /// with their descendants. Never the name a process gives itself: a
 /// command could call anything `sccache` to outlive its call.
-fn kept_pids(found: &tree::TreeMembers, patterns: &[String]) -> Vec<i32> {
+pub(super) fn kept_pids(found: &tree::TreeMembers, patterns: &[String]) -> Vec<i32> {
     if patterns.is_empty() {
         return Vec::new();
     }
