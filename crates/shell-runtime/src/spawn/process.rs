@@ -1053,6 +1053,72 @@ mod tests {
         assert!(receive_message(right.as_raw_fd()).expect("reads").is_none());
     }
 
+    /// The spawner's `Child` for an init whose status pipe is `status`,
+    /// with `exit` as its exit pipe's write end.
+    fn init_child(status: OwnedFd, exit: OwnedFd) -> Child {
+        Child {
+            exit,
+            status: Some(status),
+            reported: None,
+            forwarded: false,
+            _stack: None,
+            _pidfd: std::fs::File::open("/dev/null").expect("/dev/null").into(),
+        }
+    }
+
+    fn write_all(fd: &OwnedFd, bytes: &[u8]) {
+        // SAFETY: a valid buffer and descriptor.
+        let written = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        assert_eq!(usize::try_from(written).ok(), Some(bytes.len()));
+    }
+
+    /// What the exit pipe holds now (it is closed first, so this never waits).
+    fn exit_bytes(read: &OwnedFd) -> Vec<u8> {
+        let mut bytes = [0u8; 16];
+        // SAFETY: a valid buffer and descriptor.
+        let got = unsafe { libc::read(read.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
+        bytes[..usize::try_from(got).unwrap_or(0)].to_vec()
+    }
+
+    /// A lingering init's report (status and marker in one write) goes to
+    /// the exit pipe at once, and its reap writes nothing more; a plain
+    /// report waits for the reap.
+    #[test]
+    fn a_lingering_inits_status_is_passed_on_at_once() {
+        let mut spawner = Spawner::default();
+        let (status_read, status_write) = pipe().expect("pipe");
+        let (exit_read, exit_write) = pipe().expect("pipe");
+        spawner
+            .children
+            .insert(7, init_child(status_read, exit_write));
+        let status: c_int = 143 << 8;
+        let mut report = status.to_ne_bytes().to_vec();
+        report.extend_from_slice(&super::super::init::LINGERING.to_ne_bytes());
+        write_all(&status_write, &report);
+        spawner.take_report(7);
+        let child = spawner.children.remove(&7).expect("still unreaped");
+        assert!(child.forwarded);
+        assert!(
+            child.status.is_none(),
+            "the status pipe is no longer polled"
+        );
+        drop(child);
+        assert_eq!(exit_bytes(&exit_read), status.to_ne_bytes());
+
+        let (status_read, status_write) = pipe().expect("pipe");
+        let (exit_read, exit_write) = pipe().expect("pipe");
+        spawner
+            .children
+            .insert(8, init_child(status_read, exit_write));
+        write_all(&status_write, &3_i32.to_ne_bytes());
+        spawner.take_report(8);
+        let child = spawner.children.remove(&8).expect("still unreaped");
+        assert!(!child.forwarded);
+        assert_eq!(child.reported, Some(3));
+        drop(child);
+        assert!(exit_bytes(&exit_read).is_empty(), "written before the reap");
+    }
+
     #[test]
     fn a_short_message_is_malformed() {
         let mut reader = Reader(&[1, 0]);
