@@ -25,6 +25,7 @@ mod containment;
 mod escapes;
 mod exec_time;
 mod janitor;
+mod keep;
 mod limits;
 mod log;
 mod mcp;

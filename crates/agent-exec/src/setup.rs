@@ -157,10 +157,12 @@ pub(crate) fn setup(
                 network_name(sandbox.network)
             )
         })?;
+        // Under `contain` a kept process outlives its command (the
+        // namespace's init lingers for it); the write walls end every one.
         if confinement.as_ref().is_some_and(|c| c.isolates_processes())
+            && sandbox.mode != exec_policy::SandboxMode::Contain
             && !config.keep_processes.is_empty()
         {
-            // The contract: every process ends with its command's namespace.
             crate::report(&format!(
                 "agent-exec: warning: [processes] keep has no effect under --sandbox {}: every process ends with its command",
                 sandbox.mode

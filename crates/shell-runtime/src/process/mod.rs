@@ -98,6 +98,9 @@ pub struct ShellProcess {
     /// finishes, so a finished shell holds no descriptor of it.
     #[cfg(target_os = "linux")]
     terminal: Mutex<Option<crate::TerminalWriter>>,
+    /// The executables' names left running ([`SpawnSpec::keep_running`]):
+    /// spared by the signals that end the tree, too.
+    keep_running: Vec<String>,
 }
 
 impl std::fmt::Debug for ShellProcess {
@@ -173,6 +176,7 @@ impl ShellProcess {
             screen: spec.tty.then(|| Mutex::new(new_screen())),
             #[cfg(target_os = "linux")]
             terminal: Mutex::new(spawned.terminal),
+            keep_running: spec.keep_running.clone(),
         });
         shell.move_to(ShellStatus::Running);
         let readers = [
@@ -498,23 +502,44 @@ impl ShellProcess {
         true
     }
 
+    /// Sends `signal` to the shell's group and every process of its tree
+    /// but those `keep_running` names and their descendants: a kept
+    /// daemon outlives `KillShell`, a timeout or a cancellation of the shell
+    /// that started it (not SIGKILL rounds, when the shell ignores these).
+    fn signal_tree(&self, signal: Signal) {
+        if self.keep_running.is_empty() {
+            self.tree.signal_all(signal);
+            return;
+        }
+        sys::send_group(self.tree.shell_pid, signal);
+        let found = self.tree.collect();
+        let kept = supervise::kept_pids(&found, &self.keep_running);
+        for member in found
+            .members
+            .iter()
+            .filter(|member| !kept.contains(&member.pid))
+        {
+            sys::send(member.pid, signal);
+        }
+    }
+
     async fn escalate(&self, first: Signal, grace: Duration) {
-        self.tree.signal_all(first);
+        self.signal_tree(first);
         // A stopped process acts on SIGTERM only once continued.
         if first == Signal::SIGTERM {
-            self.tree.signal_all(Signal::SIGCONT);
+            self.signal_tree(Signal::SIGCONT);
             // An interactive shell (`bash -i`, `zsh`) ignores SIGTERM but
             // ends on SIGHUP, as when its terminal closes. Sent only after a
             // moment, so a command that ends on SIGTERM still reads as
             // killed by it (exit 143).
             if self.has_terminal && !self.wait_exited(grace.min(HANGUP_AFTER)).await {
-                self.tree.signal_all(Signal::SIGHUP);
-                self.tree.signal_all(Signal::SIGCONT);
+                self.signal_tree(Signal::SIGHUP);
+                self.signal_tree(Signal::SIGCONT);
             }
         }
         if first == Signal::SIGINT && !self.wait_exited(grace).await {
-            self.tree.signal_all(Signal::SIGTERM);
-            self.tree.signal_all(Signal::SIGCONT);
+            self.signal_tree(Signal::SIGTERM);
+            self.signal_tree(Signal::SIGCONT);
         }
         if !self.wait_exited(grace).await {
             self.tree.kill_all().await;

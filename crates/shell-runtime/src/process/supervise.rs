@@ -182,14 +182,24 @@ async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
         .map(|member| member.pid)
         .filter(|pid| !kept.contains(pid))
         .collect();
+    // The jobs the shell left: orphans we adopted, or, in a PID namespace
+    // of the command's own, those its lingering init adopted.
     let jobs = found
-        .adopted
+        .members
         .iter()
-        .filter(|pid| !kept.contains(pid))
+        .filter(|member| {
+            (member.ppid == shell.pid || found.adopted.contains(&member.pid))
+                && !kept.contains(&member.pid)
+        })
         .count();
     shell.run_state().kept.clone_from(&kept);
-    // Out of the command's cgroup before it is emptied.
-    crate::cgroup::keep(&kept);
+    // Out of the command's cgroup before it is emptied; a namespace's
+    // init goes with them, as the namespace ends with it.
+    let mut moved = kept.clone();
+    if !kept.is_empty() && is_lingering_init(shell.pid) {
+        moved.push(shell.pid);
+    }
+    crate::cgroup::keep(&moved);
     tree::remember_kept(&kept, &shell.tree);
     if targets.is_empty() {
         return 0;
@@ -240,7 +250,7 @@ async fn sweep_leftovers(shell: &ShellProcess, spec: &SpawnSpec) -> usize {
 /// Members whose executable's file name matches a `keep_running` pattern,
 /// with their descendants. Never the name a process gives itself: a
 /// command could call anything `sccache` to outlive its call.
-fn kept_pids(found: &tree::TreeMembers, patterns: &[String]) -> Vec<i32> {
+pub(super) fn kept_pids(found: &tree::TreeMembers, patterns: &[String]) -> Vec<i32> {
     if patterns.is_empty() {
         return Vec::new();
     }
@@ -260,6 +270,30 @@ fn kept_pids(found: &tree::TreeMembers, patterns: &[String]) -> Vec<i32> {
         }
     }
     kept
+}
+
+/// Whether `pid` is PID 1 of a PID namespace of its own (its `NSpid`
+/// ends in 1) and a child of the process that adopts our orphans (the
+/// spawner): a command's init that stays after its shell for the kept
+/// processes (`spawn/init.rs`), never a process that took a gone shell's pid.
+fn is_lingering_init(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(str::split_whitespace)
+    };
+    let nested_init = field("NSpid:").is_some_and(|ids| {
+        let ids: Vec<&str> = ids.collect();
+        ids.len() > 1 && ids.last() == Some(&"1")
+    });
+    let parent = field("PPid:")
+        .and_then(|mut ids| ids.next())
+        .and_then(|id| id.parse::<i32>().ok());
+    nested_init && parent == Some(sys::adopter())
 }
 
 async fn wait_readers(readers: &mut [Option<JoinHandle<()>>; 2], limit: Duration) -> bool {

@@ -598,8 +598,13 @@ pub fn start_spawner_process() -> io::Result<u32> {
 struct Child {
     /// Where its wait status goes.
     exit: OwnedFd,
-    /// A namespace init's report of its shell's status.
+    /// A namespace init's report of its shell's status, polled until read.
     status: Option<OwnedFd>,
+    /// The status an init reported before its exit, written at its reap.
+    reported: Option<c_int>,
+    /// The status went to the exit pipe already: the init lingers after
+    /// its shell (`init.rs`), and the server sweeps what it waits for.
+    forwarded: bool,
     /// The init's stack (in the spawner's memory), unmapped once reaped.
     _stack: Option<vfork::InitStack>,
     _pidfd: OwnedFd,
@@ -708,6 +713,7 @@ fn run(socket: OwnedFd, parent: i32) -> io::Result<()> {
     let Some(socket) = settle(socket, parent)? else {
         return Ok(());
     };
+    super::init::linger_in_this_process();
     // SIGCHLD arrives on a descriptor, polled beside the socket.
     // SAFETY: a zeroed sigset_t is valid; the calls only fill and apply it.
     let signals = unsafe {
@@ -725,7 +731,7 @@ fn run(socket: OwnedFd, parent: i32) -> io::Result<()> {
     };
     let mut spawner = Spawner::default();
     loop {
-        let mut polled = [
+        let mut polled = vec![
             libc::pollfd {
                 fd: socket.as_raw_fd(),
                 events: libc::POLLIN,
@@ -737,19 +743,40 @@ fn run(socket: OwnedFd, parent: i32) -> io::Result<()> {
                 revents: 0,
             },
         ];
-        // SAFETY: `polled` is a valid array of two pollfd.
-        if unsafe { libc::poll(polled.as_mut_ptr(), 2, -1) } < 0 {
+        // The status pipes of the inits still to report.
+        let reporting: Vec<i32> = spawner
+            .children
+            .iter()
+            .filter_map(|(pid, child)| {
+                let fd = child.status.as_ref()?.as_raw_fd();
+                polled.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                Some(*pid)
+            })
+            .collect();
+        let count = libc::nfds_t::try_from(polled.len()).map_err(|_| malformed())?;
+        // SAFETY: `polled` is a valid array of `count` pollfd.
+        if unsafe { libc::poll(polled.as_mut_ptr(), count, -1) } < 0 {
             let error = io::Error::last_os_error();
             if error.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(error);
         }
-        if polled[1].revents != 0 {
+        let ready = |index: usize| polled.get(index).is_some_and(|fd| fd.revents != 0);
+        for (index, pid) in reporting.iter().enumerate() {
+            if ready(index + 2) {
+                spawner.take_report(*pid);
+            }
+        }
+        if ready(1) {
             drain(&signals);
             spawner.reap();
         }
-        if polled[0].revents != 0 {
+        if ready(0) {
             let Some((message, fds)) = receive_message(socket.as_raw_fd())? else {
                 return Ok(());
             };
@@ -769,7 +796,8 @@ fn drain(signals: &OwnedFd) {
 
 impl Spawner {
     /// Reaps every child that has ended: a command's status goes to its
-    /// exit pipe; an adopted orphan's is dropped.
+    /// exit pipe (unless it went there already); an adopted orphan's is
+    /// dropped.
     fn reap(&mut self) {
         loop {
             let mut status = 0;
@@ -779,17 +807,45 @@ impl Spawner {
                 return;
             }
             if let Some(child) = self.children.remove(&pid) {
+                if child.forwarded {
+                    continue;
+                }
                 // The init's report wins: it cannot die of its shell's signal.
                 let status = child
-                    .status
-                    .as_ref()
-                    .and_then(vfork::reported_status)
+                    .reported
+                    .or_else(|| child.status.as_ref().and_then(vfork::reported_status))
                     .unwrap_or(status);
-                let bytes = status.to_ne_bytes();
-                // SAFETY: a buffer of ours and the exit pipe's write end;
-                // a server that stopped reading only makes this fail.
-                unsafe { libc::write(child.exit.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+                forward(&child.exit, status);
             }
+        }
+    }
+
+    /// Reads what the init of `pid` wrote on its status pipe, once it is
+    /// readable: a lingering init's status goes to the exit pipe now (the
+    /// init stays while processes of its namespace live); any other is
+    /// kept for the init's reap, which follows at once, so the server
+    /// finds the namespace gone when it reads the status.
+    fn take_report(&mut self, pid: i32) {
+        let Some(child) = self.children.get_mut(&pid) else {
+            return;
+        };
+        let Some(status_pipe) = child.status.take() else {
+            return;
+        };
+        let mut bytes = [0u8; 8];
+        // SAFETY: reads into a buffer of ours; the init writes its report
+        // in one write of 4 or 8 bytes, atomic on a pipe.
+        let read = unsafe { libc::read(status_pipe.as_raw_fd(), bytes.as_mut_ptr().cast(), 8) };
+        let [a, b, c, d, e, f, g, h] = bytes;
+        let status = c_int::from_ne_bytes([a, b, c, d]);
+        match read {
+            8 if c_int::from_ne_bytes([e, f, g, h]) == super::init::LINGERING => {
+                forward(&child.exit, status);
+                child.forwarded = true;
+            }
+            4 | 8 => child.reported = Some(status),
+            // Killed before it reported: its reap gives its own status.
+            _ => {}
         }
     }
 
@@ -911,6 +967,8 @@ impl Spawner {
             Child {
                 exit: exit_write,
                 status: child.status,
+                reported: None,
+                forwarded: false,
                 _stack: child.stack,
                 _pidfd: child.pidfd,
             },
@@ -922,6 +980,14 @@ impl Spawner {
             exit: exit_read,
         })
     }
+}
+
+/// Writes a raw wait status on a command's exit pipe; a server that
+/// stopped reading only makes this fail.
+fn forward(exit: &OwnedFd, status: c_int) {
+    let bytes = status.to_ne_bytes();
+    // SAFETY: a buffer of ours and the exit pipe's write end.
+    unsafe { libc::write(exit.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -985,6 +1051,72 @@ mod tests {
         assert_eq!(back, byte);
         drop(left);
         assert!(receive_message(right.as_raw_fd()).expect("reads").is_none());
+    }
+
+    /// The spawner's `Child` for an init whose status pipe is `status`,
+    /// with `exit` as its exit pipe's write end.
+    fn init_child(status: OwnedFd, exit: OwnedFd) -> Child {
+        Child {
+            exit,
+            status: Some(status),
+            reported: None,
+            forwarded: false,
+            _stack: None,
+            _pidfd: std::fs::File::open("/dev/null").expect("/dev/null").into(),
+        }
+    }
+
+    fn write_all(fd: &OwnedFd, bytes: &[u8]) {
+        // SAFETY: a valid buffer and descriptor.
+        let written = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        assert_eq!(usize::try_from(written).ok(), Some(bytes.len()));
+    }
+
+    /// What the exit pipe holds now (it is closed first, so this never waits).
+    fn exit_bytes(read: &OwnedFd) -> Vec<u8> {
+        let mut bytes = [0u8; 16];
+        // SAFETY: a valid buffer and descriptor.
+        let got = unsafe { libc::read(read.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
+        bytes[..usize::try_from(got).unwrap_or(0)].to_vec()
+    }
+
+    /// A lingering init's report (status and marker in one write) goes to
+    /// the exit pipe at once, and its reap writes nothing more; a plain
+    /// report waits for the reap.
+    #[test]
+    fn a_lingering_inits_status_is_passed_on_at_once() {
+        let mut spawner = Spawner::default();
+        let (status_read, status_write) = pipe().expect("pipe");
+        let (exit_read, exit_write) = pipe().expect("pipe");
+        spawner
+            .children
+            .insert(7, init_child(status_read, exit_write));
+        let status: c_int = 143 << 8;
+        let mut report = status.to_ne_bytes().to_vec();
+        report.extend_from_slice(&super::super::init::LINGERING.to_ne_bytes());
+        write_all(&status_write, &report);
+        spawner.take_report(7);
+        let child = spawner.children.remove(&7).expect("still unreaped");
+        assert!(child.forwarded);
+        assert!(
+            child.status.is_none(),
+            "the status pipe is no longer polled"
+        );
+        drop(child);
+        assert_eq!(exit_bytes(&exit_read), status.to_ne_bytes());
+
+        let (status_read, status_write) = pipe().expect("pipe");
+        let (exit_read, exit_write) = pipe().expect("pipe");
+        spawner
+            .children
+            .insert(8, init_child(status_read, exit_write));
+        write_all(&status_write, &3_i32.to_ne_bytes());
+        spawner.take_report(8);
+        let child = spawner.children.remove(&8).expect("still unreaped");
+        assert!(!child.forwarded);
+        assert_eq!(child.reported, Some(3));
+        drop(child);
+        assert!(exit_bytes(&exit_read).is_empty(), "written before the reap");
     }
 
     #[test]
