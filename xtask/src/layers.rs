@@ -15,10 +15,13 @@ use cargo_metadata::{DependencyKind, MetadataCommand, PackageId};
 /// Every workspace member and its level; a crate depends only on lower levels.
 /// secret-formats is a leaf beside tool-core: level 0 keeps it free of
 /// every other member, and both exec-policy (scrubbing by value) and
-/// shell-runtime (redaction) may use it.
+/// shell-runtime (redaction) may use it. spawn, the only crate allowed
+/// `unsafe`, is a leaf too: shell-runtime starts processes through it, and
+/// it depends on no other member.
 const LEVELS: &[(&str, u8)] = &[
     ("tool-core", 0),
     ("secret-formats", 0),
+    ("spawn", 0),
     ("test-support", 2),
     ("exec-policy", 1),
     ("shell-runtime", 1),

@@ -35,7 +35,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError, mpsc};
@@ -52,12 +52,7 @@ const POOL_SIZE: usize = 4;
 /// Name of the cgroup kept processes move to.
 const KEEP: &str = "keep";
 
-/// The most cgroup descriptors a child joins through: v1 `pids`,
-/// `memory` and `cpu` (v2 has one for all).
-pub(crate) const MAX_JOINS: usize = 3;
-
-/// The descriptors a child writes `0` to, -1 for none.
-pub(crate) type JoinFds = [RawFd; MAX_JOINS];
+pub(crate) use ::spawn::cgroup::{JoinFds, MAX_JOINS};
 
 /// The per-command process cap when none is asked for.
 pub const DEFAULT_MAX_PROCESSES: u64 = 1024;

@@ -18,6 +18,8 @@
 //! Linux is where trees are tracked in full (`/proc`, a child subreaper);
 //! elsewhere only the process group is reached.
 
+#![forbid(unsafe_code)]
+
 mod buffer;
 mod cgroup;
 mod decode;
@@ -28,7 +30,6 @@ mod manager;
 mod memfd;
 mod orphans;
 mod pool;
-mod proc_view;
 mod process;
 mod redact;
 mod spawn;
@@ -40,6 +41,10 @@ mod tree;
 #[cfg(target_os = "linux")]
 mod tty_wait;
 
+pub use ::spawn::proc_view::ProcessView;
+pub use ::spawn::trim::{
+    MAP_AT_BYTES, MAX_HEAPS, heap_count, mapped_blocks, release_free_memory, tune_allocator,
+};
 pub use buffer::{BufferLimits, OutputSlice, StreamPosition};
 pub use cgroup::{CommandLimits, DEFAULT_MAX_PROCESSES, command_cgroups_dir, end_all_contained};
 pub use error::{ManagerError, SpawnError};
@@ -50,23 +55,19 @@ pub use instance::{INSTANCE_PREFIX, hold_lock, id_in_name, server_id, try_lock};
 pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ReservedId, ShellId, ShellManager};
 pub use memfd::anonymous_file;
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
-pub use proc_view::ProcessView;
 pub use process::{
     NewOutput, ReadCursor, Screen, ShellProcess, SpillReport, SpillShortfall, Stream,
 };
 pub use redact::{Redactions, StreamReplacer, TokenPattern, replace_in_pieces};
 #[cfg(target_os = "linux")]
 pub use spawn::arguments::hide_arguments;
-pub use spawn::confine::{ConfineError, Confinement};
 #[cfg(unix)]
 pub use spawn::janitor::{Janitor, run_janitor, start_janitor};
 #[cfg(target_os = "linux")]
 pub use spawn::process::{bypass_spawner_process, start_spawner_process};
 #[cfg(target_os = "linux")]
 pub use spawn::pty::{TERMINAL_COLUMNS, TERMINAL_ROWS, TERMINAL_TYPE, TerminalWriter};
-pub use spawn::trim::{
-    MAP_AT_BYTES, MAX_HEAPS, heap_count, mapped_blocks, release_free_memory, tune_allocator,
-};
+pub use spawn::sandbox::{ConfineError, Confinement};
 pub use spec::{
     ConfinementSpec, ExecJudge, ExecRequest, ExecVerdict, FileIdentity, SCRIPT_VAR, SpawnSpec,
     SpillBudget, SpillFile,

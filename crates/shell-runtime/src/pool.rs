@@ -141,7 +141,7 @@ impl MemoryPool {
         let spawned = std::thread::Builder::new()
             .name("release-memory".to_owned())
             .spawn(move || {
-                crate::spawn::trim::release_free_memory();
+                ::spawn::trim::release_free_memory();
                 pool.trimming.store(false, Ordering::Release);
             });
         if spawned.is_err() {

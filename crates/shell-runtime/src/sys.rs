@@ -155,7 +155,7 @@ pub(crate) fn send(pid: i32, signal: Signal) {
 /// process where one runs (docs/decisions/0016), otherwise this one.
 pub(crate) fn adopter() -> i32 {
     #[cfg(target_os = "linux")]
-    if let Some(pid) = crate::spawn::process::spawner_pid() {
+    if let Some(pid) = ::spawn::process::spawner_pid() {
         return pid;
     }
     i32::try_from(std::process::id()).unwrap_or_default()

@@ -11,39 +11,7 @@
 
 use std::fs;
 
-/// A terminal, as the kernel numbers it: the device of a pseudo-terminal's
-/// slave side (`st_rdev` of `/dev/pts/N`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TerminalDevice {
-    major: u32,
-    minor: u32,
-}
-
-impl TerminalDevice {
-    /// The terminal whose device number (`st_rdev`, as `stat` gives it) is `rdev`.
-    pub fn from_rdev(rdev: u64) -> Self {
-        Self {
-            major: libc::major(rdev),
-            minor: libc::minor(rdev),
-        }
-    }
-
-    /// The terminal `/proc/PID/stat` names in its `tty_nr` field, which
-    /// packs the numbers differently from `st_rdev`.
-    fn from_tty_nr(tty_nr: u64) -> Self {
-        #[expect(
-            clippy::cast_possible_truncation,
-            reason = "both parts are masked to at most 20 bits"
-        )]
-        Self {
-            major: ((tty_nr >> 8) & 0xfff) as u32,
-            minor: ((tty_nr & 0xff) | ((tty_nr >> 12) & 0xf_ff00)) as u32,
-        }
-    }
-
-    /// `/dev/tty`: whatever the opening process's controlling terminal is.
-    const CONTROLLING: Self = Self { major: 5, minor: 0 };
-}
+pub use ::spawn::TerminalDevice;
 
 /// Whether some process of the process group `pgid` is blocked reading
 /// `terminal` (see the module documentation).

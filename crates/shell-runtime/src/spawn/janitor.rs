@@ -8,11 +8,6 @@
 //! (no terminal signal reaches it with the server's group) and outside
 //! every command's cgroup (it starts before any command).
 
-#![allow(
-    unsafe_code,
-    reason = "the janitor's session is made between fork and exec"
-)]
-
 use std::ffi::OsString;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
@@ -48,26 +43,16 @@ impl Janitor {
 /// Starts `program args...` as this server's janitor, its stdin the read
 /// end of the server's pipe, stdout and stderr on /dev/null, an empty
 /// environment. `program` is meant to call [`run_janitor`] at once.
-#[expect(
-    clippy::disallowed_methods,
-    reason = "this is the spawn helper: the one place allowed to build a Command"
-)]
 pub fn start_janitor(program: &Path, args: &[OsString]) -> io::Result<Janitor> {
-    use std::os::unix::process::CommandExt;
     // Both ends close-on-exec: no command ever holds the write end.
     let (read, write) = io::pipe()?;
-    let mut command = std::process::Command::new(program);
+    let mut command = ::spawn::command::in_new_session(program);
     command
         .args(args)
         .env_clear()
         .stdin(Stdio::from(read))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: the closure runs between fork and exec and calls only setsid,
-    // which is async-signal-safe and allocates nothing.
-    unsafe {
-        command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
-    }
     let child = command.spawn()?;
     // Never a shell's orphan: the reaper and the tree walks pass it by.
     if let Ok(pid) = i32::try_from(child.id()) {

@@ -23,75 +23,10 @@ use crate::status::ExitInfo;
 use crate::tree::SHELL_TAG_VAR;
 
 #[cfg(target_os = "linux")]
-pub(crate) mod arguments;
-#[cfg(target_os = "linux")]
-pub(crate) mod confine;
-#[cfg(target_os = "linux")]
-pub(crate) mod exec_notify;
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-mod filter;
-pub(crate) mod trim;
-#[cfg(all(
-    target_os = "linux",
-    not(any(target_arch = "x86_64", target_arch = "aarch64"))
-))]
-mod filter {
-    //! The seccomp rules name syscalls by libc's numbers for `x86_64` and
-    //! `aarch64`, the architectures they are checked on.
-
-    pub(crate) const MAX_PROGRAMS: usize = 3;
-
-    pub(crate) fn programs(_deny_network: bool) -> Result<Vec<Vec<libc::sock_filter>>, String> {
-        Err(format!(
-            "the filter is built for x86_64 and aarch64, not {}",
-            std::env::consts::ARCH
-        ))
-    }
-}
-#[cfg(target_os = "linux")]
-mod init;
+pub(crate) use ::spawn::{arguments, exec_notify, process, pty, vfork};
 #[cfg(unix)]
 pub(crate) mod janitor;
-#[cfg(target_os = "linux")]
-pub(crate) mod process;
-#[cfg(target_os = "linux")]
-pub(crate) mod pty;
-#[cfg(target_os = "linux")]
-mod raw;
-#[cfg(target_os = "linux")]
-mod vfork;
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) mod confine {
-    //! Elsewhere nothing can be confined: preparing always fails.
-
-    /// Why a confinement cannot be enforced.
-    #[derive(Debug, thiserror::Error)]
-    #[error("the sandbox needs Linux (Landlock, seccomp)")]
-    pub struct ConfineError;
-
-    /// Never made outside Linux.
-    #[derive(Debug)]
-    pub struct Confinement {
-        /// Set when a process cap was asked for but no cgroup could be made.
-        pub missing_process_cap: Option<String>,
-    }
-
-    impl Confinement {
-        /// Always fails outside Linux.
-        pub fn prepare(_spec: &crate::spec::ConfinementSpec) -> Result<Self, ConfineError> {
-            Err(ConfineError)
-        }
-
-        /// Never made, so never denies anything.
-        pub fn denies_network(&self) -> bool {
-            false
-        }
-    }
-}
+pub(crate) mod sandbox;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -169,7 +104,7 @@ struct Prepared {
     envp: Vec<std::ffi::CString>,
     cwd: std::ffi::CString,
     tty: bool,
-    confinement: Option<std::sync::Arc<confine::Confinement>>,
+    confinement: Option<std::sync::Arc<sandbox::Confinement>>,
     cgroup: Option<crate::cgroup::CommandCgroup>,
     /// Held until the child has exec'd with its copies.
     inherit: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, std::os::fd::RawFd)>,
@@ -339,7 +274,7 @@ fn start(prepared: Prepared) -> io::Result<Spawned> {
             (
                 Box::new(pty::MasterReader(std::sync::Arc::clone(&master))),
                 Box::new(tokio::io::empty()),
-                Some(pty::TerminalWriter { master, device }),
+                Some(pty::TerminalWriter::new(master, device)),
             )
         }
         (None, None) => return Err(io::Error::other("a child without output")),
@@ -408,7 +343,10 @@ fn launch_in_spawner(
             .map(crate::cgroup::CommandCgroup::join_fds),
         terminal,
         own_terminal,
-        confinement: prepared.confinement.as_ref(),
+        confinement: prepared
+            .confinement
+            .as_deref()
+            .map(sandbox::Confinement::shared),
         inherit: &inherit,
         exec_notify,
     })?;
@@ -599,13 +537,9 @@ fn check_cwd(spec: &SpawnSpec) -> Result<(), SpawnError> {
     }
 }
 
-#[cfg(not(target_os = "linux"))]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "this is the spawn helper: the one place allowed to build a Command"
-)]
+#[cfg(all(unix, not(target_os = "linux")))]
 fn build_command(spec: &SpawnSpec, tag: &str) -> std::process::Command {
-    let mut command = std::process::Command::new(resolve_program(spec));
+    let mut command = ::spawn::command::in_new_session(resolve_program(spec));
     command
         .args(&spec.args)
         .current_dir(&spec.cwd)
@@ -616,7 +550,6 @@ fn build_command(spec: &SpawnSpec, tag: &str) -> std::process::Command {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    pre_exec::install(&mut command);
     set_arg0(&mut command, spec);
     command
 }
@@ -690,26 +623,4 @@ fn is_executable(path: &std::path::Path) -> bool {
 #[cfg(not(unix))]
 fn is_executable(path: &std::path::Path) -> bool {
     path.is_file()
-}
-
-#[cfg(all(unix, not(target_os = "linux")))]
-#[allow(unsafe_code, reason = "pre_exec runs syscalls in the forked child")]
-mod pre_exec {
-    use std::os::unix::process::CommandExt;
-
-    /// A new process session (`setsid`: the tree has its own process group
-    /// and no controlling terminal to prompt on) and, on Linux, SIGKILL when
-    /// the spawner thread's process dies.
-    pub(super) fn install(command: &mut std::process::Command) {
-        let parent = std::process::id();
-        // SAFETY: the closure runs between fork and exec and calls only
-        // async-signal-safe syscalls (setsid, prctl, getppid); it allocates nothing.
-        unsafe {
-            command.pre_exec(move || {
-                nix::unistd::setsid().map_err(std::io::Error::from)?;
-                let _ = parent;
-                Ok(())
-            });
-        }
-    }
 }

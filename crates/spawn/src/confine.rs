@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::filter::{self, MAX_PROGRAMS};
-use crate::spec::ConfinementSpec;
+use crate::spec::{CgroupParent, ConfinementSpec};
 
 /// Why a confinement cannot be enforced on this machine. Where the kernel
 /// refused, its error is the `source()`, never repeated in the message (a
@@ -198,8 +198,12 @@ impl Drop for Confinement {
 }
 
 impl Confinement {
-    /// Checks what the kernel can enforce and prepares `spec`.
-    pub fn prepare(spec: &ConfinementSpec) -> Result<Self, ConfineError> {
+    /// Checks what the kernel can enforce and prepares `spec`; a pids cap
+    /// goes in a cgroup below what `cgroup_parent` claims.
+    pub fn prepare(
+        spec: &ConfinementSpec,
+        cgroup_parent: CgroupParent,
+    ) -> Result<Self, ConfineError> {
         let landlock = if spec.restrict_writes {
             Some(landlock_ruleset(&spec.writable)?)
         } else {
@@ -218,7 +222,7 @@ impl Confinement {
         }
         let (cgroup, missing_process_cap) = match spec.max_processes {
             None => (None, None),
-            Some(max) => match make_cgroup(max) {
+            Some(max) => match make_cgroup(max, cgroup_parent) {
                 Ok(cgroup) => (Some(cgroup), None),
                 Err(reason) => (None, Some(reason)),
             },
@@ -259,7 +263,7 @@ impl Confinement {
     }
 
     /// What the child needs, as raw values it can use without allocating.
-    pub(crate) fn plan(&self) -> ChildConfinement {
+    pub fn plan(&self) -> ChildConfinement {
         let mut seccomp = [libc::sock_fprog {
             len: 0,
             filter: std::ptr::null_mut(),
@@ -402,7 +406,7 @@ fn probe(confinement: &Confinement, namespace: &Namespace) -> Result<(), Confine
 
 /// The confinement as the child sees it: raw descriptors and pointers into
 /// a `Confinement` that outlives the spawn.
-pub(crate) struct ChildConfinement {
+pub struct ChildConfinement {
     landlock: RawFd,
     seccomp: [libc::sock_fprog; MAX_PROGRAMS],
     seccomp_count: usize,
@@ -424,7 +428,7 @@ pub(crate) struct ChildConfinement {
 impl ChildConfinement {
     /// The same without the shared pids cgroup: the command has a cgroup
     /// of its own below it, where the same limit holds.
-    pub(crate) fn without_cgroup(mut self) -> Self {
+    pub fn without_cgroup(mut self) -> Self {
         self.cgroup_procs = std::ptr::null();
         self
     }
@@ -469,7 +473,7 @@ impl ChildConfinement {
 
     /// Whether a command's terminal comes from a devpts instance of its
     /// own, opened inside its namespaces.
-    pub(crate) fn has_own_terminals(&self) -> bool {
+    pub fn has_own_terminals(&self) -> bool {
         self.namespace && self.devpts
     }
 
@@ -794,13 +798,12 @@ fn add_rule(
 
 /// Finds the pids controller, makes `agent-exec-<id>/sandbox` below our own
 /// cgroup with `pids.max`, and removes those of servers that are gone.
-fn make_cgroup(max: u64) -> Result<Cgroup, String> {
+fn make_cgroup(max: u64, cgroup_parent: CgroupParent) -> Result<Cgroup, String> {
     let (mount, own) = pids_hierarchy().ok_or("no pids cgroup controller is mounted")?;
     let parent = mount.join(own.trim_start_matches('/'));
-    crate::cgroup::remove_stale(&parent);
     // Below the server's cgroup, beside the unsandboxed commands' ones,
     // so the cap counts sandboxed commands only.
-    let dir = crate::cgroup::claim_parent(&parent)
+    let dir = cgroup_parent(&parent)
         .map_err(|error| {
             format!(
                 "cannot create this server's cgroup in `{}`: {error}",
@@ -994,7 +997,7 @@ impl Confinement {
 #[cfg(test)]
 mod wire_tests {
     use super::*;
-    use crate::spawn::process::{Reader, Writer};
+    use crate::process::{Reader, Writer};
 
     /// What the spawner process decodes is what the server prepared.
     #[test]

@@ -312,7 +312,7 @@ fn receive_message(socket: RawFd) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>>
 }
 
 /// The server's end of the spawner process.
-pub(crate) struct Client {
+pub struct Client {
     socket: OwnedFd,
     pid: i32,
     /// Set once it has died (killed from outside: a command without the
@@ -331,21 +331,21 @@ pub(crate) struct Client {
 static CLIENT: OnceLock<Client> = OnceLock::new();
 
 /// The spawner process, once started, while it lives (and is not bypassed).
-pub(crate) fn client() -> Option<&'static Client> {
+pub fn client() -> Option<&'static Client> {
     CLIENT.get().filter(|client| {
         !client.dead.load(Ordering::Acquire) && !client.bypassed.load(Ordering::Acquire)
     })
 }
 
 /// Whether a spawner process was started and has died since.
-pub(crate) fn died() -> bool {
+pub fn died() -> bool {
     CLIENT
         .get()
         .is_some_and(|client| client.dead.load(Ordering::Acquire))
 }
 
 /// The pid of the spawner process, once started, while it lives.
-pub(crate) fn spawner_pid() -> Option<i32> {
+pub fn spawner_pid() -> Option<i32> {
     CLIENT
         .get()
         .filter(|client| !client.dead.load(Ordering::Acquire))
@@ -362,39 +362,46 @@ pub fn bypass_spawner_process(bypass: bool) {
 }
 
 /// A process the spawner started.
-pub(crate) struct Launched {
-    pub(crate) pid: i32,
+pub struct Launched {
+    /// Its pid, in the server's PID namespace.
+    pub pid: i32,
     /// Stdout and stderr, or `None` under a terminal.
-    pub(crate) output: Option<(OwnedFd, OwnedFd)>,
+    pub output: Option<(OwnedFd, OwnedFd)>,
     /// The terminal (master, slave) the init opened in its own devpts.
-    pub(crate) terminal: Option<(OwnedFd, OwnedFd)>,
+    pub terminal: Option<(OwnedFd, OwnedFd)>,
     /// Gets the raw wait status (4 bytes) once the process has ended.
-    pub(crate) exit: OwnedFd,
+    pub exit: OwnedFd,
 }
 
 /// What one request names, borrowed from the server's `Prepared`.
-pub(crate) struct Request<'a> {
-    pub(crate) program: &'a CStr,
-    pub(crate) argv: &'a [CString],
-    pub(crate) envp: &'a [CString],
-    pub(crate) cwd: &'a CStr,
+pub struct Request<'a> {
+    /// The program's path.
+    pub program: &'a CStr,
+    /// Its arguments, `argv[0]` first.
+    pub argv: &'a [CString],
+    /// Its whole environment.
+    pub envp: &'a [CString],
+    /// Its working directory.
+    pub cwd: &'a CStr,
     /// The command cgroup's files the child joins through.
-    pub(crate) cgroups: Option<crate::cgroup::JoinFds>,
-    pub(crate) terminal: Option<RawFd>,
+    pub cgroups: Option<crate::cgroup::JoinFds>,
+    /// A terminal's slave, its stdin, stdout and stderr.
+    pub terminal: Option<RawFd>,
     /// In namespaces with a devpts of their own: the init opens the
     /// terminal there and it comes back in [`Launched::terminal`].
-    pub(crate) own_terminal: bool,
-    pub(crate) confinement: Option<&'a Arc<Confinement>>,
+    pub own_terminal: bool,
+    /// The sandbox, sent once and then named by this `Arc`.
+    pub confinement: Option<&'a Arc<Confinement>>,
     /// `(descriptor, number in the program)` pairs the program inherits.
-    pub(crate) inherit: &'a [(RawFd, RawFd)],
+    pub inherit: &'a [(RawFd, RawFd)],
     /// The socket the child sends its exec-notify listener on.
-    pub(crate) exec_notify: Option<RawFd>,
+    pub exec_notify: Option<RawFd>,
 }
 
 impl Client {
     /// Has the spawner start `request`. Called on one thread at a time
     /// (the spawner thread), so requests and answers never interleave.
-    pub(crate) fn launch(&self, request: &Request<'_>) -> io::Result<Launched> {
+    pub fn launch(&self, request: &Request<'_>) -> io::Result<Launched> {
         let mut out = Writer::default();
         let mut fds = Vec::new();
         out.u8(REQUEST_SPAWN);
@@ -513,7 +520,7 @@ impl Client {
     /// Whether the spawner still runs; once it has not, it is reaped, marked
     /// dead (commands start from the spawner thread from then on) and
     /// reported once.
-    pub(crate) fn alive(&self) -> bool {
+    pub fn alive(&self) -> bool {
         let mut status = 0;
         // SAFETY: a valid int to fill; WNOHANG never blocks; the pid is
         // our child, which only we reap.

@@ -27,7 +27,7 @@ pub const TERMINAL_TYPE: &str = "xterm-256color";
 /// A new pair: the master (non-blocking, close-on-exec) and the slave
 /// (`O_NOCTTY`, close-on-exec: only the `dup2` copies in the child stay open
 /// across its exec), sized 120x40.
-pub(crate) fn open_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+pub fn open_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     // SAFETY: posix_openpt with flags only; it returns a new descriptor or -1.
     let master = unsafe {
         libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -59,7 +59,7 @@ pub(crate) fn open_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// A pair opened elsewhere (a command's own devpts, by its init): the
 /// master made non-blocking and the terminal sized as [`open_pair`]'s.
-pub(crate) fn adopt((master, slave): (OwnedFd, OwnedFd)) -> io::Result<(OwnedFd, OwnedFd)> {
+pub fn adopt((master, slave): (OwnedFd, OwnedFd)) -> io::Result<(OwnedFd, OwnedFd)> {
     // SAFETY: fcntl on a descriptor we own, with integer arguments.
     let flags = unsafe { libc::fcntl(master.as_raw_fd(), libc::F_GETFL) };
     // SAFETY: as above.
@@ -110,21 +110,21 @@ fn open_slave(master: &OwnedFd) -> io::Result<OwnedFd> {
 
 /// The master side of a command's terminal, registered with the reactor;
 /// shared by its reader (the capture) and its [`TerminalWriter`].
-pub(crate) type Master = Arc<AsyncFd<OwnedFd>>;
+pub type Master = Arc<AsyncFd<OwnedFd>>;
 
 /// The device number of a terminal's slave side.
-pub(crate) fn device_of(slave: &OwnedFd) -> io::Result<crate::TerminalDevice> {
+pub fn device_of(slave: &OwnedFd) -> io::Result<TerminalDevice> {
     // SAFETY: a zeroed stat is a valid buffer for fstat to fill.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat fills `stat` from a descriptor we own.
     if unsafe { libc::fstat(slave.as_raw_fd(), &raw mut stat) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(crate::TerminalDevice::from_rdev(stat.st_rdev))
+    Ok(TerminalDevice::from_rdev(stat.st_rdev))
 }
 
 /// Registers a master with the runtime's reactor.
-pub(crate) fn register(master: OwnedFd) -> io::Result<Master> {
+pub fn register(master: OwnedFd) -> io::Result<Master> {
     // SAFETY: an OwnedFd stays open, and names the same description, for as
     // long as the AsyncFd owns it; its as_raw_fd never changes.
     unsafe {
@@ -139,7 +139,7 @@ pub(crate) fn register(master: OwnedFd) -> io::Result<Master> {
 
 /// Reads the master as a stream: `EIO` (every slave descriptor closed) is
 /// its end.
-pub(crate) struct MasterReader(pub(crate) Master);
+pub struct MasterReader(pub Master);
 
 impl AsyncRead for MasterReader {
     fn poll_read(
@@ -181,7 +181,7 @@ impl AsyncRead for MasterReader {
 #[derive(Clone)]
 pub struct TerminalWriter {
     pub(crate) master: Master,
-    pub(crate) device: crate::TerminalDevice,
+    pub(crate) device: TerminalDevice,
 }
 
 impl std::fmt::Debug for TerminalWriter {
@@ -193,6 +193,11 @@ impl std::fmt::Debug for TerminalWriter {
 }
 
 impl TerminalWriter {
+    /// Input to the terminal `device` through its registered `master`.
+    pub fn new(master: Master, device: TerminalDevice) -> Self {
+        Self { master, device }
+    }
+
     /// Writes all of `bytes`, waiting while the terminal's input queue is full.
     pub async fn write_all(&self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
@@ -288,8 +293,42 @@ impl TerminalWriter {
         read != 0 || termios.c_lflag & libc::ECHO != 0
     }
 
-    /// The terminal device, for [`group_waits_for_input`](crate::group_waits_for_input).
-    pub fn device(&self) -> crate::TerminalDevice {
+    /// The terminal device, for shell-runtime's `group_waits_for_input`.
+    pub fn device(&self) -> TerminalDevice {
         self.device
     }
+}
+
+/// A terminal, as the kernel numbers it: the device of a pseudo-terminal's
+/// slave side (`st_rdev` of `/dev/pts/N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminalDevice {
+    major: u32,
+    minor: u32,
+}
+
+impl TerminalDevice {
+    /// The terminal whose device number (`st_rdev`, as `stat` gives it) is `rdev`.
+    pub fn from_rdev(rdev: u64) -> Self {
+        Self {
+            major: libc::major(rdev),
+            minor: libc::minor(rdev),
+        }
+    }
+
+    /// The terminal `/proc/PID/stat` names in its `tty_nr` field, which
+    /// packs the numbers differently from `st_rdev`.
+    pub fn from_tty_nr(tty_nr: u64) -> Self {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "both parts are masked to at most 20 bits"
+        )]
+        Self {
+            major: ((tty_nr >> 8) & 0xfff) as u32,
+            minor: ((tty_nr & 0xff) | ((tty_nr >> 12) & 0xf_ff00)) as u32,
+        }
+    }
+
+    /// `/dev/tty`: whatever the opening process's controlling terminal is.
+    pub const CONTROLLING: Self = Self { major: 5, minor: 0 };
 }

@@ -218,12 +218,13 @@ fn receive_fd(socket: &OwnedFd) -> Option<OwnedFd> {
 /// The per-command channel: the end the child sends the listener on (to
 /// hand down with the spawn, dropped here once it has been), and the
 /// supervisor's thread already waiting on the other.
-pub(crate) struct Channel {
-    pub(crate) child_end: OwnedFd,
+pub struct Channel {
+    /// The end the child sends its listener on.
+    pub child_end: OwnedFd,
 }
 
 /// Makes the channel and starts the supervisor of one command.
-pub(crate) fn start(judge: ExecJudge) -> io::Result<Channel> {
+pub fn start(judge: ExecJudge) -> io::Result<Channel> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` is a valid array of two ints to fill.
     let made = unsafe {

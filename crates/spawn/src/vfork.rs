@@ -32,20 +32,22 @@ use super::init::{self, INIT_SIGNALS};
 use super::raw;
 
 /// A started child: its pid, a pidfd to wait on, and its output pipes.
-pub(crate) struct RawChild {
-    pub(crate) pid: i32,
-    pub(crate) pidfd: OwnedFd,
+pub struct RawChild {
+    /// Its pid.
+    pub pid: i32,
+    /// A pidfd to wait on.
+    pub pidfd: OwnedFd,
     /// Stdout and stderr: pipes, or `None` under a terminal (the caller
     /// holds its master).
-    pub(crate) output: Option<(OwnedFd, OwnedFd)>,
+    pub output: Option<(OwnedFd, OwnedFd)>,
     /// Where the namespace's init reports the shell's wait status.
-    pub(crate) status: Option<OwnedFd>,
+    pub status: Option<OwnedFd>,
     /// The stack the namespace's init runs on: unmapped only once the
     /// init has ended (see [`InitStack`]).
-    pub(crate) stack: Option<InitStack>,
+    pub stack: Option<InitStack>,
     /// A terminal of the namespace's own devpts instance (master, slave),
     /// opened inside by the init and sent back, when one was asked for.
-    pub(crate) terminal: Option<(OwnedFd, OwnedFd)>,
+    pub terminal: Option<(OwnedFd, OwnedFd)>,
 }
 
 /// The memory the namespace's init runs on, for as long as it runs: an
@@ -54,7 +56,7 @@ pub(crate) struct RawChild {
 /// unmapped on drop only once the init can no longer run: after it was
 /// reaped or seen exited; if it still runs then, it is killed (which ends
 /// its namespace) and waited for first.
-pub(crate) struct InitStack {
+pub struct InitStack {
     base: *mut c_void,
     len: usize,
     /// The init's pidfd (a duplicate of the caller's), to learn whether it
@@ -396,7 +398,7 @@ fn null_pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
     clippy::too_many_arguments,
     reason = "the one internal entry of the spawn funnel; each is plain data"
 )]
-pub(crate) fn spawn(
+pub fn spawn(
     program: &CStr,
     argv: &[CString],
     envp: &[CString],
@@ -706,14 +708,14 @@ fn receive_terminal(socket: &OwnedFd) -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// The wait status the namespace's init reported for the shell, read once
 /// the init has exited (`None`: it reported none, as when it was killed).
-pub(crate) fn reported_status(status: &OwnedFd) -> Option<c_int> {
+pub fn reported_status(status: &OwnedFd) -> Option<c_int> {
     let mut bytes = [0u8; 4];
     (read_full(status, &mut bytes) == bytes.len()).then(|| c_int::from_ne_bytes(bytes))
 }
 
 /// Waits for a child to exit (blocking) and returns the status its init
 /// reported: for the start-up probe.
-pub(crate) fn wait_blocking(child: &RawChild) -> Option<c_int> {
+pub fn wait_blocking(child: &RawChild) -> Option<c_int> {
     // SAFETY: a zeroed siginfo_t is a valid buffer; the pidfd is ours.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
@@ -1153,7 +1155,7 @@ unsafe fn fail(plan: &ChildPlan) -> ! {
 }
 
 /// Registers a pidfd with the runtime's reactor, to learn when the process exits.
-pub(crate) fn watch_pidfd(pidfd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+pub fn watch_pidfd(pidfd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
     // SAFETY: an OwnedFd stays open, and names the same description, for as
     // long as the AsyncFd owns it; its as_raw_fd never changes.
     unsafe {
