@@ -124,9 +124,7 @@ pub(crate) fn refused_writes(
         .map(|path| format!("[sandbox: refused write to {} ({reason})]", path.display()))
         .collect();
     if more > 0 {
-        lines.push(format!(
-            "[sandbox: {more} more writes refused ({reason})]"
-        ));
+        lines.push(format!("[sandbox: {more} more writes refused ({reason})]"));
     }
     lines
 }

@@ -20,6 +20,13 @@ use std::path::{Path, PathBuf};
 use super::filter::{self, MAX_PROGRAMS};
 use crate::spec::{CgroupParent, ConfinementSpec};
 
+/// `setrlimit`'s resource type: glibc's own alias, a plain `c_int` on musl.
+#[cfg(target_env = "gnu")]
+type RlimitResource = libc::__rlimit_resource_t;
+/// `setrlimit`'s resource type: glibc's own alias, a plain `c_int` on musl.
+#[cfg(not(target_env = "gnu"))]
+type RlimitResource = libc::c_int;
+
 /// Why a confinement cannot be enforced on this machine. Where the kernel
 /// refused, its error is the `source()`, never repeated in the message (a
 /// printer walking the chain, `{:#}` in anyhow, shows it once).
@@ -96,7 +103,7 @@ pub struct Confinement {
     landlock: Option<OwnedFd>,
     /// BPF programs, installed in this order; each fits a `sock_fprog`.
     seccomp: Vec<Vec<libc::sock_filter>>,
-    rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    rlimits: Vec<(RlimitResource, u64)>,
     cgroup: Option<Cgroup>,
     /// How the child enters a PID and mount namespace of its own.
     namespace: Option<Namespace>,
@@ -410,7 +417,7 @@ pub struct ChildConfinement {
     landlock: RawFd,
     seccomp: [libc::sock_fprog; MAX_PROGRAMS],
     seccomp_count: usize,
-    rlimits: *const (libc::__rlimit_resource_t, u64),
+    rlimits: *const (RlimitResource, u64),
     rlimit_count: usize,
     cgroup_procs: *const libc::c_char,
     /// The command gets a PID, mount and IPC namespace of its own.
@@ -954,7 +961,7 @@ impl Confinement {
         }
         let mut rlimits = Vec::new();
         for _ in 0..input.count()? {
-            let resource = libc::__rlimit_resource_t::try_from(input.i64()?).map_err(|_| bad())?;
+            let resource = RlimitResource::try_from(input.i64()?).map_err(|_| bad())?;
             rlimits.push((resource, input.u64()?));
         }
         let cgroup = if input.u8()? != 0 {

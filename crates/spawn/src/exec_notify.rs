@@ -159,7 +159,7 @@ fn send_fd(socket: RawFd, fd: RawFd) -> bool {
     header.msg_control = control.0.as_mut_ptr().cast();
     // SAFETY: CMSG_SPACE is arithmetic.
     let space = unsafe { libc::CMSG_SPACE(size_of::<RawFd>() as u32) };
-    header.msg_controllen = space as usize;
+    header.msg_controllen = space as _;
     // SAFETY: the control buffer holds `space` bytes (32 >= CMSG_SPACE(4)).
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&raw const header);
@@ -168,7 +168,7 @@ fn send_fd(socket: RawFd, fd: RawFd) -> bool {
         }
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as usize;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
         libc::sendmsg(socket, &raw const header, libc::MSG_NOSIGNAL) == 1
     }
@@ -188,7 +188,7 @@ fn receive_fd(socket: &OwnedFd) -> Option<OwnedFd> {
     header.msg_iov = &raw mut iov;
     header.msg_iovlen = 1;
     header.msg_control = control.0.as_mut_ptr().cast();
-    header.msg_controllen = control.0.len();
+    header.msg_controllen = control.0.len() as _;
     loop {
         // SAFETY: the header's buffers are valid for the call.
         let got =

@@ -190,17 +190,23 @@ fn send_packet(socket: RawFd, parts: &[&[u8]], fds: &[RawFd]) -> io::Result<()> 
     // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the call.
     let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
     header.msg_iov = iov.as_mut_ptr();
-    header.msg_iovlen = iov.len();
+    #[allow(
+        clippy::cast_possible_wrap,
+        reason = "musl's msg_iovlen is a c_int; the vector holds a few entries"
+    )]
+    {
+        header.msg_iovlen = iov.len() as _;
+    }
     if !fds.is_empty() {
         header.msg_control = control.as_mut_ptr().cast::<c_void>();
-        header.msg_controllen = space as usize;
+        header.msg_controllen = space as _;
         // SAFETY: `control` holds CMSG_SPACE(fd_bytes) bytes, so the first
         // header and its data fit; the data is written unaligned.
         unsafe {
             let cmsg = libc::CMSG_FIRSTHDR(&raw const header);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
             (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(u32::try_from(fd_bytes).unwrap_or(0)) as usize;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(u32::try_from(fd_bytes).unwrap_or(0)) as _;
             std::ptr::copy_nonoverlapping(
                 fds.as_ptr().cast::<u8>(),
                 libc::CMSG_DATA(cmsg),
@@ -237,7 +243,7 @@ fn receive_packet(socket: RawFd, buffer: &mut [u8]) -> io::Result<(usize, Vec<Ow
     header.msg_iov = &raw mut iov;
     header.msg_iovlen = 1;
     header.msg_control = control.as_mut_ptr().cast::<c_void>();
-    header.msg_controllen = space;
+    header.msg_controllen = space as _;
     let received = loop {
         // SAFETY: `header` describes live buffers (above).
         let received = unsafe { libc::recvmsg(socket, &raw mut header, libc::MSG_CMSG_CLOEXEC) };

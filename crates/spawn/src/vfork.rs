@@ -668,7 +668,7 @@ fn receive_terminal(socket: &OwnedFd) -> io::Result<(OwnedFd, OwnedFd)> {
     message.msg_iov = &raw mut iov;
     message.msg_iovlen = 1;
     message.msg_control = control.0.as_mut_ptr().cast::<c_void>();
-    message.msg_controllen = control.0.len();
+    message.msg_controllen = control.0.len() as _;
     // SAFETY: `message` describes buffers that live through the call.
     let received = unsafe {
         libc::recvmsg(
@@ -686,7 +686,7 @@ fn receive_terminal(socket: &OwnedFd) -> io::Result<(OwnedFd, OwnedFd)> {
     let fds = (!header.is_null()
         && unsafe { (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS }
         // SAFETY: as above.
-        && unsafe { (*header).cmsg_len } >= unsafe { libc::CMSG_LEN(8) } as usize)
+        && unsafe { (*header).cmsg_len } as usize >= unsafe { libc::CMSG_LEN(8) } as usize)
         .then(|| {
             let mut fds = [0 as c_int; 2];
             // SAFETY: the message holds two descriptors after the header.
@@ -1110,13 +1110,13 @@ unsafe fn open_own_terminal(socket: RawFd) -> bool {
     message.msg_iovlen = 1;
     message.msg_control = control.0.as_mut_ptr().cast::<c_void>();
     // SAFETY: CMSG_SPACE is arithmetic.
-    message.msg_controllen = unsafe { libc::CMSG_SPACE(8) } as usize;
+    message.msg_controllen = unsafe { libc::CMSG_SPACE(8) } as _;
     // SAFETY: the header lies within `control`, sized for two descriptors.
     let sent = unsafe {
         let header = libc::CMSG_FIRSTHDR(&raw const message);
         (*header).cmsg_level = libc::SOL_SOCKET;
         (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(8) as usize;
+        (*header).cmsg_len = libc::CMSG_LEN(8) as _;
         let data = libc::CMSG_DATA(header).cast::<c_int>();
         data.write_unaligned(master);
         data.add(1).write_unaligned(slave);
