@@ -28,6 +28,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 pub use rules::{ASK_RULES, FORK_BOMB, LITERAL_ASK_RULES, RULES, Rule};
+pub use watchdog::scale_parse_budgets;
 
 use crate::policy_rule::{PolicyRule, RuleDecision};
 use collect::{Collected, Collector};
