@@ -4,6 +4,16 @@
 //! Run with `cargo bench -p exec-policy --bench analysis`. A small harness
 //! of our own (docs/decisions/0007) times many iterations and reports the
 //! median and p99 per call, one JSON figure per line for `cargo xtask bench`.
+//!
+//! `-- --repeat parse|check N` runs only the parse or the check of the
+//! 10 KB script N times and prints nothing: for counting instructions,
+//! which a loaded machine does not disturb as it does timings. The cost
+//! of one is the difference between two counts over the difference in N
+//! (start-up and the first call's warm-up cancel out):
+//! `valgrind --tool=callgrind --callgrind-out-file=c1 target/release/deps/analysis-* --repeat check 1`,
+//! then with `11`, and (check 11 - check 1) / 10 against the same for
+//! parse (docs/benchmarks-notes.md). The parse budgets are scaled up in
+//! this mode (`exec_policy::scale_parse_budgets`), as valgrind is slow.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -82,7 +92,41 @@ find . -name '*.tmp' -mtime +3 -print0 | xargs -0 rm -f
     script
 }
 
+/// `--repeat parse|check N`: the operation on the 10 KB script, N times.
+fn repeat(what: &str, times: usize) {
+    // Valgrind is slow: the budgets that guard against a hung parser
+    // would send the script to the fallback.
+    exec_policy::scale_parse_budgets(1000);
+    let script = ten_kb_script();
+    let analyzer = Analyzer::new(AnalyzerConfig {
+        home: Some("/home/agent".into()),
+        ..AnalyzerConfig::default()
+    });
+    let options = ParserOptions::default();
+    let mut fell_back = 0;
+    for _ in 0..times {
+        match what {
+            "parse" => drop(black_box(
+                Parser::new(black_box(script.as_bytes()), &options).parse_program(),
+            )),
+            _ => fell_back += usize::from(analyzer.check(black_box(&script)).used_fallback()),
+        }
+    }
+    // A check that still took the fallback is not the analysis's count.
+    assert_eq!(
+        fell_back, 0,
+        "checks that ran out of parse time, of {times}"
+    );
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|arg| arg == "--repeat") {
+        let what = args.get(at + 1).map_or("check", String::as_str);
+        let times = args.get(at + 2).and_then(|n| n.parse().ok()).unwrap_or(1);
+        repeat(what, times);
+        return;
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let target = if quick {
         Duration::from_millis(200)

@@ -28,6 +28,8 @@ mod policy_rule;
 mod sandbox;
 mod workdir;
 
+#[doc(hidden)]
+pub use analysis::scale_parse_budgets;
 pub use analysis::{
     ASK_RULES, Analysis, AnalysisContext, Analyzer, AnalyzerConfig, CommandFacts, Decision, Denial,
     FORK_BOMB, GitCommit, LITERAL_ASK_RULES, RULES, Rule, RuleSource,

@@ -23,7 +23,7 @@ use super::unwrap::{
     ShellInput, Step, embedded_commands, find_filters, find_named_paths, find_start_paths,
     literal_output, parallel_feed, shell_input, unwrap_step, xargs_arg_file, xargs_feed,
 };
-use super::watchdog::{self, ANALYSIS_BUDGET, Deadline};
+use super::watchdog::{self, Deadline};
 use super::words::{ARRAY_SEP, Word, expand, expand_fields};
 
 /// Most values of a `for` loop walked one by one; longer lists are walked
@@ -97,7 +97,7 @@ impl<'a> Collector<'a> {
     pub(crate) fn new(home: &'a str) -> Self {
         Self {
             options: ParserOptions::default(),
-            deadline: Deadline::after(ANALYSIS_BUDGET),
+            deadline: Deadline::for_analysis(),
             home,
             out: Collected::default(),
             fed_text: None,

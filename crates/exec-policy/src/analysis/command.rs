@@ -63,7 +63,7 @@ impl Cmd {
 
     /// The command as text, from its program word on, redirections last.
     pub(crate) fn text(&self) -> String {
-        self.render(ToOwned::to_owned)
+        self.render(String::push_str)
     }
 
     /// The text the regexes see: as [`text`](Self::text), but with the
@@ -73,7 +73,15 @@ impl Cmd {
     /// real redirections read as redirections (found by fuzzing:
     /// `echo '$(>> /dev/sda)'` was refused).
     pub(crate) fn regex_text(&self) -> String {
-        let mut text = self.render(|word| word.replace(['<', '>', '|', '&', ';'], "_"));
+        let mut text = self.render(|text, word| {
+            text.extend(word.chars().map(|c| {
+                if matches!(c, '<' | '>' | '|' | '&' | ';') {
+                    '_'
+                } else {
+                    c
+                }
+            }));
+        });
         if let Some(program) = self.words.first().and_then(Word::value)
             && let Some(slash) = program.rfind('/')
         {
@@ -84,16 +92,30 @@ impl Cmd {
         text
     }
 
-    fn render(&self, word_text: impl Fn(&str) -> String) -> String {
-        let mut parts: Vec<String> = self.words.iter().map(|w| word_text(w.display())).collect();
-        for redirect in &self.redirects {
-            let op = if redirect.kind == RedirectKind::Write {
-                ">"
-            } else {
-                "<"
-            };
-            parts.push(format!("{op} {}", redirect.target.display()));
+    /// The words (each written by `push_word`) and the redirections,
+    /// separated by spaces, built in one string: the rules render every
+    /// simple command, and a string per word plus a join cost more than
+    /// the rules themselves.
+    fn render(&self, push_word: impl Fn(&mut String, &str)) -> String {
+        let mut text = String::new();
+        for (i, word) in self.words.iter().enumerate() {
+            if i > 0 {
+                text.push(' ');
+            }
+            push_word(&mut text, word.display());
         }
-        parts.join(" ")
+        for (i, redirect) in self.redirects.iter().enumerate() {
+            if i > 0 || !self.words.is_empty() {
+                text.push(' ');
+            }
+            text.push(if redirect.kind == RedirectKind::Write {
+                '>'
+            } else {
+                '<'
+            });
+            text.push(' ');
+            text.push_str(redirect.target.display());
+        }
+        text
     }
 }

@@ -28,6 +28,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 pub use rules::{ASK_RULES, FORK_BOMB, LITERAL_ASK_RULES, RULES, Rule};
+pub use watchdog::scale_parse_budgets;
 
 use crate::policy_rule::{PolicyRule, RuleDecision};
 use collect::{Collected, Collector};
@@ -508,7 +509,6 @@ impl Analyzer {
             );
         }
         for (cmd, found) in collected.cmds.iter().zip(&policy) {
-            let text = cmd.text();
             let matched = cmd.regex_text();
             if self.allow.iter().any(|re| matches_from_start(re, &matched)) {
                 continue;
@@ -532,7 +532,7 @@ impl Analyzer {
                 } else {
                     format!("matches the built-in pattern `{}`", re.as_str())
                 };
-                let mut refusal = denial(id, &reason, text);
+                let mut refusal = denial(id, &reason, cmd.text());
                 refusal.matched = re.find(&matched).map(|m| m.as_str().to_owned());
                 return Decision::Deny(refusal);
             }

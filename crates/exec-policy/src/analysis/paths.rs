@@ -5,7 +5,13 @@ use crate::glob::glob_match;
 
 /// The last component of a program path (`/usr/bin/rm` -> `rm`).
 pub(crate) fn basename(program: &str) -> &str {
-    program.rsplit('/').next().unwrap_or(program)
+    // Every rule asks for the program's name of every simple command: a
+    // plain byte loop over a short word costs a fraction of `rsplit`'s
+    // searcher (a tenth of a 10 KB script's check went there).
+    match program.bytes().rposition(|byte| byte == b'/') {
+        Some(slash) => &program[slash + 1..],
+        None => program,
+    }
 }
 
 /// `base` joined with `path` unless `path` is absolute.

@@ -10,7 +10,7 @@
 //! at no extra cost.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -43,11 +43,32 @@ const INLINE_OPENERS: usize = 12;
 /// typical word (`"$HOME/x"`, `"build-$(date +%s).log"`) stays inline.
 const INLINE_WORD_OPENERS: usize = 6;
 
+/// What every time budget here is multiplied by (see [`scale_parse_budgets`]).
+static SCALE: AtomicU32 = AtomicU32::new(1);
+
+/// Multiplies the parse budgets (per parse and per analysis) by `factor`
+/// for the rest of the process. For measuring under an instruction
+/// counter (valgrind runs code 50 to 100 times slower, and a parse that
+/// outlasts its budget takes the fallback, which is not what is being
+/// measured); nothing in agent-exec calls it.
+pub fn scale_parse_budgets(factor: u32) {
+    SCALE.store(factor.max(1), Ordering::Relaxed);
+}
+
+fn scaled(budget: Duration) -> Duration {
+    budget.saturating_mul(SCALE.load(Ordering::Relaxed))
+}
+
 /// The moment an analysis stops parsing slow text.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Deadline(Instant);
 
 impl Deadline {
+    /// The deadline of one analysis, [`ANALYSIS_BUDGET`] from now.
+    pub(crate) fn for_analysis() -> Self {
+        Self::after(scaled(ANALYSIS_BUDGET))
+    }
+
     /// A deadline `budget` from now.
     pub(crate) fn after(budget: Duration) -> Self {
         Self(Instant::now() + budget)
@@ -115,7 +136,7 @@ impl Watchdog {
         deadline: Deadline,
         work: impl FnOnce() -> Option<T> + Send + 'static,
     ) -> Option<T> {
-        let budget = self.budget.min(deadline.remaining());
+        let budget = scaled(self.budget).min(deadline.remaining());
         if budget.is_zero() || self.stuck.load(Ordering::Relaxed) >= MAX_STUCK {
             return None;
         }
