@@ -38,6 +38,7 @@ mod run;
 mod sandbox;
 mod schema;
 mod secrets;
+mod serve;
 mod session;
 mod spawner;
 mod stale;
