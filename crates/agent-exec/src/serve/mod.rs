@@ -420,7 +420,13 @@ pub(crate) async fn serve(
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => connection(stream, &gate, &stopping),
+                        Ok((stream, _)) => {
+                            // An answer goes out as head and chunks: with
+                            // Nagle's algorithm and delayed ACKs each round
+                            // trip waited 40 ms (measured).
+                            let _ = stream.set_nodelay(true);
+                            connection(stream, &gate, &stopping);
+                        }
                         Err(error) => tracing::warn!(%error, "accept failed"),
                     },
                     stop = signals.recv() => break stop,
