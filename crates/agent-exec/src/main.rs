@@ -188,7 +188,7 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
                 args.background_after.map(std::time::Duration::from_millis),
                 hide_secrets,
                 |_config| {
-                    // HOOK(until): long shell handles under serve (>= 128 random bits), e.g. `_config.long_shell_ids = true;`
+                    // HOOK(until): handles of 128 random bits under serve; at merge: `_config.long_handles = true;` (ExecConfig::long_handles, wave9-until)
                 },
             )?;
             let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), setup.dry_run);
