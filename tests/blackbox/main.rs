@@ -39,6 +39,7 @@ mod run;
 mod sandbox;
 mod schema;
 mod secrets;
+mod serve;
 mod session;
 mod spawner;
 mod stale;

@@ -24,14 +24,26 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tool_core::{
-    Approval, Approver, Arrival, ExecutedCall, ExecutionContext, ExecutorError, ProgressSink,
-    ProgressUpdate, Session, ToolExecutor,
+    Approval, Approver, Arrival, ExecutedCall, ExecutionContext, ExecutorError, Principal,
+    ProgressSink, ProgressUpdate, Session, ToolExecutor,
 };
 
 /// The call's place in the order calls came (the framing's, in the
 /// request's extensions): its questions are put in that order.
 fn arrival_of(context: &RequestContext<RoleServer>) -> Option<Arrival> {
     context.extensions.get::<Arrival>().cloned()
+}
+
+/// Who makes the call: the principal `serve` authenticated and put in the
+/// HTTP request's extensions (rmcp hands the request's parts on), else the
+/// one principal of a stdio server.
+fn principal_of(context: &RequestContext<RoleServer>) -> Principal {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The server side of one MCP connection (an rmcp `ServerHandler`).
@@ -43,6 +55,9 @@ pub struct Bridge {
     dry_run: bool,
     /// One session per server: `cd` and `export` carry over between calls.
     session: Arc<Session>,
+    /// Under `serve`, one session per principal other than the local one,
+    /// so that one token's `cd` and `export` never reach another's calls.
+    sessions: Arc<Mutex<HashMap<Principal, Arc<Session>>>>,
     /// Calls whose question went out in an input-required result
     /// (protocol 2026-07-28), by the request state that binds the retry.
     pending: Arc<Mutex<HashMap<String, Pending>>>,
@@ -63,6 +78,7 @@ impl Bridge {
             working_dir,
             dry_run,
             session: Arc::new(Session::new()),
+            sessions: Arc::default(),
             pending: Arc::default(),
         }
     }
@@ -395,12 +411,17 @@ impl ServerHandler for Bridge {
                     .await;
             }
             if can_answer_forms(context.client_capabilities().as_ref()) {
-                let call = self.start(name, arguments, arrival_of(&context));
+                let call = self.start(
+                    name,
+                    arguments,
+                    arrival_of(&context),
+                    principal_of(&context),
+                );
                 return self.follow(call, &context).await;
             }
         }
         let call_context = self
-            .call_context()
+            .call_context(principal_of(&context))
             .with_cancellation(context.ct.clone())
             .with_progress(progress_sink(&context));
         let call_context = match arrival_of(&context) {
@@ -418,22 +439,35 @@ impl ServerHandler for Bridge {
 }
 
 impl Bridge {
-    /// The context every call starts from.
-    fn call_context(&self) -> ExecutionContext {
+    /// The context every call of `principal` starts from.
+    fn call_context(&self, principal: Principal) -> ExecutionContext {
+        let session = if principal == Principal::local() {
+            Arc::clone(&self.session)
+        } else {
+            let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(sessions.entry(principal.clone()).or_default())
+        };
         ExecutionContext::new(self.working_dir.clone())
             .with_dry_run(self.dry_run)
-            .with_session(Arc::clone(&self.session))
+            .with_session(session)
+            .with_principal(principal)
     }
 
     /// Starts a call on a task of its own, asking through input-required
     /// results.
-    fn start(&self, name: String, arguments: Value, arrival: Option<Arrival>) -> Call {
+    fn start(
+        &self,
+        name: String,
+        arguments: Value,
+        arrival: Option<Arrival>,
+        principal: Principal,
+    ) -> Call {
         let (sender, questions) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let progress = Arc::new(Mutex::new(ProgressSink::none()));
         let forward = Arc::clone(&progress);
         let call_context = self
-            .call_context()
+            .call_context(principal)
             .with_cancellation(cancel.clone())
             .with_progress(ProgressSink::new(move |update: ProgressUpdate| {
                 let sink = forward

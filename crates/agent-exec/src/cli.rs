@@ -17,6 +17,15 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Serve the tools over MCP on stdio (newline-delimited JSON-RPC).
     Mcp(McpArgs),
+    /// Serve the tools over MCP (Streamable HTTP) on a Unix socket or a TCP
+    /// address, as one long-lived server that owns its shells whatever
+    /// connects.
+    ///
+    /// Without --listen it listens on `$XDG_RUNTIME_DIR/agent-exec/serve.sock`
+    /// (else `/tmp/agent-exec-$UID/serve.sock`) in a directory only its user
+    /// can enter. It prints its endpoint and token file on stderr and runs
+    /// until SIGTERM, SIGINT or SIGHUP, which end every shell.
+    Serve(ServeArgs),
     /// Run one Bash call through the full pipeline and print its result.
     ///
     /// The result goes to stdout: the command's output, its stderr after a
@@ -88,7 +97,7 @@ fn parse_env(text: &str) -> Result<(String, String), String> {
     Ok((name.to_owned(), value.to_owned()))
 }
 
-/// Flags shared by `mcp` and `run`.
+/// Flags shared by `mcp`, `serve` and `run`.
 #[derive(Debug, Args)]
 pub(crate) struct CommonArgs {
     /// Directory commands start in (default: the current directory).
@@ -159,6 +168,46 @@ pub(crate) struct McpArgs {
     pub(crate) coauthor: Option<String>,
     /// A foreground command still running after MS milliseconds goes on as
     /// a background shell (for clients that cut long calls); default: off.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) background_after: Option<u64>,
+    /// Bridge stdio to a running `agent-exec serve` instead of serving here
+    /// (`unix:PATH` or `http://HOST:PORT/mcp`): its shells outlive this
+    /// process. The token comes from --token-file or `AGENT_EXEC_TOKEN`.
+    #[arg(long, value_name = "unix:PATH|URL")]
+    pub(crate) attach: Option<String>,
+    /// With --attach: the file holding the token (its first line; a
+    /// `NAME:TOKEN` line gives TOKEN).
+    #[arg(long, value_name = "FILE", requires = "attach")]
+    pub(crate) token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    /// Where to listen: `unix:PATH` or `HOST:PORT` (default: a Unix socket
+    /// in the user's runtime directory).
+    #[arg(long, value_name = "unix:PATH|HOST:PORT")]
+    pub(crate) listen: Option<String>,
+    /// The bearer tokens, one principal per line (`NAME:TOKEN`, or a bare
+    /// token named by its line number); created (mode 0600) with one
+    /// generated token when it does not exist (default: `token` beside the
+    /// default socket).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// Accept calls without a token (only on a Unix socket or a loopback
+    /// address); every caller is the one principal `local`.
+    #[arg(long, conflicts_with = "token_file")]
+    pub(crate) no_auth: bool,
+    /// Listen beyond loopback without TLS because a TLS proxy fronts this
+    /// server (TLS itself is not built in).
+    #[arg(long)]
+    pub(crate) insecure_behind_proxy: bool,
+    /// Add a `Co-authored-by` trailer to `git commit`s, e.g. "Name <email>".
+    #[arg(long, value_name = "NAME <EMAIL>")]
+    pub(crate) coauthor: Option<String>,
+    /// A foreground command still running after MS milliseconds goes on as
+    /// a background shell; default: off.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) background_after: Option<u64>,
 }

@@ -8,6 +8,7 @@ mod mcp;
 mod policy_check;
 mod reexec;
 mod run_command;
+mod serve;
 mod setup;
 
 use std::io::Write;
@@ -138,7 +139,15 @@ fn check_descriptors() -> anyhow::Result<()> {
 
 /// One front door: `schema` and `run` print to `out`; `mcp` serves on stdio.
 fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Result<ExitCode> {
-    if matches!(cli.command, Command::Mcp(_) | Command::Run(_)) {
+    if let Command::Mcp(args) = &cli.command
+        && let Some(target) = &args.attach
+    {
+        return attach(target, args.token_file.as_deref());
+    }
+    if matches!(
+        cli.command,
+        Command::Mcp(_) | Command::Run(_) | Command::Serve(_)
+    ) {
         check_descriptors()?;
     }
     match cli.command {
@@ -170,6 +179,25 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
             drop(setup);
             Ok(ExitCode::from(stopped?.exit_code()))
         }
+        Command::Serve(args) => {
+            // The listener first: a second server stops before it prepares.
+            let prepared = serve::prepare(&args)?;
+            let (setup, env, executor) = prepare_with(
+                &args.common,
+                args.coauthor.as_deref(),
+                args.background_after.map(std::time::Duration::from_millis),
+                hide_secrets,
+                |_config| {
+                    // HOOK(until): handles of 128 random bits under serve; at merge: `_config.long_handles = true;` (ExecConfig::long_handles, wave9-until)
+                },
+            )?;
+            let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), setup.dry_run);
+            let runtime = runtime()?;
+            let stopped = runtime.block_on(serve::serve(prepared, bridge, &env));
+            runtime.shutdown_background();
+            drop(setup);
+            Ok(ExitCode::from(stopped?.exit_code()))
+        }
         Command::Run(args) => {
             let (setup, env, executor) = prepare(&args.common, None, None, hide_secrets)?;
             setup::remove_stale_in_background();
@@ -190,12 +218,34 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
     }
 }
 
+/// `mcp --attach`: stdio bridged to a running `serve`.
+fn attach(target: &str, token_file: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let endpoint = serve::attach::Endpoint::parse(target)?;
+    let token = serve::auth::token_for_attach(token_file)?;
+    let runtime = runtime()?;
+    let code = runtime.block_on(serve::attach::run(endpoint, token))?;
+    // The stdin reader may sit in a read only the client can end.
+    runtime.shutdown_background();
+    Ok(ExitCode::from(code))
+}
+
 /// Policy, secrets, flags, tools: everything checked before anything runs.
 fn prepare(
     common: &CommonArgs,
     coauthor: Option<&str>,
     background_after: Option<std::time::Duration>,
     hide_secrets: HideSecrets,
+) -> anyhow::Result<(setup::Setup, Arc<ExecEnvironment>, ToolExecutor)> {
+    prepare_with(common, coauthor, background_after, hide_secrets, |_| {})
+}
+
+/// [`prepare`], with a last word on the configuration (`serve`'s).
+fn prepare_with(
+    common: &CommonArgs,
+    coauthor: Option<&str>,
+    background_after: Option<std::time::Duration>,
+    hide_secrets: HideSecrets,
+    adjust: impl FnOnce(&mut exec_tools::ExecConfig),
 ) -> anyhow::Result<(setup::Setup, Arc<ExecEnvironment>, ToolExecutor)> {
     let policy = match &common.policy {
         Some(path) => Policy::load(path).context("--policy")?,
@@ -210,6 +260,7 @@ fn prepare(
         .policy
         .as_deref()
         .map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
+    adjust(&mut config);
     let env = Arc::new(ExecEnvironment::new(config));
     let mut registry = ToolRegistry::new();
     exec_tools::register_execution_tools(&mut registry, &env)

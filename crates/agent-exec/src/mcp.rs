@@ -35,14 +35,14 @@ impl Stop {
 }
 
 /// SIGTERM, SIGINT and SIGHUP, each of which stops the server the same way.
-struct Signals {
+pub(crate) struct Signals {
     terminate: Signal,
     interrupt: Signal,
     hangup: Signal,
 }
 
 impl Signals {
-    fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         Ok(Self {
             terminate: signal(SignalKind::terminate())?,
             interrupt: signal(SignalKind::interrupt())?,
@@ -50,7 +50,7 @@ impl Signals {
         })
     }
 
-    async fn recv(&mut self) -> Stop {
+    pub(crate) async fn recv(&mut self) -> Stop {
         let signal = tokio::select! {
             _ = self.terminate.recv() => NixSignal::SIGTERM,
             _ = self.interrupt.recv() => NixSignal::SIGINT,
