@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 /// One platform the release covers.
-struct Platform {
+pub(crate) struct Platform {
     /// The Rust target triple.
     triple: &'static str,
     /// npm's `os`/`cpu` pair, also the platform package's suffix.
@@ -72,8 +72,23 @@ fn metadata(root: &Path) -> anyhow::Result<Metadata> {
         .context("cargo metadata")
 }
 
-/// `cargo xtask dist`: builds and assembles every artefact into `target/dist/`.
-pub(crate) fn dist(root: &Path) -> anyhow::Result<()> {
+/// The platforms `--only TRIPLE` leaves (all of them without it).
+pub(crate) fn platforms(only: Option<&str>) -> anyhow::Result<Vec<&'static Platform>> {
+    let chosen: Vec<&Platform> = PLATFORMS
+        .iter()
+        .filter(|platform| only.is_none_or(|triple| platform.triple == triple))
+        .collect();
+    ensure!(
+        !chosen.is_empty(),
+        "no release platform {only:?}; there are: {}",
+        PLATFORMS.map(|platform| platform.triple).join(", ")
+    );
+    Ok(chosen)
+}
+
+/// `cargo xtask dist [--only TRIPLE]`: builds and assembles the artefacts
+/// (of every platform, or of one) into `target/dist/`.
+pub(crate) fn dist(root: &Path, platforms: &[&Platform]) -> anyhow::Result<()> {
     let metadata = metadata(root)?;
     let version = agent_exec(&metadata)?.version.to_string();
     let out = root.join("target/dist");
@@ -85,7 +100,7 @@ pub(crate) fn dist(root: &Path) -> anyhow::Result<()> {
     if work.exists() {
         std::fs::remove_dir_all(&work)?;
     }
-    for platform in &PLATFORMS {
+    for platform in platforms {
         let started = Instant::now();
         let built = build(root, platform)?;
         let binary = out.join(platform.binary_name());
@@ -426,12 +441,12 @@ fn checksums(dir: &Path) -> anyhow::Result<String> {
     Ok(sums)
 }
 
-/// `cargo xtask dist-test`: the artefacts in `target/dist/` match their
+/// `cargo xtask dist-test [--only TRIPLE]`: the artefacts in `target/dist/` match their
 /// checksums, each binary answers `--version` and an MCP `initialize` (the
 /// aarch64 one under `qemu-aarch64`), and the npm packages and this
 /// machine's wheel install from those files alone and run the same way;
 /// the Python SDK interop test runs against the wheel's entry point.
-pub(crate) fn dist_test(root: &Path) -> anyhow::Result<()> {
+pub(crate) fn dist_test(root: &Path, platforms: &[&Platform]) -> anyhow::Result<()> {
     let out = root.join("target/dist");
     let version = agent_exec(&metadata(root)?)?.version.to_string();
     let recorded = std::fs::read_to_string(out.join("SHA256SUMS"))
@@ -445,7 +460,7 @@ pub(crate) fn dist_test(root: &Path) -> anyhow::Result<()> {
         std::fs::remove_dir_all(&scratch)?;
     }
     std::fs::create_dir_all(&scratch)?;
-    for platform in &PLATFORMS {
+    for platform in platforms {
         let mut program: Vec<PathBuf> = platform.runner.iter().map(PathBuf::from).collect();
         program.push(out.join(platform.binary_name()));
         smoke(
@@ -455,8 +470,9 @@ pub(crate) fn dist_test(root: &Path) -> anyhow::Result<()> {
             &version,
         )?;
     }
-    let host = PLATFORMS
+    let host = platforms
         .iter()
+        .copied()
         .find(|platform| platform.is_host())
         .context("no platform runs natively here")?;
     npm_install_test(&out, &scratch, host, &version)?;
