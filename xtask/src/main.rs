@@ -1,6 +1,7 @@
 //! Project automation: `cargo xtask codegen [--check]`,
-//! `cargo xtask check-layers`, `cargo xtask bench [--quick]` and
-//! `cargo xtask coverage [--report FILE]`.
+//! `cargo xtask check-layers`, `cargo xtask bench [--quick]`,
+//! `cargo xtask coverage [--report FILE]`, `cargo xtask dist`, `cargo xtask
+//! dist-test` and `cargo xtask publish-check`.
 
 #![allow(
     clippy::print_stdout,
@@ -11,6 +12,7 @@
 mod bench;
 mod codegen;
 mod coverage;
+mod dist;
 mod layers;
 
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 
-const USAGE: &str = "usage: cargo xtask <codegen [--check] | check-layers | bench [--quick] | coverage [--report FILE]>";
+const USAGE: &str = "usage: cargo xtask <codegen [--check] | check-layers | bench [--quick] | coverage [--report FILE] | dist [--only TRIPLE] | dist-test [--only TRIPLE] | publish-check>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +44,15 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         ["coverage", "--report", report] => {
             coverage::run(&workspace_root(), Some(Path::new(report)))
         }
+        ["dist"] => dist::dist(&workspace_root(), &dist::platforms(None)?),
+        ["dist", "--only", triple] => {
+            dist::dist(&workspace_root(), &dist::platforms(Some(triple))?)
+        }
+        ["dist-test"] => dist::dist_test(&workspace_root(), &dist::platforms(None)?),
+        ["dist-test", "--only", triple] => {
+            dist::dist_test(&workspace_root(), &dist::platforms(Some(triple))?)
+        }
+        ["publish-check"] => dist::publish_check(&workspace_root()),
         ["check-layers"] => {
             let report = layers::check_workspace(&workspace_root()).context("checking layers")?;
             println!("{report}");
