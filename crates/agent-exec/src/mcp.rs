@@ -142,8 +142,8 @@ mod tests {
     use serde_json::{Value, json};
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-    use super::{Stop, serve};
     use crate::cli::Command;
+    use crate::mcp::{Stop, serve};
     use crate::tests::{cli, no_secrets};
 
     /// The server in-process over an in-memory pipe: a whole session, and
