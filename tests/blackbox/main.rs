@@ -42,6 +42,7 @@ mod session;
 mod spawner;
 mod stale;
 mod tty;
+mod until;
 
 use std::process::{Command, Output};
 

@@ -46,6 +46,7 @@ mod render;
 mod save;
 mod shell_answer;
 mod text;
+mod until;
 mod write_stdin;
 
 use std::sync::Arc;
@@ -61,6 +62,7 @@ pub use environment::{
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
 pub use metadata::{BashMetadata, COMMAND_META_CHARS, KillShellMetadata, ShellMetadata};
+pub use until::UntilParams;
 pub use write_stdin::{WriteStdinParams, WriteStdinTool};
 
 /// Names bash manages itself, never carried; public only for the

@@ -113,6 +113,10 @@ pub struct ShellMetadata {
     /// Whether a tty shell waits for input.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_for_input: Option<bool>,
+    /// `BashOutput` with `until`: what ended the wait: `regex`, `port`,
+    /// `idle_ms`, `exit` (the shell ended) or `wait_ran_out`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<&'static str>,
     /// How long the shell has run (or ran), in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,

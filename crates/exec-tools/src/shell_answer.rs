@@ -144,6 +144,19 @@ pub(crate) fn read_answer(
     filter: Option<&Regex>,
     known_waiting: bool,
 ) -> ShellAnswer {
+    read_answer_with(env, id, shell, filter, known_waiting, None)
+}
+
+/// [`read_answer`] with `lead_note` as the first line after the output
+/// (`BashOutput`'s `[until: ...]` line).
+pub(crate) fn read_answer_with(
+    env: &ExecEnvironment,
+    id: &str,
+    shell: &ShellProcess,
+    filter: Option<&Regex>,
+    known_waiting: bool,
+    lead_note: Option<String>,
+) -> ShellAnswer {
     {
         let waiting = shell.is_running() && (known_waiting || waiting_for_input(shell));
         let new = shell.read_unseen();
@@ -152,7 +165,8 @@ pub(crate) fn read_answer(
         let body = Body::from_streams(&new.stdout, &new.stderr, shape);
         let prefix = format!("{header}\n");
         let status = shell.status();
-        let mut notes = left_running_note(shell, status);
+        let mut notes: Vec<String> = lead_note.into_iter().collect();
+        notes.extend(left_running_note(shell, status));
         // Execs the policy refused at run time since the last answer.
         let (refused_lines, refused) = env.new_refusal_lines(shell.pid());
         notes.extend(refused_lines);
