@@ -153,8 +153,8 @@ impl BashOutputTool {
             Ok(until) => until,
             Err(message) => return ShellAnswer::fail(message),
         };
-        let Some(shell) = env.manager.get(&params.bash_id) else {
-            return not_found(env, &params.bash_id);
+        let Some(shell) = env.shell_for(&params.bash_id, context.principal()) else {
+            return not_found(env, &params.bash_id, context.principal());
         };
         if params.screen && !shell.has_terminal() {
             return ShellAnswer::fail(format!(

@@ -245,6 +245,8 @@ pub struct ExecEnvironment {
     /// later calls (`WriteStdin`).
     pub(crate) exec_refusals:
         Mutex<std::collections::HashMap<u32, Arc<crate::exec_judge::Refusals>>>,
+    /// Which principal started each background shell (`shells.rs`).
+    pub(crate) owners: crate::shells::ShellOwners,
 }
 
 impl ExecEnvironment {
@@ -285,6 +287,7 @@ impl ExecEnvironment {
 
             counter: AtomicU64::new(0),
             remembered: Mutex::new(std::collections::HashSet::new()),
+            owners: crate::shells::ShellOwners::default(),
         }
     }
 

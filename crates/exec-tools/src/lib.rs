@@ -45,6 +45,7 @@ mod quote;
 mod render;
 mod save;
 mod shell_answer;
+mod shells;
 mod text;
 mod until;
 mod write_stdin;

@@ -5,7 +5,7 @@
 
 use regex::Regex;
 use shell_runtime::{ShellProcess, ShellStatus, SpillReport, Stream};
-use tool_core::Answer;
+use tool_core::{Answer, Principal};
 
 use crate::environment::ExecEnvironment;
 use crate::metadata::{ShellMetadata, capped_command};
@@ -42,10 +42,15 @@ pub(crate) fn status_line(shell: &ShellProcess, waiting: bool) -> String {
     line
 }
 
-/// The failure for an id nobody knows, listing the shells that are known
-/// (`KillShell` answers it too).
-pub(crate) fn not_found<M: Default>(env: &ExecEnvironment, id: &str) -> Answer<M> {
-    let known = env.manager.list();
+/// The failure for an id the caller does not know, listing the caller's
+/// shells (`KillShell` answers it too). Another principal's shell answers
+/// this too, so its id lists none of that principal's.
+pub(crate) fn not_found<M: Default>(
+    env: &ExecEnvironment,
+    id: &str,
+    principal: &Principal,
+) -> Answer<M> {
+    let known = env.shells_of(principal);
     let mut message = format!("Shell {id} not found.");
     if known.is_empty() {
         message.push_str(" No background shells are known.");

@@ -272,8 +272,8 @@ impl WriteStdinTool {
             typed.push(Typed::Text(params.input.clone()));
         }
         typed.extend(keys);
-        let Some(shell) = env.manager.get(&id) else {
-            return not_found(env, &id);
+        let Some(shell) = env.shell_for(&id, context.principal()) else {
+            return not_found(env, &id, context.principal());
         };
         if !shell.is_running() {
             return ShellAnswer::fail(format!(

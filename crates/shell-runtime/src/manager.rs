@@ -235,6 +235,13 @@ impl ShellManager {
             .map(|(_, shell)| Arc::clone(shell))
     }
 
+    /// Whether `id` is tracked or reserved for a shell about to start.
+    pub fn is_known(&self, id: &str) -> bool {
+        let tracked = self.lock();
+        tracked.shells.iter().any(|(known, _)| known == id)
+            || tracked.reserved.iter().any(|known| known == id)
+    }
+
     /// Every tracked shell, oldest first.
     pub fn list(&self) -> Vec<(ShellId, Arc<ShellProcess>)> {
         self.lock().shells.clone()
