@@ -26,6 +26,7 @@ mod escapes;
 mod exec_time;
 mod janitor;
 mod limits;
+mod list_shells;
 mod log;
 mod mcp;
 mod output_files;

@@ -38,6 +38,7 @@ mod exec_judge;
 mod gate;
 mod input_wait;
 mod kill_shell;
+mod list_shells;
 mod metadata;
 mod network;
 mod question;
@@ -62,6 +63,7 @@ pub use environment::{
     MAX_OUTPUT_CHARS, OUTPUT_FILE_CAP, OUTPUT_TOTAL_CAP, prepare_sandbox,
 };
 pub use kill_shell::{KillShellParams, KillShellTool};
+pub use list_shells::{ListShellsMetadata, ListShellsParams, ListShellsTool, ListedShell};
 pub use metadata::{BashMetadata, COMMAND_META_CHARS, KillShellMetadata, ShellMetadata};
 pub use until::UntilParams;
 pub use write_stdin::{WriteStdinParams, WriteStdinTool};
@@ -75,7 +77,8 @@ pub use carried_state::is_shell_managed;
 #[doc(hidden)]
 pub use quote::quote;
 
-/// Adds `Bash`, `BashOutput`, `KillShell` and `WriteStdin`, sharing `env`, to `registry`.
+/// Adds `Bash`, `BashOutput`, `KillShell`, `WriteStdin` and `ListShells`,
+/// sharing `env`, to `registry`.
 pub fn register_execution_tools(
     registry: &mut ToolRegistry,
     env: &Arc<ExecEnvironment>,
@@ -84,6 +87,7 @@ pub fn register_execution_tools(
     registry.register(BashOutputTool::new(Arc::clone(env)))?;
     registry.register(KillShellTool::new(Arc::clone(env)))?;
     registry.register(WriteStdinTool::new(Arc::clone(env)))?;
+    registry.register(ListShellsTool::new(Arc::clone(env)))?;
     Ok(())
 }
 
@@ -129,6 +133,7 @@ mod tests {
             ("bash", include_str!("bash.rs")),
             ("bash_output", include_str!("bash_output.rs")),
             ("kill_shell", include_str!("kill_shell.rs")),
+            ("list_shells", include_str!("list_shells.rs")),
             ("write_stdin", include_str!("write_stdin.rs")),
         ];
         for (name, source) in tools {
