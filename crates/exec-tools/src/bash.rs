@@ -299,7 +299,7 @@ impl BashTool {
         // A background shell's id is taken now, so the decision line names it.
         let reserved = params
             .run_in_background
-            .then(|| exec.reserve_shell_id(context.principal()));
+            .then(|| exec.owners.reserve(&exec.manager, context.principal()));
         let entry = AuditEntry {
             approved_by,
             bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
@@ -1072,7 +1072,7 @@ async fn tty_wait(
                 if !shell.is_running() {
                     continue;
                 }
-                if let Ok(id) = exec.adopt_shell(shell, context.principal()) {
+                if let Ok(id) = exec.owners.adopt(&exec.manager, shell, context.principal()) {
                     let after = hand_over_after.unwrap_or_default();
                     return TtyWait::HandedOver { id, after };
                 }
@@ -1092,7 +1092,7 @@ async fn tty_wait(
             () = input_wait(shell), if may_background => {
                 // With 256 shells already tracked it stays in the
                 // foreground, until it exits or its timeout.
-                match exec.adopt_shell(shell, context.principal()) {
+                match exec.owners.adopt(&exec.manager, shell, context.principal()) {
                     Ok(id) => return TtyWait::Waiting { id },
                     Err(_) => may_background = false,
                 }
@@ -1190,7 +1190,7 @@ async fn wait_reporting(
                 // An ended shell is answered as usual (`wait` fires next);
                 // with 256 shells already running it stays in the foreground.
                 if shell.is_running()
-                    && let Ok(id) = exec.adopt_shell(shell, context.principal())
+                    && let Ok(id) = exec.owners.adopt(&exec.manager, shell, context.principal())
                 {
                     return Waited::Backgrounded(id);
                 }

@@ -153,7 +153,10 @@ impl BashOutputTool {
             Ok(until) => until,
             Err(message) => return ShellAnswer::fail(message),
         };
-        let Some(shell) = env.shell_for(&params.bash_id, context.principal()) else {
+        let Some(shell) = env
+            .owners
+            .shell(&env.manager, &params.bash_id, context.principal())
+        else {
             return not_found(env, &params.bash_id, context.principal());
         };
         if params.screen && !shell.has_terminal() {

@@ -83,7 +83,7 @@ impl KillShellTool {
     async fn answer(&self, context: &ExecutionContext, params: KillShellParams) -> KillAnswer {
         let env = &self.env;
         let id = params.shell_id;
-        let Some(shell) = env.shell_for(&id, context.principal()) else {
+        let Some(shell) = env.owners.shell(&env.manager, &id, context.principal()) else {
             return not_found(env, &id, context.principal());
         };
         let outcome = env.manager.kill(&id, KILL_GRACE).await;

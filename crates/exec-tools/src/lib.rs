@@ -121,7 +121,9 @@ pub fn execution_registry() -> Result<ToolRegistry, RegistryError> {
 mod tests {
     use std::path::PathBuf;
 
+    use serde_json::json;
     use shell_runtime::{ManagerError, SpawnError};
+    use tool_core::{ExecutionContext, Principal, ToolExecutor};
 
     use super::*;
 
@@ -146,6 +148,98 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// One server, two principals: each sees, reads, types into and kills
+    /// only its own shells; the other's answer exactly as an unknown id.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn another_principals_shell_answers_as_an_unknown_id() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut config = ExecConfig::new(vec![dir.path().to_path_buf()], dir.path().to_path_buf());
+        config
+            .env
+            .vars
+            .insert("PATH".to_owned(), std::env::var("PATH").unwrap_or_default());
+        let env = Arc::new(ExecEnvironment::new(config));
+        let mut registry = ToolRegistry::new();
+        register_execution_tools(&mut registry, &env).expect("the tools register");
+        let executor = ToolExecutor::new(Arc::new(registry));
+        let alice = ExecutionContext::new(dir.path()).with_principal(Principal::named("alice"));
+        let bob = ExecutionContext::new(dir.path()).with_principal(Principal::named("bob"));
+        let started = executor
+            .execute(
+                "Bash",
+                &alice,
+                json!({ "command": "echo secret-work; sleep 60", "run_in_background": true }),
+            )
+            .await
+            .expect("Bash answers");
+        let id = started.result.metadata["bash_id"]
+            .as_str()
+            .expect("a background shell")
+            .to_owned();
+        let unknown = executor
+            .execute("BashOutput", &bob, json!({ "bash_id": "shell_00000000" }))
+            .await
+            .expect("BashOutput answers");
+        let expected = unknown.result.text().replace("shell_00000000", &id);
+        assert_eq!(
+            expected,
+            format!("Shell {id} not found. No background shells are known.")
+        );
+        for (tool, arguments) in [
+            ("BashOutput", json!({ "bash_id": id })),
+            (
+                "WriteStdin",
+                json!({ "bash_id": id, "input": "x\n", "wait_ms": 0 }),
+            ),
+            ("KillShell", json!({ "shell_id": id })),
+        ] {
+            let answer = executor
+                .execute(tool, &bob, arguments)
+                .await
+                .expect("the tool answers");
+            assert!(!answer.result.success, "{tool}: {answer:?}");
+            assert_eq!(answer.result.text(), expected, "{tool}");
+        }
+        // Alice's shell still runs, and she reads it.
+        let read = executor
+            .execute(
+                "BashOutput",
+                &alice,
+                json!({ "bash_id": id, "until": { "regex": "secret-work" }, "wait_ms": 20000 }),
+            )
+            .await
+            .expect("BashOutput answers");
+        assert!(read.result.success, "{read:?}");
+        assert!(read.result.text().contains("secret-work"), "{read:?}");
+        assert_eq!(read.result.metadata["status"], "running");
+        // ListShells shows each principal only its own.
+        for (context, expected) in [(&alice, json!([id])), (&bob, json!([]))] {
+            let listed = executor
+                .execute("ListShells", context, json!({}))
+                .await
+                .expect("ListShells answers");
+            let ids: Vec<_> = listed.result.metadata["shells"]
+                .as_array()
+                .expect("shells")
+                .iter()
+                .map(|shell| shell["id"].clone())
+                .collect();
+            assert_eq!(json!(ids), expected, "{listed:?}");
+        }
+        // Her unknown-id listing names it; Bob's stays empty.
+        let listing = executor
+            .execute("BashOutput", &alice, json!({ "bash_id": "shell_00000000" }))
+            .await
+            .expect("BashOutput answers");
+        assert!(listing.result.text().contains(&id), "{listing:?}");
+        let killed = executor
+            .execute("KillShell", &alice, json!({ "shell_id": id }))
+            .await
+            .expect("KillShell answers");
+        assert!(killed.result.success, "{killed:?}");
+        env.shutdown().await;
     }
 
     #[test]

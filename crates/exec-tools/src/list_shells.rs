@@ -91,7 +91,8 @@ Use it when you lost a shell's id; read one with BashOutput, stop it with KillSh
     ) -> Answer<ListShellsMetadata> {
         let env = &self.env;
         let shells: Vec<ListedShell> = env
-            .shells_of(context.principal())
+            .owners
+            .shells_of(&env.manager, context.principal())
             .into_iter()
             .map(|(id, shell)| {
                 let status = shell.status();

@@ -50,7 +50,7 @@ pub(crate) fn not_found<M: Default>(
     id: &str,
     principal: &Principal,
 ) -> Answer<M> {
-    let known = env.shells_of(principal);
+    let known = env.owners.shells_of(&env.manager, principal);
     let mut message = format!("Shell {id} not found.");
     if known.is_empty() {
         message.push_str(" No background shells are known.");

@@ -272,7 +272,7 @@ impl WriteStdinTool {
             typed.push(Typed::Text(params.input.clone()));
         }
         typed.extend(keys);
-        let Some(shell) = env.shell_for(&id, context.principal()) else {
+        let Some(shell) = env.owners.shell(&env.manager, &id, context.principal()) else {
             return not_found(env, &id, context.principal());
         };
         if !shell.is_running() {
