@@ -25,7 +25,7 @@ const MAX_WAIT_MS: u64 = 600_000;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BashOutputParams {
-    /// The id `Bash` returned for a background shell (`shell_` + 8 hex digits).
+    /// The id `Bash` returned for a background shell (`shell_` and hex digits).
     pub bash_id: String,
     /// Keep only lines matching this regular expression (Rust `regex` syntax, matched anywhere in the line); the other lines are still consumed.
     pub filter: Option<String>,

@@ -96,6 +96,9 @@ pub struct ExecConfig {
     /// The policy file the server loaded, where a `save` answer appends
     /// its `allow` rule; `None` when it runs without one.
     pub policy_file: Option<PathBuf>,
+    /// Shell ids are handles nobody can guess: 32 random hex digits (128
+    /// bits) instead of 8, for a server many clients reach (`serve`).
+    pub long_handles: bool,
 }
 
 /// How long a question waits for the person by default.
@@ -183,6 +186,7 @@ impl ExecConfig {
             },
             output_dir,
             policy_file: None,
+            long_handles: false,
             coauthor: None,
             strip_ansi: true,
             collapse_progress: true,
@@ -277,7 +281,12 @@ impl ExecEnvironment {
             exec_checks,
             exec_refusals: Mutex::default(),
             manager: ShellManager::new()
-                .with_memory(shell_runtime::MemoryPool::new(config.memory_budget)),
+                .with_memory(shell_runtime::MemoryPool::new(config.memory_budget))
+                .with_id_digits(if config.long_handles {
+                    shell_runtime::LONG_ID_DIGITS
+                } else {
+                    shell_runtime::SHORT_ID_DIGITS
+                }),
             redactions,
             shell_program: find_program("bash", config.env.vars.get("PATH").map(String::as_str)),
             config,

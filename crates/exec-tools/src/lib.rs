@@ -242,6 +242,44 @@ mod tests {
         env.shutdown().await;
     }
 
+    /// Ids are 8 hex digits by default and 32 (128 random bits) when the
+    /// server asks for long handles.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn long_handles_make_ids_of_32_hex_digits() {
+        for (long_handles, digits) in [(false, 8), (true, 32)] {
+            let dir = tempfile::tempdir().expect("a temp dir");
+            let mut config =
+                ExecConfig::new(vec![dir.path().to_path_buf()], dir.path().to_path_buf());
+            config.long_handles = long_handles;
+            let env = Arc::new(ExecEnvironment::new(config));
+            let mut registry = ToolRegistry::new();
+            register_execution_tools(&mut registry, &env).expect("the tools register");
+            let executor = ToolExecutor::new(Arc::new(registry));
+            let context = ExecutionContext::new(dir.path());
+            let started = executor
+                .execute(
+                    "Bash",
+                    &context,
+                    json!({ "command": "sleep 30", "run_in_background": true }),
+                )
+                .await
+                .expect("Bash answers");
+            let id = started.result.metadata["bash_id"]
+                .as_str()
+                .expect("a background shell")
+                .to_owned();
+            let hex = id.strip_prefix("shell_").expect("the prefix");
+            assert_eq!(hex.len(), digits, "{id}");
+            assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+            let read = executor
+                .execute("BashOutput", &context, json!({ "bash_id": id }))
+                .await
+                .expect("BashOutput answers");
+            assert!(read.result.success, "{read:?}");
+            env.shutdown().await;
+        }
+    }
+
     #[test]
     fn an_error_chain_names_every_cause_once() {
         let error = ManagerError::Spawn(SpawnError::ProgramNotFound {
