@@ -106,7 +106,7 @@ impl Tool for BashOutputTool {
 - `until` waits, up to `wait_ms`, for one thing instead: `{{\"regex\": \"ready|listening\"}}` a new line matching (lines printed but not yet read count), `{{\"port\": 5173}}` a TCP port on localhost accepting connections, `{{\"idle_ms\": 2000}}` no output for that long, or `{{\"exit\": true}}` the shell ending. The shell ending ends any wait. One line after the output says what happened: `[until: regex matched]`, `[until: port N open]`, `[until: idle N ms]`, `[until: exited]` or `[until: wait ran out after N ms]`.\n\
 - Dev servers, watchers and anything else that keeps running: start it with Bash `run_in_background: true`, then call BashOutput with `until` its ready line or its port and a `wait_ms` such as 60000, instead of `sleep` or repeated reads.\n\
 - For a shell started with `tty: true`, `screen: true` answers the terminal's current screen ({TERMINAL_ROWS} rows of {TERMINAL_COLUMNS} columns, as a person would see it in vim, less or top) instead of the new output; the status line reads `Status: running (waiting for input)` while it waits for input.\n\
-- If output arrived faster than it was read, the oldest unread part is dropped and one line says how many bytes."
+- If output arrived faster than it was read, the oldest unread part is dropped and one line says how many bytes (`missed_bytes` in the metadata); the output file keeps it, up to its cap."
         )
     }
 

@@ -165,6 +165,7 @@ pub(crate) fn read_answer_with(
     {
         let waiting = shell.is_running() && (known_waiting || waiting_for_input(shell));
         let new = shell.read_unseen();
+        let missed = new.stdout.dropped + new.stderr.dropped;
         let shape = |text: &str| keep_matching(&clean(env, text), filter);
         let header = status_line(shell, waiting);
         let body = Body::from_streams(&new.stdout, &new.stderr, shape);
@@ -204,6 +205,7 @@ pub(crate) fn read_answer_with(
                 .output_file
                 .map(|path| path.to_string_lossy().into_owned());
             m.omitted_chars = rendered.omitted_chars;
+            m.missed_bytes = (missed > 0).then_some(missed);
             m.bash_id = Some(id.to_owned());
             m.is_running = Some(!status.is_finished());
             m.waiting_for_input = Some(waiting);
