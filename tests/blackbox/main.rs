@@ -27,6 +27,7 @@ mod exec_time;
 mod janitor;
 mod keep;
 mod limits;
+mod list_shells;
 mod log;
 mod mcp;
 mod output_files;
@@ -44,6 +45,7 @@ mod session;
 mod spawner;
 mod stale;
 mod tty;
+mod until;
 
 use std::process::{Command, Output};
 

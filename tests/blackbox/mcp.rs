@@ -88,7 +88,16 @@ fn lists_exactly_the_three_tools_and_answers_calls() {
         .iter()
         .map(|tool| tool["name"].as_str().expect("name"))
         .collect();
-    assert_eq!(names, ["Bash", "BashOutput", "KillShell", "WriteStdin"]);
+    assert_eq!(
+        names,
+        [
+            "Bash",
+            "BashOutput",
+            "KillShell",
+            "ListShells",
+            "WriteStdin"
+        ]
+    );
 
     let ok = server.call("Bash", json!({ "command": "echo hi; echo oops >&2" }));
     assert_eq!(text(&ok), "hi\n\n[stderr]\noops\n");

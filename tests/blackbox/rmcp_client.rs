@@ -47,7 +47,16 @@ async fn the_rmcp_client_runs_the_whole_workflow() {
 
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
-    assert_eq!(names, ["Bash", "BashOutput", "KillShell", "WriteStdin"]);
+    assert_eq!(
+        names,
+        [
+            "Bash",
+            "BashOutput",
+            "KillShell",
+            "ListShells",
+            "WriteStdin"
+        ]
+    );
 
     // Foreground.
     let fg = call(&client, "Bash", json!({ "command": "echo hello from $0" })).await;

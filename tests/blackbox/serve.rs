@@ -551,7 +551,6 @@ fn shells_belong_to_the_server_not_the_connection() {
 
 /// Another token's calls do not see a principal's shells.
 #[test]
-#[ignore = "needs wave9-until (shells owned by a principal, ExecConfig::long_handles) and the HOOK(until) line in main.rs set; passed on a trial merge"]
 fn another_principal_gets_not_found() {
     let dir = private_dir();
     let tokens = token_file(dir.path());

@@ -68,7 +68,16 @@ async fn a_prompt_and_a_repl_answer_instead_of_hanging() {
     let client = connect(dir.path(), &[]).await;
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
-    assert_eq!(names, ["Bash", "BashOutput", "KillShell", "WriteStdin"]);
+    assert_eq!(
+        names,
+        [
+            "Bash",
+            "BashOutput",
+            "KillShell",
+            "ListShells",
+            "WriteStdin"
+        ]
+    );
 
     // isatty under tty, not without; colours are cleaned away.
     let probe =

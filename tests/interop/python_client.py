@@ -81,7 +81,7 @@ async def main(binary: str) -> None:
             assert init.server_info.name == "agent-exec", init
 
             tools = await session.list_tools()
-            assert [tool.name for tool in tools.tools] == ["Bash", "BashOutput", "KillShell", "WriteStdin"]
+            assert [tool.name for tool in tools.tools] == ["Bash", "BashOutput", "KillShell", "ListShells", "WriteStdin"]
 
             result = await session.call_tool("Bash", {"command": "echo hello; echo oops >&2"})
             assert text(result) == "hello\n\n[stderr]\noops\n", text(result)

@@ -187,8 +187,10 @@ fn run(cli: Cli, out: &mut dyn Write, hide_secrets: HideSecrets) -> anyhow::Resu
                 args.coauthor.as_deref(),
                 args.background_after.map(std::time::Duration::from_millis),
                 hide_secrets,
-                |_config| {
-                    // HOOK(until): handles of 128 random bits under serve; at merge: `_config.long_handles = true;` (ExecConfig::long_handles, wave9-until)
+                |config| {
+                    // Handles of 128 random bits: a shell id is all another
+                    // client would need to reach a shell.
+                    config.long_handles = true;
                 },
             )?;
             let bridge = agent_exec::Bridge::new(executor, setup.cwd.clone(), setup.dry_run);

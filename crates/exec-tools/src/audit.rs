@@ -479,7 +479,7 @@ fn append_whole(sink: &mut impl Sink, line: &[u8]) -> io::Result<()> {
 }
 
 /// `time` as RFC 3339 in UTC with milliseconds.
-fn rfc3339(time: SystemTime) -> String {
+pub(crate) fn rfc3339(time: SystemTime) -> String {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let days = i64::try_from(secs / 86_400).unwrap_or(0);

@@ -119,7 +119,7 @@ fn description(default_timeout: Duration, max_output_chars: usize) -> String {
 - `workdir` runs one command elsewhere without moving the session: prefer it to `cd DIR && ...` when later commands should stay where they are.\n\
 - Quote paths that contain spaces or special characters: `cd \"my dir\"`. Chain dependent steps with `&&`, independent ones with `;`.\n\
 - Foreground commands time out after {default_ms} ms unless `timeout` says otherwise ({MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS}); on timeout every process the command started is ended.\n\
-- For servers, watchers and anything long, set `run_in_background: true`: the call returns a `bash_id` at once; read new output with BashOutput and stop it with KillShell. Background jobs (`cmd &`) left by a foreground command are ended when it returns.\n\
+- For servers, watchers and anything long, set `run_in_background: true`: the call returns a `bash_id` at once; read new output with BashOutput (to wait for a server to be up, BashOutput `until` its ready line or its port, with a `wait_ms`) and stop it with KillShell. Background jobs (`cmd &`) left by a foreground command are ended when it returns.\n\
 - Output over {max_output_chars} characters keeps its head and tail; the full output is saved to a file named in the answer. ANSI colour codes and progress-bar redraws are removed.\n\
 - Commands run without a terminal: stdin is empty, editors fail and pagers print. For everything scriptable stay so (use `git --no-pager`, `-y` flags, here-docs and the like).\n\
 - `tty: true` is for what cannot be scripted: prompts (`read`, a password or host-key question, `git add -p`), REPLs (python3, node, psql), full-screen programs (less, vim, top). The command runs under a {terminal} terminal (stdout and stderr merged); when it waits for input the call answers with the output so far and `Waiting for input: shell_xxxxxxxx`, and it goes on as a background shell: type into it with WriteStdin, read its screen with BashOutput `screen: true`, end it with KillShell. Its `cd`/`export` do not carry over, and without an explicit `timeout` it runs until it exits or is killed; one that neither exits nor waits for input (a server, a `sleep`) answers after {default_ms} ms at most with the output so far and `[still running after MS ms: continues as background shell shell_xxxxxxxx]`, and goes on in the background.\n\
@@ -297,7 +297,9 @@ impl BashTool {
         // Every exec of the command is judged again as it runs.
         let checks = exec_checks(exec, cleared.decided.call, approved_by.is_some());
         // A background shell's id is taken now, so the decision line names it.
-        let reserved = params.run_in_background.then(|| exec.manager.reserve_id());
+        let reserved = params
+            .run_in_background
+            .then(|| exec.owners.reserve(&exec.manager, context.principal()));
         let entry = AuditEntry {
             approved_by,
             bash_id: reserved.as_ref().map(|id| id.id().to_owned()),
@@ -1084,7 +1086,7 @@ async fn tty_wait(
                 if !shell.is_running() {
                     continue;
                 }
-                if let Ok(id) = exec.manager.adopt(shell) {
+                if let Ok(id) = exec.owners.adopt(&exec.manager, shell, context.principal()) {
                     let after = hand_over_after.unwrap_or_default();
                     return TtyWait::HandedOver { id, after };
                 }
@@ -1104,7 +1106,7 @@ async fn tty_wait(
             () = input_wait(shell), if may_background => {
                 // With 256 shells already tracked it stays in the
                 // foreground, until it exits or its timeout.
-                match exec.manager.adopt(shell) {
+                match exec.owners.adopt(&exec.manager, shell, context.principal()) {
                     Ok(id) => return TtyWait::Waiting { id },
                     Err(_) => may_background = false,
                 }
@@ -1202,7 +1204,7 @@ async fn wait_reporting(
                 // An ended shell is answered as usual (`wait` fires next);
                 // with 256 shells already running it stays in the foreground.
                 if shell.is_running()
-                    && let Ok(id) = exec.manager.adopt(shell)
+                    && let Ok(id) = exec.owners.adopt(&exec.manager, shell, context.principal())
                 {
                     return Waited::Backgrounded(id);
                 }

@@ -99,6 +99,9 @@ pub struct ExecConfig {
     /// The policy file the server loaded, where a `save` answer appends
     /// its `allow` rule; `None` when it runs without one.
     pub policy_file: Option<PathBuf>,
+    /// Shell ids are handles nobody can guess: 32 random hex digits (128
+    /// bits) instead of 8, for a server many clients reach (`serve`).
+    pub long_handles: bool,
 }
 
 /// The write walls of `read-only` and `workspace-write`, as answers name
@@ -197,6 +200,7 @@ impl ExecConfig {
             },
             output_dir,
             policy_file: None,
+            long_handles: false,
             coauthor: None,
             strip_ansi: true,
             collapse_progress: true,
@@ -260,6 +264,8 @@ pub struct ExecEnvironment {
     /// later calls (`WriteStdin`).
     pub(crate) exec_refusals:
         Mutex<std::collections::HashMap<u32, Arc<crate::exec_judge::Refusals>>>,
+    /// Which principal started each background shell (`shells.rs`).
+    pub(crate) owners: crate::shells::ShellOwners,
 }
 
 impl ExecEnvironment {
@@ -290,7 +296,12 @@ impl ExecEnvironment {
             exec_checks,
             exec_refusals: Mutex::default(),
             manager: ShellManager::new()
-                .with_memory(shell_runtime::MemoryPool::new(config.memory_budget)),
+                .with_memory(shell_runtime::MemoryPool::new(config.memory_budget))
+                .with_id_digits(if config.long_handles {
+                    shell_runtime::LONG_ID_DIGITS
+                } else {
+                    shell_runtime::SHORT_ID_DIGITS
+                }),
             redactions,
             shell_program: find_program("bash", config.env.vars.get("PATH").map(String::as_str)),
             config,
@@ -300,6 +311,7 @@ impl ExecEnvironment {
 
             counter: AtomicU64::new(0),
             remembered: Mutex::new(std::collections::HashSet::new()),
+            owners: crate::shells::ShellOwners::default(),
         }
     }
 

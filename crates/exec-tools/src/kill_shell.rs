@@ -80,11 +80,11 @@ Stopping a shell that already ended is not an error; the answer says how it ende
 }
 
 impl KillShellTool {
-    async fn answer(&self, _context: &ExecutionContext, params: KillShellParams) -> KillAnswer {
+    async fn answer(&self, context: &ExecutionContext, params: KillShellParams) -> KillAnswer {
         let env = &self.env;
         let id = params.shell_id;
-        let Some(shell) = env.manager.get(&id) else {
-            return not_found(env, &id);
+        let Some(shell) = env.owners.shell(&env.manager, &id, context.principal()) else {
+            return not_found(env, &id, context.principal());
         };
         let outcome = env.manager.kill(&id, KILL_GRACE).await;
         let base = |result: KillAnswer| {
@@ -102,7 +102,7 @@ impl KillShellTool {
                 KillAnswer::ok(format!("Shell {id} already stopped (status: {status})"))
                     .meta(|m| m.already_stopped = Some(true)),
             ),
-            Err(_) => return not_found(env, &id),
+            Err(_) => return not_found(env, &id, context.principal()),
         };
         // The line holds the shell's command and its status after the call.
         if let Some(log) = &env.config.audit {

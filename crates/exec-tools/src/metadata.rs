@@ -104,6 +104,11 @@ pub struct ShellMetadata {
     /// How many characters of output the text leaves out, when cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub omitted_chars: Option<u64>,
+    /// Bytes of output dropped from memory before this read could show
+    /// them (each gap is one `[... N bytes dropped ...]` line; the output
+    /// file keeps them); absent when none were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missed_bytes: Option<u64>,
     /// The shell's id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bash_id: Option<String>,
@@ -113,6 +118,10 @@ pub struct ShellMetadata {
     /// Whether a tty shell waits for input.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_for_input: Option<bool>,
+    /// `BashOutput` with `until`: what ended the wait: `regex`, `port`,
+    /// `idle_ms`, `exit` (the shell ended) or `wait_ran_out`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<&'static str>,
     /// How long the shell has run (or ran), in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,

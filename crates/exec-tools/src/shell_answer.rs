@@ -5,7 +5,7 @@
 
 use regex::Regex;
 use shell_runtime::{ShellProcess, ShellStatus, SpillReport, Stream};
-use tool_core::Answer;
+use tool_core::{Answer, Principal};
 
 use crate::environment::ExecEnvironment;
 use crate::metadata::{ShellMetadata, capped_command};
@@ -42,10 +42,15 @@ pub(crate) fn status_line(shell: &ShellProcess, waiting: bool) -> String {
     line
 }
 
-/// The failure for an id nobody knows, listing the shells that are known
-/// (`KillShell` answers it too).
-pub(crate) fn not_found<M: Default>(env: &ExecEnvironment, id: &str) -> Answer<M> {
-    let known = env.manager.list();
+/// The failure for an id the caller does not know, listing the caller's
+/// shells (`KillShell` answers it too). Another principal's shell answers
+/// this too, so its id lists none of that principal's.
+pub(crate) fn not_found<M: Default>(
+    env: &ExecEnvironment,
+    id: &str,
+    principal: &Principal,
+) -> Answer<M> {
+    let known = env.owners.shells_of(&env.manager, principal);
     let mut message = format!("Shell {id} not found.");
     if known.is_empty() {
         message.push_str(" No background shells are known.");
@@ -144,15 +149,30 @@ pub(crate) fn read_answer(
     filter: Option<&Regex>,
     known_waiting: bool,
 ) -> ShellAnswer {
+    read_answer_with(env, id, shell, filter, known_waiting, None)
+}
+
+/// [`read_answer`] with `lead_note` as the first line after the output
+/// (`BashOutput`'s `[until: ...]` line).
+pub(crate) fn read_answer_with(
+    env: &ExecEnvironment,
+    id: &str,
+    shell: &ShellProcess,
+    filter: Option<&Regex>,
+    known_waiting: bool,
+    lead_note: Option<String>,
+) -> ShellAnswer {
     {
         let waiting = shell.is_running() && (known_waiting || waiting_for_input(shell));
         let new = shell.read_unseen();
+        let missed = new.stdout.dropped + new.stderr.dropped;
         let shape = |text: &str| keep_matching(&clean(env, text), filter);
         let header = status_line(shell, waiting);
         let body = Body::from_streams(&new.stdout, &new.stderr, shape);
         let prefix = format!("{header}\n");
         let status = shell.status();
-        let mut notes = left_running_note(shell, status);
+        let mut notes: Vec<String> = lead_note.into_iter().collect();
+        notes.extend(left_running_note(shell, status));
         // Execs the policy refused at run time since the last answer.
         let (refused_lines, refused) = env.new_refusal_lines(shell.pid());
         notes.extend(refused_lines);
@@ -189,6 +209,7 @@ pub(crate) fn read_answer(
                 .output_file
                 .map(|path| path.to_string_lossy().into_owned());
             m.omitted_chars = rendered.omitted_chars;
+            m.missed_bytes = (missed > 0).then_some(missed);
             m.bash_id = Some(id.to_owned());
             m.is_running = Some(!status.is_finished());
             m.waiting_for_input = Some(waiting);

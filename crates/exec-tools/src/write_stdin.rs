@@ -23,7 +23,7 @@ use crate::shell_answer::{ShellAnswer, not_found, read_answer};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteStdinParams {
-    /// The id of a shell started by Bash with `tty: true` (`shell_` + 8 hex digits).
+    /// The id of a shell started by Bash with `tty: true` (`shell_` and hex digits).
     pub bash_id: String,
     /// Text typed as is, before `keys` ("\n" is Enter).
     #[serde(default)]
@@ -272,8 +272,8 @@ impl WriteStdinTool {
             typed.push(Typed::Text(params.input.clone()));
         }
         typed.extend(keys);
-        let Some(shell) = env.manager.get(&id) else {
-            return not_found(env, &id);
+        let Some(shell) = env.owners.shell(&env.manager, &id, context.principal()) else {
+            return not_found(env, &id, context.principal());
         };
         if !shell.is_running() {
             return ShellAnswer::fail(format!(

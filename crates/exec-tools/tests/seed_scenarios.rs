@@ -487,11 +487,17 @@ async fn the_duration_of_a_finished_shell_covers_its_run_time() {
 
 /// Scenario: All execution tools are registered.
 #[test]
-fn the_registry_holds_the_four_execution_tools() {
+fn the_registry_holds_the_five_execution_tools() {
     let registry = exec_tools::execution_registry().expect("registry");
     let names: Vec<String> = registry.list().map(|tool| tool.name().to_owned()).collect();
-    assert_eq!(names.len(), 4);
-    for name in ["Bash", "BashOutput", "KillShell", "WriteStdin"] {
+    assert_eq!(names.len(), 5);
+    for name in [
+        "Bash",
+        "BashOutput",
+        "KillShell",
+        "ListShells",
+        "WriteStdin",
+    ] {
         let tool = registry.get(name).expect(name);
         assert_eq!(tool.category(), tool_core::ToolCategory::Execution);
     }

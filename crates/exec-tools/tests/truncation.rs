@@ -157,4 +157,5 @@ async fn a_filter_keeps_the_line_that_says_what_was_dropped() {
         format!("[... {dropped} bytes dropped ...]\n2999999\n"),
         "the gap is a notice, not output a filter removes"
     );
+    assert_eq!(meta(&result, "missed_bytes"), dropped, "{}", result.text());
 }

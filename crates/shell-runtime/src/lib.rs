@@ -52,7 +52,10 @@ pub use fds::{
     Descriptors, FDS_PER_SHELL, FOREGROUND_RESERVE, OpenFileLimit, raise_open_file_limit,
 };
 pub use instance::{INSTANCE_PREFIX, hold_lock, id_in_name, server_id, try_lock};
-pub use manager::{KILL_GRACE, KillOutcome, MAX_TRACKED_SHELLS, ReservedId, ShellId, ShellManager};
+pub use manager::{
+    KILL_GRACE, KillOutcome, LONG_ID_DIGITS, MAX_TRACKED_SHELLS, ReservedId, SHORT_ID_DIGITS,
+    ShellId, ShellManager,
+};
 pub use memfd::anonymous_file;
 pub use pool::{CHUNK_BYTES, DEFAULT_MEMORY_BUDGET, MemoryPool};
 pub use process::{

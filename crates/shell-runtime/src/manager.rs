@@ -17,8 +17,17 @@ pub const MAX_TRACKED_SHELLS: usize = 256;
 /// Grace between SIGTERM and SIGKILL for [`ShellManager::kill`].
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 
-/// A tracked shell's id: `shell_` and 8 lowercase hex digits.
+/// A tracked shell's id: `shell_` and lowercase hex digits
+/// ([`SHORT_ID_DIGITS`] unless [`ShellManager::with_id_digits`] says more).
 pub type ShellId = String;
+
+/// Hex digits of an id by default: short enough to read and type, enough
+/// for one client's 256 shells.
+pub const SHORT_ID_DIGITS: usize = 8;
+
+/// Hex digits of an id that is a handle others must not guess (a server
+/// many clients reach): 128 random bits.
+pub const LONG_ID_DIGITS: usize = 32;
 
 /// What [`ShellManager::kill`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +61,8 @@ pub struct ShellManager {
     /// The one budget for the unread output of every shell it starts,
     /// foreground ones included.
     memory: MemoryPool,
+    /// Random hex digits after `shell_` in each id.
+    id_digits: usize,
 }
 
 impl std::fmt::Debug for ShellManager {
@@ -82,7 +93,17 @@ impl ShellManager {
             tracked: Mutex::new(Tracked::default()),
             limit: limit.max(1),
             memory: MemoryPool::new(DEFAULT_MEMORY_BUDGET),
+            id_digits: SHORT_ID_DIGITS,
         }
+    }
+
+    /// The same manager, its ids made of `digits` random hex digits (at
+    /// least [`SHORT_ID_DIGITS`], at most 64); [`LONG_ID_DIGITS`] makes
+    /// them handles nobody can guess.
+    #[must_use]
+    pub fn with_id_digits(mut self, digits: usize) -> Self {
+        self.id_digits = digits.clamp(SHORT_ID_DIGITS, 64);
+        self
     }
 
     /// The same manager with `memory` as the budget for all unread output
@@ -124,7 +145,7 @@ impl ShellManager {
     /// dropped unused is given back.
     pub fn reserve_id(&self) -> ReservedId<'_> {
         let mut tracked = self.lock();
-        let id = Self::fresh_id(&tracked);
+        let id = self.fresh_id(&tracked);
         tracked.reserved.push(id.clone());
         ReservedId { manager: self, id }
     }
@@ -210,14 +231,14 @@ impl ShellManager {
     pub fn adopt(&self, shell: &Arc<ShellProcess>) -> Result<ShellId, ManagerError> {
         let mut tracked = self.lock();
         Self::make_room_in(&mut tracked, self.limit)?;
-        let id = Self::fresh_id(&tracked);
+        let id = self.fresh_id(&tracked);
         tracked.shells.push((id.clone(), Arc::clone(shell)));
         Ok(id)
     }
 
-    fn fresh_id(tracked: &Tracked) -> ShellId {
+    fn fresh_id(&self, tracked: &Tracked) -> ShellId {
         loop {
-            let id = new_id();
+            let id = new_id(self.id_digits);
             if !tracked.shells.iter().any(|(known, _)| *known == id)
                 && !tracked.reserved.contains(&id)
             {
@@ -233,6 +254,13 @@ impl ShellManager {
             .iter()
             .find(|(known, _)| known == id)
             .map(|(_, shell)| Arc::clone(shell))
+    }
+
+    /// Whether `id` is tracked or reserved for a shell about to start.
+    pub fn is_known(&self, id: &str) -> bool {
+        let tracked = self.lock();
+        tracked.shells.iter().any(|(known, _)| known == id)
+            || tracked.reserved.iter().any(|known| known == id)
     }
 
     /// Every tracked shell, oldest first.
@@ -389,15 +417,43 @@ impl Drop for ShellManager {
     }
 }
 
-fn new_id() -> ShellId {
-    let bytes = uuid::Uuid::new_v4().into_bytes();
-    let value = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    format!("shell_{value:08x}")
+/// `shell_` and `digits` hex digits from the OS's random source (a v4
+/// UUID's random bytes: all but the two that carry its version and variant).
+fn new_id(digits: usize) -> ShellId {
+    let mut id = String::from("shell_");
+    while id.len() < "shell_".len() + digits {
+        let bytes = uuid::Uuid::new_v4().into_bytes();
+        for (index, byte) in bytes.iter().enumerate() {
+            if index != 6 && index != 8 {
+                id.push_str(&format!("{byte:02x}"));
+            }
+        }
+    }
+    id.truncate("shell_".len() + digits);
+    id
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_have_as_many_random_hex_digits_as_asked() {
+        for digits in [SHORT_ID_DIGITS, LONG_ID_DIGITS, 40] {
+            let ids: Vec<ShellId> = (0..64).map(|_| new_id(digits)).collect();
+            for id in &ids {
+                let hex = id.strip_prefix("shell_").expect("the prefix");
+                assert_eq!(hex.len(), digits, "{id}");
+                assert!(
+                    hex.bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                    "{id}"
+                );
+            }
+            let distinct: std::collections::HashSet<&ShellId> = ids.iter().collect();
+            assert_eq!(distinct.len(), ids.len());
+        }
+    }
 
     /// Concurrent starts take their places before they spawn, so no more
     /// than the limit are accepted however they interleave.
@@ -463,10 +519,10 @@ mod tests {
 
     #[test]
     fn ids_are_shell_and_eight_hex_digits() {
-        let id = new_id();
+        let id = new_id(SHORT_ID_DIGITS);
         assert_eq!(id.len(), 14);
         assert!(id.starts_with("shell_"));
         assert!(id[6..].chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')));
-        assert_ne!(new_id(), new_id());
+        assert_ne!(new_id(SHORT_ID_DIGITS), new_id(SHORT_ID_DIGITS));
     }
 }

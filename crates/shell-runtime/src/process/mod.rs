@@ -419,6 +419,13 @@ impl ShellProcess {
         NewOutput { stdout, stderr }
     }
 
+    /// Where [`read_unseen`](Self::read_unseen) will go on from: a copy,
+    /// for a reader that looks at the unread output (with
+    /// [`read_since`](Self::read_since)) without consuming it.
+    pub fn unseen_cursor(&self) -> ReadCursor {
+        *self.unseen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// New output since the last call of this method (the shell's own
     /// cursor). What it returns is then freed (once the stream's spill
     /// file, if it has one, exists), so a read shell holds no memory for
