@@ -23,6 +23,7 @@ mod carried_state;
 mod contain;
 mod containment;
 mod escapes;
+mod exec_asks;
 mod exec_time;
 mod janitor;
 mod limits;

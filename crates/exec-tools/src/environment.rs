@@ -238,7 +238,7 @@ pub struct ExecEnvironment {
     /// Approvals given with `remember: true`, for the server's life: keys
     /// of command text, working directory and the values of the variables
     /// the command uses.
-    remembered: Mutex<std::collections::HashSet<String>>,
+    remembered: Arc<crate::approval::Remembered>,
     /// The judge of every exec (`None` when `check_execs` is off).
     pub(crate) exec_checks: Option<Arc<crate::exec_judge::ExecChecks>>,
     /// Each tty shell's refusals at run time, by pid, for the answers of
@@ -284,7 +284,7 @@ impl ExecEnvironment {
             budget: SpillBudget::new(output_budget),
 
             counter: AtomicU64::new(0),
-            remembered: Mutex::new(std::collections::HashSet::new()),
+            remembered: Arc::default(),
         }
     }
 
@@ -323,6 +323,8 @@ impl ExecEnvironment {
                 crate::exec_judge::Checks {
                     judge: None,
                     refusals,
+                    hold: None,
+                    asking: crate::exec_judge::AskSlot::default(),
                 }
                 .new_lines()
             },
@@ -331,18 +333,17 @@ impl ExecEnvironment {
 
     /// Whether an approval for `key` was remembered.
     pub(crate) fn is_remembered(&self, key: &str) -> bool {
-        self.remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(key)
+        self.remembered.contains(key)
     }
 
     /// Remembers an approval for `key`.
     pub(crate) fn remember(&self, key: String) {
-        self.remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key);
+        self.remembered.insert(key);
+    }
+
+    /// The approvals remembered, shared with the judges of execs.
+    pub(crate) fn remembered(&self) -> Arc<crate::approval::Remembered> {
+        Arc::clone(&self.remembered)
     }
 
     /// The configuration.

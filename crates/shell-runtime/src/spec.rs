@@ -167,6 +167,9 @@ pub struct SpawnSpec {
     /// only): policy at run time. Mechanism only: the caller brings the
     /// rules. `None`: no filter.
     pub exec_judge: Option<ExecJudge>,
+    /// Stops `timeout`'s clock while held (a question asked at an exec):
+    /// the time held counts toward no limit.
+    pub timeout_hold: Option<std::sync::Arc<crate::TimeoutHold>>,
 }
 
 /// What a sandbox confines, as plain data (exec-tools builds it from the
@@ -223,6 +226,7 @@ impl SpawnSpec {
             inherit: Vec::new(),
             cgroup_limits: crate::CommandLimits::default(),
             exec_judge: None,
+            timeout_hold: None,
         }
     }
 
@@ -345,8 +349,11 @@ pub struct ExecRequest {
     pub argv: Vec<OsString>,
     /// The process's working directory.
     pub cwd: PathBuf,
-    /// `HOME` in the process's environment.
+    /// `HOME` in the environment the program will see.
     pub home: Option<OsString>,
+    /// The environment the program will see (`NAME=value` entries of the
+    /// exec's own vector).
+    pub env: Vec<OsString>,
 }
 
 /// What a judge answers.
