@@ -25,6 +25,7 @@ mod containment;
 mod escapes;
 mod exec_asks;
 mod exec_time;
+mod interactive_bypasses;
 mod janitor;
 mod limits;
 mod log;
