@@ -361,3 +361,35 @@ async fn a_link_re_pointed_while_the_exec_question_is_open_runs_nothing() {
     );
     client.cancel().await.expect("closes");
 }
+
+/// A line typed to a tty shell and approved there: the exec it leads to
+/// is held to that approval, and runs without a second question (the call
+/// that started the shell has answered, so nobody could be asked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_approved_in_a_terminal_runs_its_exec() {
+    let setup = Setup::new();
+    let person = Person::answering(&[Some(json!({ "remember": false }))]);
+    let client = setup.serve(&person).await;
+    let started = call(
+        &client,
+        "Bash",
+        json!({ "command": "bash --norc -i", "tty": true }),
+    )
+    .await;
+    let id = meta(&started, "bash_id")
+        .as_str()
+        .map(str::to_owned)
+        .expect("a shell");
+    let typed = call(
+        &client,
+        "WriteStdin",
+        json!({ "bash_id": id, "input": format!("{MARKER}; echo typed-done\n"), "wait_ms": 5000 }),
+    )
+    .await;
+    let body = text(&typed);
+    assert_eq!(person.asked().len(), 1, "{body}");
+    assert!(setup.ran(), "{body}");
+    assert!(!body.contains("refused at run time"), "{body}");
+    let _ = call(&client, "KillShell", json!({ "shell_id": id })).await;
+    client.cancel().await.expect("closes");
+}

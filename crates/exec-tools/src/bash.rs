@@ -665,6 +665,7 @@ fn exec_checks(
     approved: Option<crate::approval::Effects>,
 ) -> Checks {
     let refusals = Arc::new(crate::exec_judge::Refusals::default());
+    let approved = crate::exec_judge::Approved::new(approved);
     let hold = shell_runtime::TimeoutHold::new();
     let asking = crate::exec_judge::AskSlot::new(asker.and_then(|context| {
         Some(crate::exec_judge::Asking {
@@ -679,7 +680,7 @@ fn exec_checks(
             refusals: Arc::clone(&refusals),
             audit: exec.config.audit.clone().map(|log| (log, call)),
             tool: "Bash",
-            approved,
+            approved: Arc::clone(&approved),
             remembered: exec.remembered(),
             asking: asking.clone(),
             fallback_allows: exec.config.ask_fallback == crate::environment::AskFallback::Allow,
@@ -692,6 +693,7 @@ fn exec_checks(
         refusals,
         hold: Some(hold),
         asking,
+        approved,
     }
 }
 

@@ -245,6 +245,10 @@ pub struct ExecEnvironment {
     /// later calls (`WriteStdin`).
     pub(crate) exec_refusals:
         Mutex<std::collections::HashMap<u32, Arc<crate::exec_judge::Refusals>>>,
+    /// Each tty shell's approved effects, by pid: a line approved with
+    /// `WriteStdin` adds its own.
+    pub(crate) exec_approved:
+        Mutex<std::collections::HashMap<u32, Arc<crate::exec_judge::Approved>>>,
 }
 
 impl ExecEnvironment {
@@ -274,6 +278,7 @@ impl ExecEnvironment {
             analyzer: Analyzer::new(config.analyzer.clone()),
             exec_checks,
             exec_refusals: Mutex::default(),
+            exec_approved: Mutex::default(),
             manager: ShellManager::new()
                 .with_memory(shell_runtime::MemoryPool::new(config.memory_budget)),
             redactions,
@@ -306,6 +311,29 @@ impl ExecEnvironment {
             kept.retain(|pid, _| std::path::Path::new(&format!("/proc/{pid}")).exists());
         }
         kept.insert(shell.pid(), Arc::clone(&checks.refusals));
+        drop(kept);
+        let mut approved = self
+            .exec_approved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if approved.len() >= 64 {
+            approved.retain(|pid, _| std::path::Path::new(&format!("/proc/{pid}")).exists());
+        }
+        approved.insert(shell.pid(), Arc::clone(&checks.approved));
+    }
+
+    /// Adds the effects of a line approved for the shell `pid` to those
+    /// its execs are held to.
+    pub(crate) fn approve_for_shell(&self, pid: u32, effects: crate::approval::Effects) {
+        let approved = self
+            .exec_approved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&pid)
+            .cloned();
+        if let Some(approved) = approved {
+            approved.add(effects);
+        }
     }
 
     /// The lines of a shell's refusals at run time no answer reported yet,
@@ -325,6 +353,7 @@ impl ExecEnvironment {
                     refusals,
                     hold: None,
                     asking: crate::exec_judge::AskSlot::default(),
+                    approved: Arc::default(),
                 }
                 .new_lines()
             },

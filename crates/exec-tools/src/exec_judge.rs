@@ -172,6 +172,8 @@ pub(crate) struct Checks {
     pub(crate) hold: Option<Arc<TimeoutHold>>,
     /// Who the judge can ask, emptied when the call answers.
     pub(crate) asking: AskSlot,
+    /// The effects approved for the command's execs.
+    pub(crate) approved: Arc<Approved>,
 }
 
 impl Checks {
@@ -191,9 +193,10 @@ pub(crate) struct CallContext {
     pub(crate) audit: Option<(Arc<AuditLog>, u64)>,
     /// The tool whose command this is.
     pub(crate) tool: &'static str,
-    /// What the person approved of the command before it ran, if they
-    /// did: an exec with one of these effects is not asked about again.
-    pub(crate) approved: Option<Effects>,
+    /// What the person approved of the command before it ran, and of
+    /// the lines typed to it since (a tty shell): an exec with one of
+    /// these effects is not asked about again.
+    pub(crate) approved: Arc<Approved>,
     /// Approvals remembered (`remember: true`), the server's own.
     pub(crate) remembered: Arc<Remembered>,
     /// Who can be asked, while the call is running.
@@ -204,6 +207,34 @@ pub(crate) struct CallContext {
     pub(crate) hold: Arc<TimeoutHold>,
     /// Secret values never written to the answer or the log.
     pub(crate) redactions: Arc<Redactions>,
+}
+
+/// The effects approved for one command's execs: its own approval, and
+/// those of lines typed to it.
+#[derive(Debug, Default)]
+pub(crate) struct Approved(Mutex<Vec<Effects>>);
+
+impl Approved {
+    /// The list, starting with `first`.
+    pub(crate) fn new(first: Option<Effects>) -> Arc<Self> {
+        Arc::new(Self(Mutex::new(first.into_iter().collect())))
+    }
+
+    /// Adds the effects of an approval given since.
+    pub(crate) fn add(&self, effects: Effects) {
+        let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // Bounded: a long session's approvals past this ask again.
+        if list.len() < 256 {
+            list.push(effects);
+        }
+    }
+
+    fn list(&self) -> Vec<Effects> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// Who can be asked about an exec while the call runs.
@@ -522,18 +553,16 @@ fn settle_ask(
     denial: &Denial,
 ) -> Result<Option<&'static str>, Why> {
     let env = env_map(&request.env);
-    let assigned: Vec<&str> = call
-        .approved
-        .iter()
-        .flat_map(|effects| effects.assigned.iter().map(String::as_str))
-        .collect();
-    let key = effect_key(request, &env, &assigned);
-    if call.approved.as_ref().is_some_and(|effects| {
+    let approved = call.approved.list();
+    let covered = approved.iter().any(|effects| {
+        let assigned: Vec<&str> = effects.assigned.iter().map(String::as_str).collect();
+        let key = effect_key(request, &env, &assigned);
         effects
             .keys
             .iter()
             .any(|approved| same_effect(approved, &key))
-    }) {
+    });
+    if covered {
         return Ok(None);
     }
     let text = exec_text(request);
