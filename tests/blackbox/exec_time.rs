@@ -255,7 +255,7 @@ fn an_ask_rule_met_at_run_time_refuses_unless_the_command_was_approved() {
     assert!(!setup.ran(), "{answer}");
     assert!(
         answer.contains(&format!(
-            "[refused at run time: {MARKER} (rule ask-marker: it needs approval, which is not asked at run time)]"
+            "[refused at run time: {MARKER} (rule ask-marker: it needs approval, and nobody could be asked)]"
         )),
         "{answer}{}",
         stderr(&output)

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use exec_policy::Denial;
 use tool_core::{Approval, Approver, ExecutionContext, ProgressUpdate};
 
-use crate::environment::ExecEnvironment;
 use crate::question;
 
 /// How a wait for the person ended.
@@ -44,18 +43,18 @@ pub(crate) fn done_deciding(context: &ExecutionContext) {
 /// call has asked or decided not to, so questions are never put in the
 /// order the calls' tasks happen to reach them.
 pub(crate) async fn wait_for_approval(
-    exec: &ExecEnvironment,
+    ask_timeout: Duration,
     context: &ExecutionContext,
     approver: &dyn Approver,
     message: String,
 ) -> Waiting {
-    let waited = ask_in_turn(exec, context, approver, message).await;
+    let waited = ask_in_turn(ask_timeout, context, approver, message).await;
     done_deciding(context);
     waited
 }
 
 async fn ask_in_turn(
-    exec: &ExecEnvironment,
+    ask_timeout: Duration,
     context: &ExecutionContext,
     approver: &dyn Approver,
     message: String,
@@ -92,7 +91,7 @@ async fn ask_in_turn(
     };
     let ask = approver.ask(message);
     tokio::pin!(ask);
-    let deadline = tokio::time::sleep(exec.config.ask_timeout);
+    let deadline = tokio::time::sleep(ask_timeout);
     tokio::pin!(deadline);
     loop {
         tokio::select! {
@@ -131,23 +130,82 @@ fn used_variables(command: &str) -> Vec<&str> {
     names
 }
 
-/// What a remembered approval is keyed by: the command text, the working
-/// directory, the values of the session variables the command uses, and
-/// the effect of every program it runs ([`crate::binding::command_keys`]:
-/// resolved executable, argv, directory, the environment that matters,
-/// content digests of the executable and its script).
+/// What an approval binds to: the key a remembered approval is kept by,
+/// and the effects it was given for.
+pub(crate) struct Binding {
+    /// The command text, the working directory, the values of the session
+    /// variables the command uses, and the effect of every program it
+    /// runs ([`crate::binding::command_keys`]: resolved executable, argv,
+    /// directory, the environment that matters, content digests of the
+    /// executable and its script).
+    pub(crate) key: String,
+    /// The effect of each program it runs, as found before it runs: what
+    /// the judge of its execs holds each exec to.
+    pub(crate) effects: Vec<exec_policy::ApprovalKey>,
+    /// The names the command assigns (their values reach its programs).
+    pub(crate) assigned: Vec<String>,
+}
+
+/// The binding of `command` run from `cwd` with `vars`.
+pub(crate) fn binding(
+    analyzer: &exec_policy::Analyzer,
+    command: &str,
+    cwd: &std::path::Path,
+    vars: &std::collections::HashMap<String, String>,
+) -> Binding {
+    let effects = crate::binding::command_keys(analyzer, command, cwd, vars);
+    Binding {
+        key: text_key(command, cwd, vars, &effects),
+        effects,
+        assigned: crate::binding::assigned_names(command),
+    }
+}
+
+/// What a remembered approval is keyed by ([`Binding::key`]).
 pub(crate) fn approval_key(
-    exec: &ExecEnvironment,
+    analyzer: &exec_policy::Analyzer,
     command: &str,
     cwd: &std::path::Path,
     vars: &std::collections::HashMap<String, String>,
 ) -> String {
-    let effects = crate::binding::command_keys(&exec.analyzer, command, cwd, vars);
-    text_key(command, cwd, vars, &effects)
+    binding(analyzer, command, cwd, vars).key
+}
+
+/// The effects an approval was given for, as the judge of execs needs
+/// them (docs/policy.md, "Approvals at run time").
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Effects {
+    /// One key per program the command runs, as found before it ran.
+    pub(crate) keys: Vec<exec_policy::ApprovalKey>,
+    /// The names the command assigns.
+    pub(crate) assigned: Vec<String>,
+}
+
+/// Approvals given with `remember: true`, for the server's life, by key
+/// ([`Binding::key`]): shared by the gate and the judges of execs.
+#[derive(Debug, Default)]
+pub(crate) struct Remembered(std::sync::Mutex<std::collections::HashSet<String>>);
+
+impl Remembered {
+    /// Whether an approval for `key` is remembered.
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(key)
+    }
+
+    /// Remembers an approval for `key`.
+    pub(crate) fn insert(&self, key: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key);
+    }
 }
 
 /// [`approval_key`] from the effects already found.
-fn text_key(
+pub(crate) fn text_key(
     command: &str,
     cwd: &std::path::Path,
     vars: &std::collections::HashMap<String, String>,

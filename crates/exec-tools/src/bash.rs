@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use exec_policy::{
@@ -295,7 +295,12 @@ impl BashTool {
             None => params.command.clone(),
         };
         // Every exec of the command is judged again as it runs.
-        let checks = exec_checks(exec, cleared.decided.call, approved_by.is_some());
+        // A background command's execs are asked about by nobody: its call
+        // answers at once.
+        let asker = (!params.run_in_background).then_some(context);
+        let checks = exec_checks(exec, asker, cleared.decided.call, cleared.effects);
+        // Once the call has answered, nobody can be asked about its execs.
+        let asking = checks.asking.clone();
         // A background shell's id is taken now, so the decision line names it.
         let reserved = params
             .run_in_background
@@ -327,6 +332,7 @@ impl BashTool {
                 Some(reserved) => start_background(exec, reserved, run, params.tty).await,
                 None => run_tty(exec, context, run).await,
             };
+            asking.close();
             return answer.meta(|m| m.timeout_ms = params.timeout);
         }
         let timeout = params
@@ -349,11 +355,11 @@ impl BashTool {
             checks,
             ended,
         };
-        run_foreground(exec, context, carried, foreground)
-            .await
-            .meta(|m| {
-                m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-            })
+        let answer = run_foreground(exec, context, carried, foreground).await;
+        asking.close();
+        answer.meta(|m| {
+            m.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        })
     }
 }
 
@@ -655,19 +661,45 @@ fn script_for(command: &str, cwd: &std::path::Path, vars: &Vars) -> Option<Strin
 }
 
 /// The judge of every exec of one Bash call's command, and where its
-/// refusals go (`exec_judge.rs`).
-fn exec_checks(exec: &ExecEnvironment, call: u64, approved: bool) -> Checks {
+/// refusals go (`exec_judge.rs`); `approved`: what the person approved of
+/// the command before it ran.
+fn exec_checks(
+    exec: &ExecEnvironment,
+    asker: Option<&ExecutionContext>,
+    call: u64,
+    approved: Option<crate::approval::Effects>,
+) -> Checks {
     let refusals = Arc::new(crate::exec_judge::Refusals::default());
+    let approved = crate::exec_judge::Approved::new(approved);
+    let hold = shell_runtime::TimeoutHold::new();
+    let asking = crate::exec_judge::AskSlot::new(asker.and_then(|context| {
+        Some(crate::exec_judge::Asking {
+            approver: Arc::clone(context.approver()?),
+            context: context.clone(),
+            ask_timeout: exec.config.ask_timeout,
+            runtime: tokio::runtime::Handle::try_current().ok()?,
+        })
+    }));
     let judge = exec.exec_checks.as_ref().map(|checks| {
         checks.judge(CallContext {
             refusals: Arc::clone(&refusals),
             audit: exec.config.audit.clone().map(|log| (log, call)),
             tool: "Bash",
-            approved,
+            approved: Arc::clone(&approved),
+            remembered: exec.remembered(),
+            asking: asking.clone(),
+            fallback_allows: exec.config.ask_fallback == crate::environment::AskFallback::Allow,
+            hold: Arc::clone(&hold),
             redactions: Arc::clone(&exec.redactions),
         })
     });
-    Checks { judge, refusals }
+    Checks {
+        judge,
+        refusals,
+        hold: Some(hold),
+        asking,
+        approved,
+    }
 }
 
 fn base_spec(
@@ -693,6 +725,7 @@ fn base_spec(
     spec.confinement.clone_from(&exec.config.confinement);
     spec.cgroup_limits = exec.config.command_limits;
     spec.exec_judge.clone_from(&checks.judge);
+    spec.timeout_hold.clone_from(&checks.hold);
     spec
 }
 
@@ -833,7 +866,9 @@ async fn run_foreground(
             ));
         }
     };
-    if let Waited::Backgrounded(id) = wait_reporting(exec, &shell, context).await {
+    if let Waited::Backgrounded(id) =
+        wait_reporting(exec, &shell, context, checks.hold.as_deref()).await
+    {
         exec.keep_refusals(&shell, &checks);
         audit_when_ended(ended, Arc::clone(&shell), id.clone());
         let after = exec.config.background_after.unwrap_or_default();
@@ -987,7 +1022,7 @@ async fn run_tty(exec: &ExecEnvironment, context: &ExecutionContext, run: Prepar
             ));
         }
     };
-    let timed_out = match tty_wait(exec, context, &shell, timeout).await {
+    let timed_out = match tty_wait(exec, context, &shell, timeout, checks.hold.as_deref()).await {
         TtyWait::Ended { timed_out } => timed_out,
         TtyWait::HandedOver { id, after } => {
             exec.keep_refusals(&shell, &checks);
@@ -1045,6 +1080,23 @@ enum TtyWait {
     Waiting { id: String },
 }
 
+/// When a hand-over due `after` from `started` falls, counting no time a
+/// question at an exec held the command (it counts toward no limit);
+/// `None` when it is due now.
+fn hand_over_later(
+    started: tokio::time::Instant,
+    after: Duration,
+    hold: Option<&shell_runtime::TimeoutHold>,
+) -> Option<tokio::time::Instant> {
+    let hold = hold?;
+    let now = tokio::time::Instant::now();
+    if hold.is_held() {
+        return Some(now + Duration::from_millis(100));
+    }
+    let due = started + after + hold.held();
+    (due > now).then_some(due)
+}
+
 /// Waits for a tty command to end, to wait for input, or to outlive
 /// `--background-after` (without one and without a `timeout`, the
 /// foreground default); interrupts it when the call is cancelled.
@@ -1053,6 +1105,7 @@ async fn tty_wait(
     context: &ExecutionContext,
     shell: &Arc<ShellProcess>,
     timeout: Option<Duration>,
+    hold: Option<&shell_runtime::TimeoutHold>,
 ) -> TtyWait {
     let mut may_background = true;
     // A command that neither exits nor waits for input (a server, a
@@ -1080,6 +1133,13 @@ async fn tty_wait(
                 break;
             }
             () = &mut hand_over, if may_hand_over => {
+                // A question open at an exec counts toward no limit.
+                if let Some(after) = hand_over_after
+                    && let Some(next) = hand_over_later(started, after, hold)
+                {
+                    hand_over.as_mut().reset(next);
+                    continue;
+                }
                 may_hand_over = false;
                 // An ended shell is answered as usual (`wait` fires next);
                 // with 256 shells already tracked it stays in the foreground.
@@ -1182,8 +1242,9 @@ async fn wait_reporting(
     exec: &ExecEnvironment,
     shell: &Arc<ShellProcess>,
     context: &ExecutionContext,
+    hold: Option<&shell_runtime::TimeoutHold>,
 ) -> Waited {
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.tick().await;
     let mut cursor = shell_runtime::ReadCursor::default();
@@ -1200,6 +1261,13 @@ async fn wait_reporting(
                 return Waited::Ended;
             }
             () = &mut hand_over, if may_hand_over => {
+                // A question open at an exec counts toward no limit.
+                if let Some(after) = background_after
+                    && let Some(next) = hand_over_later(started, after, hold)
+                {
+                    hand_over.as_mut().reset(next);
+                    continue;
+                }
                 may_hand_over = false;
                 // An ended shell is answered as usual (`wait` fires next);
                 // with 256 shells already running it stays in the foreground.

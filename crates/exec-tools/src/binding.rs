@@ -52,14 +52,59 @@ pub(crate) fn exec_key(
 ) -> ApprovalKey {
     let path_var = env.get("PATH").map_or("", String::as_str);
     let word = argv.first().map_or("", String::as_str);
-    let (exe, exe_digest) = if is_builtin(word) {
-        (format!("builtin:{word}"), None)
-    } else {
-        match resolve_program(word, cwd, path_var) {
-            Some(found) => (found.to_string_lossy().into_owned(), Some(digest(&found))),
-            None => (format!("unresolved:{word}"), None),
+    if is_builtin(word) {
+        return key_of(format!("builtin:{word}"), None, argv, cwd, env, extra);
+    }
+    match resolve_program(word, cwd, path_var) {
+        Some(found) => key_of(
+            found.to_string_lossy().into_owned(),
+            Some(digest(&found)),
+            argv,
+            cwd,
+            env,
+            extra,
+        ),
+        None => key_of(format!("unresolved:{word}"), None, argv, cwd, env, extra),
+    }
+}
+
+/// The key of an exec as it happens: the file the kernel runs is `exe`
+/// (canonical, as the process sees it), read through `host` (where this
+/// process can open it); `None` when it could not be found.
+pub(crate) fn exec_key_of_file(
+    exe: Option<(&Path, &Path)>,
+    argv: &[String],
+    cwd: &Path,
+    env: &HashMap<String, String>,
+    extra: &[&str],
+) -> ApprovalKey {
+    match exe {
+        Some((exe, host)) => key_of(
+            exe.to_string_lossy().into_owned(),
+            Some(digest(host)),
+            argv,
+            cwd,
+            env,
+            extra,
+        ),
+        None => {
+            let word = argv.first().map_or("", String::as_str);
+            key_of(format!("unresolved:{word}"), None, argv, cwd, env, extra)
         }
-    };
+    }
+}
+
+/// The key from what the executable was found to be.
+fn key_of(
+    exe: String,
+    exe_digest: Option<String>,
+    argv: &[String],
+    cwd: &Path,
+    env: &HashMap<String, String>,
+    extra: &[&str],
+) -> ApprovalKey {
+    let path_var = env.get("PATH").map_or("", String::as_str);
+    let word = argv.first().map_or("", String::as_str);
     let script_digest = script_operand(argv).map(|script| {
         let sourced = matches!(word, "source" | ".");
         resolve_script(script, cwd, path_var, sourced)
@@ -78,7 +123,7 @@ pub(crate) fn exec_key(
 /// The names a command assigns (`NAME=value` words anywhere in it, such
 /// as an environment prefix `FOO=1 ./deploy.sh`): their values reach the
 /// program.
-fn assigned_names(command: &str) -> Vec<String> {
+pub(crate) fn assigned_names(command: &str) -> Vec<String> {
     let mut names: Vec<String> = command
         .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
         .filter_map(|word| word.split_once('=').map(|(name, _)| name))

@@ -257,7 +257,7 @@ pub struct ExecEnvironment {
     /// Approvals given with `remember: true`, for the server's life: keys
     /// of command text, working directory and the values of the variables
     /// the command uses.
-    remembered: Mutex<std::collections::HashSet<String>>,
+    remembered: Arc<crate::approval::Remembered>,
     /// The judge of every exec (`None` when `check_execs` is off).
     pub(crate) exec_checks: Option<Arc<crate::exec_judge::ExecChecks>>,
     /// Each tty shell's refusals at run time, by pid, for the answers of
@@ -266,6 +266,10 @@ pub struct ExecEnvironment {
         Mutex<std::collections::HashMap<u32, Arc<crate::exec_judge::Refusals>>>,
     /// Which principal started each background shell (`shells.rs`).
     pub(crate) owners: crate::shells::ShellOwners,
+    /// Each tty shell's approved effects, by pid: a line approved with
+    /// `WriteStdin` adds its own.
+    pub(crate) exec_approved:
+        Mutex<std::collections::HashMap<u32, Arc<crate::exec_judge::Approved>>>,
 }
 
 impl ExecEnvironment {
@@ -295,6 +299,7 @@ impl ExecEnvironment {
             analyzer: Analyzer::new(config.analyzer.clone()),
             exec_checks,
             exec_refusals: Mutex::default(),
+            exec_approved: Mutex::default(),
             manager: ShellManager::new()
                 .with_memory(shell_runtime::MemoryPool::new(config.memory_budget))
                 .with_id_digits(if config.long_handles {
@@ -310,7 +315,7 @@ impl ExecEnvironment {
             budget: SpillBudget::new(output_budget),
 
             counter: AtomicU64::new(0),
-            remembered: Mutex::new(std::collections::HashSet::new()),
+            remembered: Arc::default(),
             owners: crate::shells::ShellOwners::default(),
         }
     }
@@ -333,6 +338,29 @@ impl ExecEnvironment {
             kept.retain(|pid, _| std::path::Path::new(&format!("/proc/{pid}")).exists());
         }
         kept.insert(shell.pid(), Arc::clone(&checks.refusals));
+        drop(kept);
+        let mut approved = self
+            .exec_approved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if approved.len() >= 64 {
+            approved.retain(|pid, _| std::path::Path::new(&format!("/proc/{pid}")).exists());
+        }
+        approved.insert(shell.pid(), Arc::clone(&checks.approved));
+    }
+
+    /// Adds the effects of a line approved for the shell `pid` to those
+    /// its execs are held to.
+    pub(crate) fn approve_for_shell(&self, pid: u32, effects: crate::approval::Effects) {
+        let approved = self
+            .exec_approved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&pid)
+            .cloned();
+        if let Some(approved) = approved {
+            approved.add(effects);
+        }
     }
 
     /// The lines of a shell's refusals at run time no answer reported yet,
@@ -350,6 +378,9 @@ impl ExecEnvironment {
                 crate::exec_judge::Checks {
                     judge: None,
                     refusals,
+                    hold: None,
+                    asking: crate::exec_judge::AskSlot::default(),
+                    approved: Arc::default(),
                 }
                 .new_lines()
             },
@@ -358,18 +389,17 @@ impl ExecEnvironment {
 
     /// Whether an approval for `key` was remembered.
     pub(crate) fn is_remembered(&self, key: &str) -> bool {
-        self.remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(key)
+        self.remembered.contains(key)
     }
 
     /// Remembers an approval for `key`.
     pub(crate) fn remember(&self, key: String) {
-        self.remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key);
+        self.remembered.insert(key);
+    }
+
+    /// The approvals remembered, shared with the judges of execs.
+    pub(crate) fn remembered(&self) -> Arc<crate::approval::Remembered> {
+        Arc::clone(&self.remembered)
     }
 
     /// The configuration.

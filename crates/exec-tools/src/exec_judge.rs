@@ -12,6 +12,15 @@
 //! of a known program found on the server's `PATH`, that program's (same
 //! device and inode, or the same size and content hash, cached by
 //! identity). The strictest verdict among them wins.
+//!
+//! An exec the rules ask about (a policy-file `ask` rule, or a built-in
+//! one that stands on literal arguments) runs when the person approved
+//! that very effect before the command ran (the same executable, argument
+//! vector, directory, environment and script digests, taken again at the
+//! exec: [`Effects`]), when an approval of it is remembered,
+//! or when the person, asked now, approves it: the question is put with
+//! the call's approver while the call is still running, and the command's
+//! timeout stands still meanwhile. Nobody to ask: the ask fallback.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -19,12 +28,20 @@ use std::hash::{Hash, Hasher};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use exec_policy::{
-    AnalysisContext, Analyzer, AnalyzerConfig, Decision, Denial, LITERAL_ASK_RULES, RuleSource,
+    AnalysisContext, Analyzer, AnalyzerConfig, ApprovalKey, Decision, Denial, LITERAL_ASK_RULES,
+    RuleSource,
 };
-use shell_runtime::{ExecJudge, ExecRequest, ExecVerdict, FileIdentity, ProcessView, Redactions};
+use shell_runtime::{
+    ExecJudge, ExecRequest, ExecVerdict, FileIdentity, ProcessView, Redactions, TimeoutHold,
+};
+use tool_core::{Approval, Approver, ExecutionContext};
 
+use crate::approval::{
+    Effects, Remembered, Waiting, approval_message, text_key, wait_for_approval,
+};
 use crate::audit::{AuditEntry, AuditLog};
 use crate::quote::quote;
 
@@ -82,24 +99,43 @@ pub(crate) struct Refusal {
     pub(crate) command: String,
     /// The rule's id.
     pub(crate) rule: String,
-    /// Refused because it needed a person's approval nobody could give.
-    pub(crate) needed_approval: bool,
+    /// Why.
+    pub(crate) why: Why,
+}
+
+/// Why an exec was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Why {
+    /// A `deny` rule.
+    Denied,
+    /// It needs approval, and nobody could be asked (the call had
+    /// answered, or the client cannot ask) while the fallback is `deny`.
+    NobodyToAsk,
+    /// The person declined.
+    Declined,
+    /// Nobody answered within `--ask-timeout`.
+    TimedOut,
+    /// The call was cancelled while the question was open.
+    Cancelled,
+    /// Approved, but what the exec runs changed while the question was open.
+    Changed,
 }
 
 impl Refusal {
     /// The answer's line for it.
     pub(crate) fn line(&self) -> String {
-        if self.needed_approval {
-            format!(
-                "[refused at run time: {} (rule {}: it needs approval, which is not asked at run time)]",
-                self.command, self.rule
-            )
-        } else {
-            format!(
-                "[refused at run time: {} (rule {})]",
-                self.command, self.rule
-            )
-        }
+        let why = match self.why {
+            Why::Denied => "",
+            Why::NobodyToAsk => ": it needs approval, and nobody could be asked",
+            Why::Declined => ": declined",
+            Why::TimedOut => ": not answered within the ask timeout",
+            Why::Cancelled => ": the call was cancelled while asking",
+            Why::Changed => ": what it runs changed while the question was open",
+        };
+        format!(
+            "[refused at run time: {} (rule {}{why})]",
+            self.command, self.rule
+        )
     }
 }
 
@@ -132,6 +168,12 @@ pub(crate) struct Checks {
     /// `None` when execs are not checked.
     pub(crate) judge: Option<ExecJudge>,
     pub(crate) refusals: Arc<Refusals>,
+    /// The command's timeout, stopped while a question at an exec is open.
+    pub(crate) hold: Option<Arc<TimeoutHold>>,
+    /// Who the judge can ask, emptied when the call answers.
+    pub(crate) asking: AskSlot,
+    /// The effects approved for the command's execs.
+    pub(crate) approved: Arc<Approved>,
 }
 
 impl Checks {
@@ -151,11 +193,86 @@ pub(crate) struct CallContext {
     pub(crate) audit: Option<(Arc<AuditLog>, u64)>,
     /// The tool whose command this is.
     pub(crate) tool: &'static str,
-    /// A person (or the fallback) approved the command's text: an exec
-    /// the policy file would ask about is allowed, not asked again.
-    pub(crate) approved: bool,
+    /// What the person approved of the command before it ran, and of
+    /// the lines typed to it since (a tty shell): an exec with one of
+    /// these effects is not asked about again.
+    pub(crate) approved: Arc<Approved>,
+    /// Approvals remembered (`remember: true`), the server's own.
+    pub(crate) remembered: Arc<Remembered>,
+    /// Who can be asked, while the call is running.
+    pub(crate) asking: AskSlot,
+    /// Whether, with nobody to ask, the fallback allows (`--ask-fallback allow`).
+    pub(crate) fallback_allows: bool,
+    /// The command's timeout, stopped while a question is open.
+    pub(crate) hold: Arc<TimeoutHold>,
     /// Secret values never written to the answer or the log.
     pub(crate) redactions: Arc<Redactions>,
+}
+
+/// The effects approved for one command's execs: its own approval, and
+/// those of lines typed to it.
+#[derive(Debug, Default)]
+pub(crate) struct Approved(Mutex<Vec<Effects>>);
+
+impl Approved {
+    /// The list, starting with `first`.
+    pub(crate) fn new(first: Option<Effects>) -> Arc<Self> {
+        Arc::new(Self(Mutex::new(first.into_iter().collect())))
+    }
+
+    /// Adds the effects of an approval given since.
+    pub(crate) fn add(&self, effects: Effects) {
+        let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // Bounded: a long session's approvals past this ask again.
+        if list.len() < 256 {
+            list.push(effects);
+        }
+    }
+
+    fn list(&self) -> Vec<Effects> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Who can be asked about an exec while the call runs.
+#[derive(Clone)]
+pub(crate) struct Asking {
+    /// The call's approver.
+    pub(crate) approver: Arc<dyn Approver>,
+    /// The call's context (its cancellation, progress, session turn).
+    pub(crate) context: ExecutionContext,
+    /// `--ask-timeout`.
+    pub(crate) ask_timeout: Duration,
+    /// The runtime the question is put on (the judge runs on a thread of
+    /// its own and waits for it).
+    pub(crate) runtime: tokio::runtime::Handle,
+}
+
+/// The call's [`Asking`], emptied once the call has answered: after that
+/// nobody can be asked.
+#[derive(Clone, Default)]
+pub(crate) struct AskSlot(Arc<Mutex<Option<Asking>>>);
+
+impl AskSlot {
+    /// A slot holding `asking`.
+    pub(crate) fn new(asking: Option<Asking>) -> Self {
+        Self(Arc::new(Mutex::new(asking)))
+    }
+
+    /// Empties the slot: the call has answered.
+    pub(crate) fn close(&self) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
+
+    fn get(&self) -> Option<Asking> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 impl ExecChecks {
@@ -263,23 +380,52 @@ impl ExecChecks {
                 worst = Some(decision);
             }
         }
-        let (denial, needed_approval) = match worst {
-            Some(Decision::Deny(denial)) => (denial, false),
+        let denial = match worst {
+            Some(Decision::Deny(denial)) => denial,
             // A built-in ask is about text whose target is known only at
             // run time: here it is run, and each exec it leads to is
             // judged again with its literal arguments. Those that stand on
             // literal arguments (deleting a repository) are asked here.
             Some(Decision::Ask(denial))
-                if (denial.source == RuleSource::PolicyFile
-                    || LITERAL_ASK_RULES.contains(&denial.rule_id.as_str()))
-                    && !call.approved =>
+                if denial.source == RuleSource::PolicyFile
+                    || LITERAL_ASK_RULES.contains(&denial.rule_id.as_str()) =>
             {
-                (denial, true)
+                return match settle_ask(call, request, &denial) {
+                    Ok(by) => {
+                        if let Some(by) = by {
+                            Self::log_approved(call, &denial, by, &cwd);
+                        }
+                        ExecVerdict::Allow
+                    }
+                    Err(why) => {
+                        Self::refuse(call, &denial, why, &cwd);
+                        ExecVerdict::Deny
+                    }
+                };
             }
             _ => return ExecVerdict::Allow,
         };
-        Self::refuse(call, &denial, needed_approval, &cwd);
+        Self::refuse(call, &denial, Why::Denied, &cwd);
         ExecVerdict::Deny
+    }
+
+    /// The audit line of an exec the person approved at run time.
+    fn log_approved(call: &CallContext, denial: &Denial, by: &'static str, cwd: &str) {
+        if let Some((log, number)) = &call.audit {
+            // The exec goes on either way; the answer does not mention it.
+            let _ = log.write(&AuditEntry {
+                event: "exec",
+                call: *number,
+                tool: call.tool,
+                command: Some(call.redactions.replace_all(&denial.command)),
+                cwd: Some(call.redactions.replace_all(cwd)),
+                decision: Some("ask"),
+                rule: Some(denial.rule_id.clone()),
+                approved_by: Some(by),
+                status: Some("approved_at_run_time".to_owned()),
+                ..AuditEntry::default()
+            });
+        }
     }
 
     /// The analysis's decision on `text`, from the cache when it was made.
@@ -315,11 +461,11 @@ impl ExecChecks {
         decision
     }
 
-    fn refuse(call: &CallContext, denial: &Denial, needed_approval: bool, cwd: &str) {
+    fn refuse(call: &CallContext, denial: &Denial, why: Why, cwd: &str) {
         let refusal = Refusal {
             command: call.redactions.replace_all(&denial.command),
             rule: denial.rule_id.clone(),
-            needed_approval,
+            why,
         };
         if let Some((log, number)) = &call.audit {
             // A line that cannot be written changes nothing here: the exec
@@ -330,7 +476,7 @@ impl ExecChecks {
                 tool: call.tool,
                 command: Some(refusal.command.clone()),
                 cwd: Some(call.redactions.replace_all(cwd)),
-                decision: Some(if needed_approval { "ask" } else { "deny" }),
+                decision: Some(if why == Why::Denied { "deny" } else { "ask" }),
                 rule: Some(refusal.rule.clone()),
                 status: Some("refused_at_run_time".to_owned()),
                 ..AuditEntry::default()
@@ -396,6 +542,150 @@ impl ExecChecks {
         copies.insert(file, found.clone());
         found
     }
+}
+
+/// An exec the rules ask about: approved before (that effect), remembered,
+/// or asked now; `Ok` with who approved (`None`: the approval of the
+/// command's text covered it, or the fallback allowed it).
+fn settle_ask(
+    call: &CallContext,
+    request: &ExecRequest,
+    denial: &Denial,
+) -> Result<Option<&'static str>, Why> {
+    let env = env_map(&request.env);
+    let approved = call.approved.list();
+    let covered = approved.iter().any(|effects| {
+        let assigned: Vec<&str> = effects.assigned.iter().map(String::as_str).collect();
+        let key = effect_key(request, &env, &assigned);
+        effects
+            .keys
+            .iter()
+            .any(|approved| same_effect(approved, &key))
+    });
+    if covered {
+        return Ok(None);
+    }
+    let text = exec_text(request);
+    let remembered = remembered_key(request, &env, &text);
+    if call.remembered.contains(&remembered) {
+        return Ok(Some("remembered"));
+    }
+    let asked = call
+        .asking
+        .get()
+        .filter(|asking| !asking.context.dry_run())
+        .map(|asking| {
+            let shown = call.redactions.replace_all(&text);
+            let message =
+                call.redactions
+                    .replace_all(&approval_message(&shown, &request.cwd, denial, &env));
+            // The question's time counts toward no limit of the command.
+            let _held = call.hold.hold();
+            asking.runtime.block_on(wait_for_approval(
+                asking.ask_timeout,
+                &asking.context,
+                asking.approver.as_ref(),
+                message,
+            ))
+        });
+    match asked.unwrap_or(Waiting::Answer(Approval::Unavailable)) {
+        // Taken again as the exec goes on: an approval holds only for what
+        // the person was shown (a link re-pointed or a script edited
+        // meanwhile is another effect).
+        Waiting::Answer(Approval::Accept { .. } | Approval::Save)
+            if remembered_key(request, &env, &text) != remembered =>
+        {
+            Err(Why::Changed)
+        }
+        Waiting::Answer(Approval::Accept { remember }) => {
+            if remember {
+                call.remembered.insert(remembered);
+            }
+            Ok(Some("user"))
+        }
+        // A rule is saved only from a command's own question.
+        Waiting::Answer(Approval::Save) => {
+            call.remembered.insert(remembered);
+            Ok(Some("user"))
+        }
+        Waiting::Answer(Approval::Unavailable) if call.fallback_allows => Ok(None),
+        Waiting::Answer(Approval::Unavailable) => Err(Why::NobodyToAsk),
+        Waiting::Answer(Approval::Decline | Approval::Cancel) => Err(Why::Declined),
+        Waiting::TimedOut => Err(Why::TimedOut),
+        Waiting::CallCancelled => Err(Why::Cancelled),
+    }
+}
+
+/// Whether the exec `key` is the effect `approved` (found before the
+/// command ran): everything equal, but an argument the analysis knew only
+/// as written (an expansion, a glob) stands for whatever it became, since
+/// the question said it was known only at run time.
+fn same_effect(approved: &ApprovalKey, key: &ApprovalKey) -> bool {
+    let run_time = |word: &str| word.contains(['$', '`', '*', '?', '[', '~']);
+    approved.exe == key.exe
+        && approved.exe_digest == key.exe_digest
+        && approved.script_digest == key.script_digest
+        && approved.cwd == key.cwd
+        && approved.env == key.env
+        && approved.argv.len() == key.argv.len()
+        && approved
+            .argv
+            .iter()
+            .zip(&key.argv)
+            .all(|(approved, arg)| approved == arg || run_time(approved))
+}
+
+/// The exec as one line of shell text, its program word as given.
+fn exec_text(request: &ExecRequest) -> String {
+    request
+        .argv
+        .iter()
+        .map(|arg| quote(&arg.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The environment's UTF-8 entries by name (the first of a name wins, as
+/// `getenv` finds it).
+fn env_map(env: &[std::ffi::OsString]) -> HashMap<String, String> {
+    let mut map = HashMap::with_capacity(env.len());
+    for entry in env {
+        if let Some((name, value)) = entry.to_str().and_then(|entry| entry.split_once('=')) {
+            map.entry(name.to_owned())
+                .or_insert_with(|| value.to_owned());
+        }
+    }
+    map
+}
+
+/// The effect of the exec as it is now: the file its path leads to in
+/// the process's view (resolved again, so a link re-pointed since the
+/// notification counts), its content, argv, cwd and environment.
+fn effect_key(request: &ExecRequest, env: &HashMap<String, String>, extra: &[&str]) -> ApprovalKey {
+    let view = ProcessView::of(request.pid);
+    let exe = view
+        .resolve(&request.cwd, &request.path, true)
+        .or_else(|| request.real_path.clone());
+    let host = exe.as_deref().map(|exe| view.host_path(exe));
+    let argv: Vec<String> = request
+        .argv
+        .iter()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    crate::binding::exec_key_of_file(
+        exe.as_deref().zip(host.as_deref()),
+        &argv,
+        &request.cwd,
+        env,
+        extra,
+    )
+}
+
+/// The key a remembered approval of this exec is kept by: the same shape
+/// as a command's ([`crate::approval::Binding::key`]), so an approval
+/// remembered for the same words run the same way holds for both.
+fn remembered_key(request: &ExecRequest, env: &HashMap<String, String>, text: &str) -> String {
+    text_key(text, &request.cwd, env, &[effect_key(request, env, &[])])
 }
 
 /// Programs whose operands are paths the rules protect: for them an
@@ -565,11 +855,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_approved_effect_matches_only_the_same_program_run_the_same_way() {
+        let key = |exe: &str, argv: &[&str], digest: &str| ApprovalKey {
+            exe: exe.to_owned(),
+            argv: argv.iter().map(|arg| (*arg).to_owned()).collect(),
+            cwd: "/w".to_owned(),
+            env: vec![("PATH".to_owned(), Some("/bin".to_owned()))],
+            exe_digest: Some(digest.to_owned()),
+            script_digest: None,
+        };
+        let approved = key("/bin/touch", &["touch", "\"$V\"", "b"], "d1");
+        assert!(same_effect(
+            &approved,
+            &key("/bin/touch", &["touch", "a", "b"], "d1")
+        ));
+        // A literal argument, the file, its content, the count of words.
+        assert!(!same_effect(
+            &approved,
+            &key("/bin/touch", &["touch", "a", "c"], "d1")
+        ));
+        assert!(!same_effect(
+            &approved,
+            &key("/tmp/touch", &["touch", "a", "b"], "d1")
+        ));
+        assert!(!same_effect(
+            &approved,
+            &key("/bin/touch", &["touch", "a", "b"], "d2")
+        ));
+        assert!(!same_effect(
+            &approved,
+            &key("/bin/touch", &["touch", "a", "b", "c"], "d1")
+        ));
+        let mut moved = key("/bin/touch", &["touch", "a", "b"], "d1");
+        moved.env[0].1 = Some("/tmp:/bin".to_owned());
+        assert!(!same_effect(&approved, &moved));
+    }
+
+    #[test]
     fn a_refusal_line_names_the_command_and_the_rule() {
         let refusal = Refusal {
             command: "rm -rf /etc".to_owned(),
             rule: "recursive-delete-protected".to_owned(),
-            needed_approval: false,
+            why: Why::Denied,
         };
         assert_eq!(
             refusal.line(),

@@ -15,7 +15,9 @@ use exec_policy::{
 };
 use tool_core::{Approval, ExecutionContext};
 
-use crate::approval::{Waiting, approval_key, approval_message, done_deciding, wait_for_approval};
+use crate::approval::{
+    Effects, Waiting, approval_key, approval_message, binding, done_deciding, wait_for_approval,
+};
 use crate::audit::{AuditEntry, AuditError, AuditLog};
 use crate::environment::{AskFallback, ExecEnvironment};
 
@@ -75,6 +77,9 @@ pub(crate) struct Cleared {
     /// The decision line a `Bash` command's later lines (`dry_run`,
     /// `running`, `ended`) are made from, numbered.
     pub(crate) decided: AuditEntry,
+    /// What the person approved (now or before), when they did: the
+    /// effects the judge of its execs holds each exec to.
+    pub(crate) effects: Option<Effects>,
 }
 
 impl Cleared {
@@ -160,11 +165,13 @@ pub(crate) async fn clear(
         Ok(Settled {
             approved_by,
             saved_note,
+            effects,
         }) => Verdict::Run(Box::new(Cleared {
             analysis,
             approved_by,
             saved_note,
             decided,
+            effects,
         })),
         Err((reason, denial)) => {
             let audited = audit_refusal(exec, &request.subject, &decided, reason);
@@ -183,6 +190,7 @@ pub(crate) async fn clear(
 struct Settled {
     approved_by: Option<&'static str>,
     saved_note: Option<String>,
+    effects: Option<Effects>,
 }
 
 /// The decision, then a remembered approval, the person, the fallback.
@@ -202,9 +210,14 @@ async fn settle<'d>(
         Decision::Deny(denial) => return Err((Reason::Denied, denial)),
         Decision::Ask(denial) => denial,
     };
-    let key = approval_key(exec, text, cwd, vars);
+    let bound = binding(&exec.analyzer, text, cwd, vars);
+    let key = bound.key;
+    let effects = Effects {
+        keys: bound.effects,
+        assigned: bound.assigned,
+    };
     if exec.is_remembered(&key) {
-        return Ok(approved("remembered"));
+        return Ok(approved("remembered", effects));
     }
     if hidden {
         return Err((Reason::Hidden, denial));
@@ -214,7 +227,7 @@ async fn settle<'d>(
         Some(approver) if !context.dry_run() => {
             let shown = exec.redact(text);
             let message = exec.redact(&approval_message(&shown, cwd, denial, vars));
-            wait_for_approval(exec, context, approver.as_ref(), message).await
+            wait_for_approval(exec.config.ask_timeout, context, approver.as_ref(), message).await
         }
         _ => Waiting::Answer(Approval::Unavailable),
     };
@@ -223,7 +236,7 @@ async fn settle<'d>(
         // The binding is taken again once the person answers: an approval
         // holds only for what was there when it was given.
         Waiting::Answer(Approval::Accept { .. } | Approval::Save)
-            if approval_key(exec, text, cwd, vars) != key =>
+            if approval_key(&exec.analyzer, text, cwd, vars) != key =>
         {
             refused(Reason::Changed)
         }
@@ -231,7 +244,7 @@ async fn settle<'d>(
             if remember {
                 exec.remember(key);
             }
-            Ok(approved("user"))
+            Ok(approved("user", effects))
         }
         Waiting::Answer(Approval::Save) => {
             exec.remember(key);
@@ -241,13 +254,16 @@ async fn settle<'d>(
             };
             Ok(Settled {
                 saved_note,
-                ..approved("user")
+                ..approved("user", effects)
             })
         }
         Waiting::Answer(Approval::Unavailable)
             if exec.config.ask_fallback == AskFallback::Allow =>
         {
-            Ok(approved("fallback"))
+            Ok(Settled {
+                approved_by: Some("fallback"),
+                ..Settled::default()
+            })
         }
         Waiting::Answer(Approval::Unavailable) => refused(Reason::CannotAsk),
         Waiting::Answer(Approval::Decline | Approval::Cancel) => refused(Reason::Declined),
@@ -256,10 +272,11 @@ async fn settle<'d>(
     }
 }
 
-fn approved(by: &'static str) -> Settled {
+fn approved(by: &'static str, effects: Effects) -> Settled {
     Settled {
         approved_by: Some(by),
         saved_note: None,
+        effects: Some(effects),
     }
 }
 

@@ -758,7 +758,14 @@ impl WriteStdinTool {
             vars,
         };
         match gate::clear(env, context, request).await {
-            gate::Verdict::Run(cleared) => Ok(Some(cleared.analysis.decision.name())),
+            gate::Verdict::Run(cleared) => {
+                // The execs the approved line leads to are held to it.
+                if let (Some(effects), Some(shell)) = (cleared.effects.clone(), env.manager.get(id))
+                {
+                    env.approve_for_shell(shell.pid(), effects);
+                }
+                Ok(Some(cleared.analysis.decision.name()))
+            }
             gate::Verdict::Refused(refusal) => {
                 let answer = line_refused(env, &refusal);
                 Err(Box::new(RefusedLine {

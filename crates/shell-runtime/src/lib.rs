@@ -37,6 +37,7 @@ mod spec;
 mod status;
 mod sys;
 mod terminal_text;
+mod timeout_hold;
 mod tree;
 #[cfg(target_os = "linux")]
 mod tty_wait;
@@ -77,6 +78,7 @@ pub use spec::{
 };
 pub use status::{EndRequest, ExitInfo, OutOfMemory, ShellStatus, human_bytes, signal_name};
 pub use terminal_text::{CleanOptions, clean_text};
+pub use timeout_hold::{Held, TimeoutHold};
 pub use tree::SHELL_TAG_VAR;
 #[cfg(target_os = "linux")]
 pub use tty_wait::{

@@ -169,6 +169,9 @@ pub struct SpawnSpec {
     /// only): policy at run time. Mechanism only: the caller brings the
     /// rules. `None`: no filter.
     pub exec_judge: Option<ExecJudge>,
+    /// Stops `timeout`'s clock while held (a question asked at an exec):
+    /// the time held counts toward no limit.
+    pub timeout_hold: Option<std::sync::Arc<crate::TimeoutHold>>,
 }
 
 impl SpawnSpec {
@@ -198,6 +201,7 @@ impl SpawnSpec {
             inherit: Vec::new(),
             cgroup_limits: crate::CommandLimits::default(),
             exec_judge: None,
+            timeout_hold: None,
         }
     }
 

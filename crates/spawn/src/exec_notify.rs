@@ -374,11 +374,11 @@ fn read_request(listener: &OwnedFd, notif: &libc::seccomp_notif) -> io::Result<R
     let memory = File::open(proc_dir.join("mem"))?;
     let args = notif.data.args;
     let nr = i64::from(notif.data.nr);
-    let (dirfd, path_at, argv_at, flags) = if nr == libc::SYS_execveat {
+    let (dirfd, path_at, argv_at, envp_at, flags) = if nr == libc::SYS_execveat {
         // int dirfd: the low 32 bits.
-        (args[0] as i32, args[1], args[2], args[4])
+        (args[0] as i32, args[1], args[2], args[3], args[4])
     } else {
-        (libc::AT_FDCWD, args[0], args[1], 0)
+        (libc::AT_FDCWD, args[0], args[1], args[2], 0)
     };
     let path = read_string(&memory, path_at)?;
     let cwd = std::fs::read_link(proc_dir.join("cwd"))?;
@@ -441,30 +441,15 @@ fn read_request(listener: &OwnedFd, notif: &libc::seccomp_notif) -> io::Result<R
             },
         },
     };
-    let mut argv = Vec::new();
-    let mut total = 0;
-    for index in 0..MAX_ARGS {
-        let mut pointer = [0u8; 8];
-        memory.read_exact_at(&mut pointer, argv_at + 8 * index as u64)?;
-        let pointer = u64::from_ne_bytes(pointer);
-        if pointer == 0 {
-            break;
-        }
-        let arg = read_string(&memory, pointer)?;
-        total += arg.len() + 1;
-        if total > MAX_ARGV_BYTES {
-            return Err(io::Error::other("argument vector too large"));
-        }
-        argv.push(arg);
-    }
-    let home = std::fs::read(proc_dir.join("environ"))
-        .ok()
-        .and_then(|environ| {
-            environ
-                .split(|&byte| byte == 0)
-                .find_map(|entry| entry.strip_prefix(b"HOME=").map(<[u8]>::to_vec))
-        })
-        .map(OsString::from_vec);
+    let argv = read_vector(&memory, argv_at)?;
+    // The environment the program will see is the exec's own vector, not
+    // the one the process started with (`/proc/PID/environ`): a shell
+    // hands its children what it exported since.
+    let env = read_vector(&memory, envp_at)?;
+    let home = env
+        .iter()
+        .find_map(|entry| entry.as_bytes().strip_prefix(b"HOME="))
+        .map(|home| OsString::from_vec(home.to_vec()));
     let file = opened
         .as_ref()
         .and_then(|file| file.metadata().ok())
@@ -485,7 +470,33 @@ fn read_request(listener: &OwnedFd, notif: &libc::seccomp_notif) -> io::Result<R
         argv,
         cwd,
         home,
+        env,
     }))
+}
+
+/// A NULL-ended vector of strings (`argv`, `envp`) in the process's
+/// memory; a NULL vector is empty, as the kernel takes it.
+fn read_vector(memory: &File, at: u64) -> io::Result<Vec<OsString>> {
+    let mut strings = Vec::new();
+    if at == 0 {
+        return Ok(strings);
+    }
+    let mut total = 0;
+    for index in 0..MAX_ARGS {
+        let mut pointer = [0u8; 8];
+        memory.read_exact_at(&mut pointer, at + 8 * index as u64)?;
+        let pointer = u64::from_ne_bytes(pointer);
+        if pointer == 0 {
+            break;
+        }
+        let string = read_string(memory, pointer)?;
+        total += string.len() + 1;
+        if total > MAX_ARGV_BYTES {
+            return Err(io::Error::other("argument vector too large"));
+        }
+        strings.push(string);
+    }
+    Ok(strings)
 }
 
 /// A NUL-ended string of the process's memory, read in pages.

@@ -66,8 +66,11 @@ pub struct ExecRequest {
     pub argv: Vec<OsString>,
     /// The process's working directory.
     pub cwd: PathBuf,
-    /// `HOME` in the process's environment.
+    /// `HOME` in the environment the program will see.
     pub home: Option<OsString>,
+    /// The environment the program will see (`NAME=value` entries of the
+    /// exec's own vector).
+    pub env: Vec<OsString>,
 }
 
 /// What a judge answers.

@@ -33,7 +33,14 @@ pub(super) async fn supervise(
     let waited = match spec.timeout {
         None => (&mut exit).await,
         Some(limit) => {
-            if let Ok(result) = tokio::time::timeout(limit, &mut exit).await {
+            let started = Instant::now();
+            let run_down =
+                crate::timeout_hold::run_down(started, limit, spec.timeout_hold.as_deref());
+            let ended = tokio::select! {
+                result = &mut exit => Some(result),
+                () = run_down => None,
+            };
+            if let Some(result) = ended {
                 result
             } else {
                 if shell.request_end(EndRequest::Timeout) {
