@@ -327,12 +327,12 @@ mod tests {
     }
 
     #[test]
-    fn schema_prints_four_tools_in_each_format() {
+    fn schema_prints_five_tools_in_each_format() {
         for format in ["mcp", "openai", "anthropic"] {
             let (code, out) = front_door(&["schema", "--format", format]);
             assert_eq!(code.expect("prints"), ExitCode::SUCCESS);
             let tools: Vec<serde_json::Value> = serde_json::from_str(&out).expect("JSON");
-            assert_eq!(tools.len(), 4, "{format}");
+            assert_eq!(tools.len(), 5, "{format}");
             assert!(out.ends_with("]\n"));
         }
     }

@@ -206,7 +206,7 @@ mod tests {
         }
         assert_eq!(
             answers[&1]["result"]["tools"].as_array().map(Vec::len),
-            Some(4)
+            Some(5)
         );
         let echoed = answers[&2]["result"]["content"][0]["text"].as_str();
         assert!(
