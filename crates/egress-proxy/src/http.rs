@@ -75,16 +75,15 @@ pub(crate) async fn handle(
             upstream.write_all(&rest).await?;
         }
         let (sent, received) = relay(&mut client, &mut upstream).await;
-        gate.record(ConnectionEvent {
-            listener: tag,
-            protocol: Protocol::Connect,
+        gate.record(ConnectionEvent::new(
+            tag,
+            Protocol::Connect,
             target,
-            credential: false,
-            outcome: Outcome::Closed {
+            Outcome::Closed {
                 sent: sent + rest.len() as u64,
                 received,
             },
-        });
+        ));
         return Ok(());
     }
     let Some(after_scheme) = uri.strip_prefix("http://") else {
@@ -133,16 +132,15 @@ pub(crate) async fn handle(
         upstream.write_all(&rest).await?;
     }
     let (sent, received) = relay(&mut client, &mut upstream).await;
-    gate.record(ConnectionEvent {
-        listener: tag,
-        protocol: Protocol::Http,
+    gate.record(ConnectionEvent::new(
+        tag,
+        Protocol::Http,
         target,
-        credential: false,
-        outcome: Outcome::Closed {
+        Outcome::Closed {
             sent: sent + (forwarded.len() + rest.len()) as u64,
             received,
         },
-    });
+    ));
     Ok(())
 }
 
@@ -172,13 +170,12 @@ async fn intercept(
         Ok(upstream) => upstream,
         Err(error) => {
             let body = format!("agent-exec egress proxy: {error}; the credential was not sent\n");
-            gate.record(ConnectionEvent {
-                listener: tag,
-                protocol: Protocol::Connect,
+            gate.record(ConnectionEvent::new(
+                tag,
+                Protocol::Connect,
                 target,
-                credential: false,
-                outcome: Outcome::Failed { error },
-            });
+                Outcome::Failed { error },
+            ));
             return respond(&mut client, 502, "Bad Gateway", &body).await;
         }
     };
@@ -197,14 +194,16 @@ async fn intercept(
     upstream.write_all(&rest).await?;
     let (sent, received) = relay(&mut client, &mut upstream).await;
     gate.record(ConnectionEvent {
-        listener: tag,
-        protocol: Protocol::Connect,
-        target,
         credential: true,
-        outcome: Outcome::Closed {
-            sent: sent + (forwarded.len() + rest.len()) as u64,
-            received,
-        },
+        ..ConnectionEvent::new(
+            tag,
+            Protocol::Connect,
+            target,
+            Outcome::Closed {
+                sent: sent + (forwarded.len() + rest.len()) as u64,
+                received,
+            },
+        )
     });
     Ok(())
 }
@@ -222,25 +221,23 @@ async fn admit(
         Ok(upstream) => Ok(Some(upstream)),
         Err(OpenError::Refused(refusal)) => {
             let body = refusal_body(target, &refusal);
-            gate.record(ConnectionEvent {
-                listener: tag,
+            gate.record(ConnectionEvent::new(
+                tag,
                 protocol,
-                target: target.clone(),
-                credential: false,
-                outcome: Outcome::Refused(refusal),
-            });
+                target.clone(),
+                Outcome::Refused(refusal),
+            ));
             respond(client, 403, "Forbidden", &body).await?;
             Ok(None)
         }
         Err(OpenError::Failed(error)) => {
             let body = format!("agent-exec egress proxy: {error}\n");
-            gate.record(ConnectionEvent {
-                listener: tag,
+            gate.record(ConnectionEvent::new(
+                tag,
                 protocol,
-                target: target.clone(),
-                credential: false,
-                outcome: Outcome::Failed { error },
-            });
+                target.clone(),
+                Outcome::Failed { error },
+            ));
             respond(client, 502, "Bad Gateway", &body).await?;
             Ok(None)
         }

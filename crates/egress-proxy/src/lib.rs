@@ -124,6 +124,19 @@ pub struct ConnectionEvent {
     pub credential: bool,
 }
 
+impl ConnectionEvent {
+    /// An event for a connection through listener `tag` with no credential attached.
+    pub(crate) fn new(tag: u64, protocol: Protocol, target: Target, outcome: Outcome) -> Self {
+        Self {
+            listener: tag,
+            protocol,
+            target,
+            outcome,
+            credential: false,
+        }
+    }
+}
+
 /// The rules the proxy applies, supplied by its owner.
 #[async_trait::async_trait]
 pub trait Gatekeeper: Send + Sync + 'static {

@@ -87,33 +87,30 @@ pub(crate) async fn handle(
         Ok(mut upstream) => {
             reply(&mut client, SUCCEEDED).await?;
             let (sent, received) = relay(&mut client, &mut upstream).await;
-            gate.record(ConnectionEvent {
-                listener: tag,
-                protocol: Protocol::Socks5,
+            gate.record(ConnectionEvent::new(
+                tag,
+                Protocol::Socks5,
                 target,
-                credential: false,
-                outcome: Outcome::Closed { sent, received },
-            });
+                Outcome::Closed { sent, received },
+            ));
             Ok(())
         }
         Err(OpenError::Refused(refusal)) => {
-            gate.record(ConnectionEvent {
-                listener: tag,
-                protocol: Protocol::Socks5,
+            gate.record(ConnectionEvent::new(
+                tag,
+                Protocol::Socks5,
                 target,
-                credential: false,
-                outcome: Outcome::Refused(refusal),
-            });
+                Outcome::Refused(refusal),
+            ));
             reply(&mut client, NOT_ALLOWED_BY_RULESET).await
         }
         Err(OpenError::Failed(error)) => {
-            gate.record(ConnectionEvent {
-                listener: tag,
-                protocol: Protocol::Socks5,
+            gate.record(ConnectionEvent::new(
+                tag,
+                Protocol::Socks5,
                 target,
-                credential: false,
-                outcome: Outcome::Failed { error },
-            });
+                Outcome::Failed { error },
+            ));
             reply(&mut client, HOST_UNREACHABLE).await
         }
     }
